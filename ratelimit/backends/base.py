@@ -1,0 +1,68 @@
+"""The storage interface every limiter backend implements.
+
+A backend owns the atomic check-and-record: it reads its clock *inside* its critical section
+(lock, exclusive transaction or server-side script), decides with :func:`ratelimit.rules.decide`
+(or the same rule in the server's language), and records the grant stamped with that reading.
+Nothing is recorded on refusal, so a refused or cancelled caller leaves no stamp.
+
+Clocks: ``clock`` passed to a method is the limiter's injected clock, or ``None``. Local backends
+(memory, SQLite) use their own clock if one was given to their constructor, else that one, else
+their default. Server backends use the server's clock unless their constructor was given one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+from ratelimit.rules import Charge, Limits, Verdict
+
+Clock = Callable[[], float]
+
+
+class Backend(ABC):
+    """Storage for sliding-window logs, one log per key."""
+
+    #: a short name for messages ("memory", "sqlite", ...)
+    name: str = "backend"
+    #: True when calls do network or file I/O (the async API then runs them in a worker thread)
+    blocking: bool = False
+
+    def setup(self) -> None:
+        """Create what the backend needs; safe to call more than once."""
+
+    @abstractmethod
+    def acquire(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
+        """Atomically admit and record ``charge``, or refuse it and record nothing."""
+
+    @abstractmethod
+    def peek(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
+        """Decide ``charge`` as :meth:`acquire` would, without recording it."""
+
+    @abstractmethod
+    def pause(self, key: str, seconds: float, clock: Clock | None) -> None:
+        """Admit nobody on ``key`` for ``seconds`` from now (extends, never shortens, a pause)."""
+
+    @abstractmethod
+    def correct(self, key: str, grant_id: str, tokens: int) -> bool:
+        """Replace a recorded grant's token estimate with the real figure.
+
+        Returns False when the grant is no longer stored (it already stopped counting).
+        """
+
+    @abstractmethod
+    def clear(self, key: str) -> None:
+        """Forget every grant and pause of ``key``."""
+
+    @abstractmethod
+    def stored_entries(self, key: str) -> int:
+        """How many grants are stored for ``key`` (storage is pruned, so this stays bounded)."""
+
+    def close(self) -> None:
+        """Release connections; the backend may not be used afterwards."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

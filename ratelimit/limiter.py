@@ -1,0 +1,237 @@
+"""The sliding-window limiter: exact, fail-fast or bounded wait, sync and asyncio.
+
+Example:
+    >>> from ratelimit import ManualClock, RateLimitExceeded, SlidingWindowLimiter
+    >>> clock = ManualClock()
+    >>> lim = SlidingWindowLimiter(limit=2, window=60.0, clock=clock, sleep=clock.sleep)
+    >>> lim.acquire().stamp, lim.acquire().stamp
+    (0.0, 0.0)
+    >>> try:
+    ...     lim.acquire()
+    ... except RateLimitExceeded as exc:
+    ...     exc.retry_after
+    60.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from ratelimit.backends.base import Backend, Clock
+from ratelimit.backends.memory import MemoryBackend
+from ratelimit.errors import LimiterConfigError, RateLimitExceeded
+from ratelimit.rules import Charge, Limit, Limits, Verdict, as_limits, check_charge_fits
+
+Mode = Literal["fail_fast", "wait"]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One admitted acquisition, stamped with the backend clock at commit."""
+
+    key: str
+    grant_id: str
+    stamp: float
+    requests: int
+    tokens: int
+    waited: float = 0.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Usage of one limit now; ``retry_after`` is 0 when one more request is admitted now."""
+
+    used: int
+    limit: int
+    window: float
+    retry_after: float
+    unit: str = "requests"
+
+
+class SlidingWindowLimiter:
+    """At most ``limit`` acquisitions in any ``window`` seconds, for everyone sharing ``backend``.
+
+    Args:
+        limit, window: the request limit (default 5 per 60 s), used when ``limits`` is not given.
+        limits: one or several limits, e.g. ``RequestLimit(5, 60) & TokenLimit(30_000, 60)``.
+        key: the name of the shared budget (e.g. one provider account) in the backend.
+        backend: where grants are recorded; defaults to a private :class:`MemoryBackend`.
+        clock: the limiter's clock; local backends stamp with it unless they have their own.
+            Also measures how long a waiter has waited. Default: the backend's clock for
+            stamps, ``time.monotonic`` for waiting.
+        sleep, asleep: how to wait (defaults ``time.sleep`` / ``asyncio.sleep``). When only
+            ``sleep`` is given, the async API calls it too and then yields to the loop once,
+            which suits virtual clocks such as :class:`ManualClock`.
+        mode: ``"fail_fast"`` raises :class:`RateLimitExceeded` at once; ``"wait"`` sleeps until
+            admitted, re-checking on waking, and raises only when admission would take longer
+            than ``max_wait`` seconds in total.
+    """
+
+    def __init__(
+        self,
+        limit: int = 5,
+        window: float = 60.0,
+        *,
+        limits: Limit | Limits | None = None,
+        key: str = "default",
+        backend: Backend | None = None,
+        clock: Clock | None = None,
+        sleep: Callable[[float], object] | None = None,
+        asleep: Callable[[float], Awaitable[object]] | None = None,
+        mode: Mode = "fail_fast",
+        max_wait: float = 120.0,
+    ) -> None:
+        if mode not in ("fail_fast", "wait"):
+            raise LimiterConfigError(f"mode must be 'fail_fast' or 'wait', got {mode!r}")
+        if not (max_wait >= 0):
+            raise LimiterConfigError(f"max_wait must be >= 0, got {max_wait!r}")
+        self.limits = as_limits(limits) if limits is not None else Limits((Limit(limit, float(window)),))
+        self.key = key
+        self.backend = backend if backend is not None else MemoryBackend()
+        self.mode: Mode = mode
+        self.max_wait = float(max_wait)
+        self._clock = clock
+        self._timer: Clock = clock or time.monotonic
+        self._sleep = sleep or time.sleep
+        if asleep is not None:
+            self._asleep = asleep
+        elif sleep is None:
+            self._asleep = asyncio.sleep
+        else:
+            self._asleep = self._yielding_sleep
+
+    async def _yielding_sleep(self, seconds: float) -> None:
+        self._sleep(seconds)
+        await asyncio.sleep(0)
+
+    @property
+    def limit(self) -> int:
+        """The first limit's size (the request limit unless configured otherwise)."""
+        return self.limits[0].limit
+
+    @property
+    def window(self) -> float:
+        """The first limit's window in seconds."""
+        return self.limits[0].window
+
+    # -- acquisition ------------------------------------------------------------------------
+
+    def acquire(self, cost: int = 1, *, tokens: int = 0) -> Grant:
+        """Admit one request costing ``cost`` requests and ``tokens`` tokens, or raise.
+
+        Raises :class:`RateLimitExceeded` (fail-fast, or a wait longer than ``max_wait``),
+        :class:`CostExceedsLimit` (can never fit) or :class:`BackendUnavailable` (fail closed).
+        """
+        charge = self._charge(cost, tokens)
+        started = self._timer()
+        slept = 0.0
+        while True:
+            verdict = self.backend.acquire(self.key, self.limits, charge, self._clock)
+            if verdict.granted:
+                return self._grant(verdict, charge, max(slept, self._timer() - started))
+            waited = max(slept, self._timer() - started)
+            self._refuse_unless_waiting(verdict, waited)
+            self._sleep(verdict.retry_after)
+            slept += verdict.retry_after
+
+    async def aacquire(self, cost: int = 1, *, tokens: int = 0) -> Grant:
+        """Async twin of :meth:`acquire`; waiting never blocks the event loop.
+
+        A task cancelled while waiting leaves no stamp: grants are recorded only at admission.
+        """
+        charge = self._charge(cost, tokens)
+        started = self._timer()
+        slept = 0.0
+        while True:
+            verdict = await self._run(self.backend.acquire, self.key, self.limits, charge, self._clock)
+            if verdict.granted:
+                return self._grant(verdict, charge, max(slept, self._timer() - started))
+            waited = max(slept, self._timer() - started)
+            self._refuse_unless_waiting(verdict, waited)
+            await self._asleep(verdict.retry_after)
+            slept += verdict.retry_after
+
+    def _charge(self, cost: int, tokens: int) -> Charge:
+        charge = Charge(cost, tokens)
+        check_charge_fits(self.limits, charge)
+        return charge
+
+    def _grant(self, verdict: Verdict, charge: Charge, waited: float) -> Grant:
+        assert verdict.grant_id is not None
+        return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, waited)
+
+    def _refuse_unless_waiting(self, verdict: Verdict, waited: float) -> None:
+        if self.mode == "fail_fast":
+            raise RateLimitExceeded(verdict.retry_after, self.limit, self.window)
+        if waited + verdict.retry_after > self.max_wait:
+            raise RateLimitExceeded(
+                verdict.retry_after,
+                self.limit,
+                self.window,
+                reason=f"admission would take longer than max_wait={self.max_wait:g} s",
+            )
+
+    async def _run(self, fn: Callable, *args: object):  # type: ignore[no-untyped-def]
+        if self.backend.blocking:
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
+
+    # -- visibility and admission control ---------------------------------------------------
+
+    def usage(self) -> Usage:
+        """Usage of the first limit now, and seconds until one more request is admitted."""
+        return self.usages()[0]
+
+    def usages(self) -> tuple[Usage, ...]:
+        """Usage of every limit now; ``retry_after`` is the wait for one more request."""
+        verdict = self.backend.peek(self.key, self.limits, Charge(1, 0), self._clock)
+        return tuple(
+            Usage(used, rule.limit, rule.window, verdict.retry_after, rule.unit)
+            for rule, used in zip(self.limits, verdict.used, strict=True)
+        )
+
+    def fits(self, n: int, *, tokens: int = 0) -> float:
+        """Admission control: 0.0 if ``n`` more requests (and ``tokens``) fit now, else the wait.
+
+        ``math.inf`` when they can never fit in one window. Nothing is reserved: others may
+        take the slots meanwhile, so the answer is advice, and each request still acquires.
+        """
+        charge = Charge(n, tokens)
+        return self.backend.peek(self.key, self.limits, charge, self._clock).retry_after
+
+    async def afits(self, n: int, *, tokens: int = 0) -> float:
+        """Async twin of :meth:`fits`."""
+        verdict = await self._run(self.backend.peek, self.key, self.limits, Charge(n, tokens), self._clock)
+        return verdict.retry_after
+
+    def pause(self, seconds: float) -> None:
+        """Admit nobody sharing this key for ``seconds`` (a provider's 429 ``Retry-After``)."""
+        if not (seconds >= 0 and math.isfinite(seconds)):
+            raise LimiterConfigError(f"pause must be a finite number of seconds >= 0, got {seconds!r}")
+        self.backend.pause(self.key, float(seconds), self._clock)
+
+    async def apause(self, seconds: float) -> None:
+        """Async twin of :meth:`pause`."""
+        if not (seconds >= 0 and math.isfinite(seconds)):
+            raise LimiterConfigError(f"pause must be a finite number of seconds >= 0, got {seconds!r}")
+        await self._run(self.backend.pause, self.key, float(seconds), self._clock)
+
+    def correct(self, grant: Grant, tokens: int) -> bool:
+        """Replace ``grant``'s token estimate with the usage the reply reported."""
+        if not isinstance(tokens, int) or tokens < 0:
+            raise LimiterConfigError(f"tokens must be a non-negative integer, got {tokens!r}")
+        return self.backend.correct(grant.key, grant.grant_id, tokens)
+
+    async def acorrect(self, grant: Grant, tokens: int) -> bool:
+        """Async twin of :meth:`correct`."""
+        if not isinstance(tokens, int) or tokens < 0:
+            raise LimiterConfigError(f"tokens must be a non-negative integer, got {tokens!r}")
+        return await self._run(self.backend.correct, grant.key, grant.grant_id, tokens)
+
+    def __repr__(self) -> str:
+        return f"SlidingWindowLimiter({self.limits}, key={self.key!r}, backend={self.backend.name}, mode={self.mode})"
