@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import httpx2
 import openai
 import pytest
 
-import tests.scripted_llm as scripted_llm
-from tests.scripted_llm import (
+# Relative, so this module imports however pytest names the package (scripted_llm or tests.scripted_llm).
+from .server import (
     SCRIPTED_HEADER,
     SCRIPTED_HEADER_VALUE,
     ScriptedLLMServer,
@@ -29,6 +30,7 @@ def ask(client: openai.OpenAI, model: str = "gpt-test"):
 
 
 def test_exports_are_sorted_and_complete():
+    scripted_llm = sys.modules[__package__]
     assert scripted_llm.__all__ == sorted(scripted_llm.__all__)
     for name in scripted_llm.__all__:
         assert hasattr(scripted_llm, name)
