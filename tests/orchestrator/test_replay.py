@@ -211,3 +211,28 @@ def test_cassette_problems_are_replay_errors(tmp_path: Path):
         load_cassette(write_cassette(tmp_path / "broken.yaml", [{"request": {}}]))
     with pytest.raises(ValueError, match="unknown match_on"):
         CassetteTransport([], match_on=("method", "headers"))
+
+
+@pytest.mark.parametrize("decode_compressed_response", [False, True])
+def test_gzip_recordings_replay_whether_or_not_vcr_decoded_them(tmp_path: Path, decode_compressed_response: bool):
+    cassette = tmp_path / "gzip.yaml"
+    queue = ScriptedQueue([ScriptedReply('{"answer": "compressed"}')])
+    recorder = vcr.VCR(
+        record_mode="all",
+        match_on=["method", "path", "body"],
+        filter_headers=["authorization"],
+        decode_compressed_response=decode_compressed_response,
+    )
+    with ScriptedLLMServer(queue, gzip_responses=True) as server, recorder.use_cassette(str(cassette)):
+        openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0).chat.completions.create(
+            model="gpt-test", messages=question("Zipped?")
+        )
+    text = cassette.read_text()
+    # VCR.py stores the raw (compressed) bytes as !!binary unless asked to decode them.
+    assert ("!!binary" in text) is not decode_compressed_response
+    assert ("compressed" in text) is decode_compressed_response
+
+    completion = replay_client(CassetteTransport(cassette)).chat.completions.create(
+        model="gpt-test", messages=question("Zipped?")
+    )
+    assert completion.choices[0].message.content == '{"answer": "compressed"}'

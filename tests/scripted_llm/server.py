@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import threading
@@ -199,13 +200,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if reply.delay_s:
             owner.sleep(reply.delay_s)
-        self._send(reply.status, owner._body_for(reply, request_json, number), reply.headers, number)
+        headers = dict(reply.headers)
+        if owner.gzip_responses and "gzip" in (self.headers.get("accept-encoding") or ""):
+            headers["content-encoding"] = "gzip"
+        self._send(reply.status, owner._body_for(reply, request_json, number), headers, number)
 
     def _not_found(self) -> None:
         self._send(404, _error_body(f"no route for {self.command} {self.path}", "invalid_request_error"))
 
     def _send(self, status: int, body: str, headers: dict[str, str] | None = None, number: int = 0) -> None:
         payload = body.encode("utf-8")
+        if (headers or {}).get("content-encoding") == "gzip":
+            payload = gzip.compress(payload, mtime=0)  # mtime=0: the same bytes every time
         try:
             self.send_response(status)
             self.send_header("content-type", "application/json")
@@ -233,6 +239,8 @@ class ScriptedLLMServer:
 
     ``responder(request_json) -> ScriptedReply`` is called once per chat-completion request.
     ``requests`` keeps every parsed request body; ``errors`` every responder failure.
+    ``gzip_responses`` compresses chat-completion replies when the client accepts gzip, as
+    hosted APIs do, to exercise recording and replay of compressed bodies.
     """
 
     def __init__(
@@ -240,10 +248,12 @@ class ScriptedLLMServer:
         responder: Responder,
         *,
         models: Iterable[str] = DEFAULT_MODELS,
+        gzip_responses: bool = False,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.responder = responder
         self.models = tuple(models)
+        self.gzip_responses = gzip_responses
         self.sleep = sleep
         self.requests: list[dict[str, Any]] = []
         self.errors: list[str] = []

@@ -181,3 +181,10 @@ def test_stop_is_clean_idempotent_and_closes_kept_alive_connections():
     with pytest.raises(RuntimeError, match="not running"):
         server.base_url
     assert len(server.requests) == 1
+
+
+def test_gzip_responses_are_compressed_on_the_wire_and_decoded_by_the_client():
+    with ScriptedLLMServer(ScriptedQueue([ScriptedReply("zipped")]), gzip_responses=True) as server:
+        raw = client_for(server).chat.completions.with_raw_response.create(model="gpt-test", messages=MESSAGES)
+    assert raw.headers["content-encoding"] == "gzip"
+    assert raw.parse().choices[0].message.content == "zipped"
