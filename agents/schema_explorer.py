@@ -1,0 +1,361 @@
+"""SchemaExplorer: what the database holds, read once per database and cached.
+
+Only the tables the plan names, plus their foreign-key neighbours in both directions, go into
+the prompt (``explore``); ``catalogue`` gives the whole database one line per table for the
+reasoning step.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from pydantic import BaseModel, Field
+from sqlalchemy.engine import Engine
+from sqlalchemy.engine.reflection import ObjectKind
+
+from agents.errors import SchemaInspectionError
+from agents.sql_executor import clean_message
+
+__all__ = [
+    "ColumnInfo",
+    "ForeignKeyInfo",
+    "SchemaContext",
+    "SchemaExplorer",
+    "TableInfo",
+    "clear_schema_cache",
+    "dialect_name",
+]
+
+CACHE_SIZE = 32
+
+
+class ColumnInfo(BaseModel):
+    """One column as the database declares it."""
+
+    name: str = Field(description="Column name as stored in the database")
+    type: str = Field(description="Declared type in the database's own spelling, e.g. NUMERIC(10, 2)")
+    nullable: bool = Field(default=True, description="Whether NULL is allowed")
+    primary_key: bool = Field(default=False, description="Whether the column is part of the primary key")
+
+
+class ForeignKeyInfo(BaseModel):
+    """A foreign key from some columns of a table to another table's columns."""
+
+    columns: list[str] = Field(description="Referencing columns, in order")
+    referred_table: str = Field(description="Referenced table")
+    referred_columns: list[str] = Field(description="Referenced columns, in order")
+
+    def summary(self) -> str:
+        return f"({', '.join(self.columns)}) -> {self.referred_table}({', '.join(self.referred_columns)})"
+
+
+class TableInfo(BaseModel):
+    """A table or view with its columns and keys."""
+
+    name: str = Field(description="Table name as stored in the database")
+    kind: Literal["table", "view"] = Field(default="table", description="Table or view")
+    columns: list[ColumnInfo] = Field(default_factory=list, description="Columns in declaration order")
+    primary_key: list[str] = Field(default_factory=list, description="Primary key columns, in order")
+    foreign_keys: list[ForeignKeyInfo] = Field(default_factory=list, description="Outgoing foreign keys")
+
+    def column(self, name: str) -> ColumnInfo | None:
+        """The column called ``name``, matched without regard to case."""
+        wanted = _unquote(name)
+        exact = [c for c in self.columns if c.name == wanted]
+        if exact:
+            return exact[0]
+        folded = [c for c in self.columns if c.name.casefold() == wanted.casefold()]
+        return folded[0] if len(folded) == 1 else None
+
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def catalogue_line(self) -> str:
+        return f"{self.name}({', '.join(f'{c.name} {c.type}'.rstrip() for c in self.columns)})"
+
+    def render(self, dialect: str = "sqlite") -> str:
+        """CREATE-TABLE-like text: single-column keys inline, composite keys as constraints."""
+        q = _quoter(dialect)
+        single_pk = self.primary_key[0] if len(self.primary_key) == 1 else None
+        inline_fk = {fk.columns[0]: fk for fk in self.foreign_keys if len(fk.columns) == 1}
+        lines = []
+        for col in self.columns:
+            parts = [q(col.name)]
+            if col.type:
+                parts.append(col.type)
+            if col.name == single_pk:
+                parts.append("PRIMARY KEY")
+            elif not col.nullable:
+                parts.append("NOT NULL")
+            fk = inline_fk.get(col.name)
+            if fk is not None:
+                parts.append(f"REFERENCES {q(fk.referred_table)}({', '.join(map(q, fk.referred_columns))})")
+            lines.append(" ".join(parts))
+        if len(self.primary_key) > 1:
+            lines.append(f"PRIMARY KEY ({', '.join(map(q, self.primary_key))})")
+        for fk in self.foreign_keys:
+            if len(fk.columns) > 1:
+                lines.append(
+                    f"FOREIGN KEY ({', '.join(map(q, fk.columns))}) "
+                    f"REFERENCES {q(fk.referred_table)}({', '.join(map(q, fk.referred_columns))})"
+                )
+        body = ",\n".join(f"  {line}" for line in lines)
+        return f"CREATE {self.kind.upper()} {q(self.name)} (\n{body}\n);"
+
+    def summary(self) -> str:
+        return f"{self.name}: {len(self.columns)} columns, pk={self.primary_key}, {len(self.foreign_keys)} fks"
+
+
+class SchemaContext(BaseModel):
+    """The part of the schema one question needs: planned tables first, then their neighbours."""
+
+    dialect: str = Field(description="sqlglot dialect name: sqlite, postgres, mysql or duckdb")
+    db_schema: str | None = Field(default=None, description="Database schema (namespace) the tables live in; None for the default")
+    tables: list[TableInfo] = Field(default_factory=list, description="Planned tables, then FK neighbours")
+    requested: list[str] = Field(default_factory=list, description="Planned tables found, by their real names")
+    neighbours: list[str] = Field(default_factory=list, description="Tables added as foreign-key neighbours")
+    unknown_tables: list[str] = Field(default_factory=list, description="Planned names that match no table")
+
+    def table(self, name: str) -> TableInfo | None:
+        return _match(name, {t.name: t for t in self.tables})
+
+    def columns_by_table(self) -> dict[str, list[str]]:
+        """``{table: [column, ...]}``, the shape the safety validator takes as ``schema``."""
+        return {t.name: t.column_names() for t in self.tables}
+
+    def render(self) -> str:
+        text = "\n".join(t.render(self.dialect) for t in self.tables)
+        if self.unknown_tables:
+            text += f"\n-- no such tables: {', '.join(self.unknown_tables)}"
+        return text
+
+    def summary(self) -> str:
+        out = f"{len(self.requested)} planned ({', '.join(self.requested) or '-'})"
+        out += f", {len(self.neighbours)} neighbours ({', '.join(self.neighbours) or '-'})"
+        if self.unknown_tables:
+            out += f", unknown: {', '.join(self.unknown_tables)}"
+        return out
+
+
+_cache: OrderedDict[str, dict[str, TableInfo]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def clear_schema_cache() -> None:
+    """Forget every cached schema, e.g. after a migration."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def dialect_name(engine: Engine) -> str:
+    """The engine's dialect as sqlglot spells it: sqlite, postgres, mysql or duckdb."""
+    name = engine.dialect.name
+    return {"postgresql": "postgres", "mariadb": "mysql"}.get(name, name)
+
+
+class SchemaExplorer:
+    """Reads tables, columns, keys and foreign keys through SQLAlchemy, once per database.
+
+    ``cache_key`` names the database in the module-level cache (default: the URL without its
+    password, plus ``db_schema``). ``db_schema`` selects a non-default schema (PostgreSQL, DuckDB).
+    """
+
+    def __init__(self, engine: Engine, cache_key: str | None = None, db_schema: str | None = None) -> None:
+        self.engine = engine
+        self.db_schema = db_schema
+        self.dialect = dialect_name(engine)
+        base = cache_key if cache_key is not None else engine.url.render_as_string(hide_password=True)
+        self.cache_key = f"{base}#{db_schema}" if db_schema else base
+
+    def tables(self, refresh: bool = False) -> dict[str, TableInfo]:
+        """Every table and view, keyed by name (read from the database on first use)."""
+        with _cache_lock:
+            cached = None if refresh else _cache.get(self.cache_key)
+            if cached is not None:
+                _cache.move_to_end(self.cache_key)
+                return cached
+        loaded = self._read()
+        with _cache_lock:
+            _cache[self.cache_key] = loaded
+            _cache.move_to_end(self.cache_key)
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+        return loaded
+
+    def table_names(self) -> list[str]:
+        return list(self.tables())
+
+    def table(self, name: str) -> TableInfo | None:
+        """The table called ``name``, matched without regard to case, quotes or schema prefix."""
+        return _match(name, self.tables())
+
+    def catalogue(self) -> str:
+        """One line per table: ``name(col type, ...)``."""
+        return "\n".join(t.catalogue_line() for t in self.tables().values())
+
+    def render(self) -> str:
+        """The whole schema as CREATE-TABLE-like text."""
+        return self.explore(None).render()
+
+    def explore(self, tables: Iterable[str] | None, neighbours: bool = True) -> SchemaContext:
+        """The planned ``tables`` plus, with ``neighbours``, every table one foreign key away.
+
+        ``None`` means every table. Names that match nothing are ignored and listed in
+        ``unknown_tables``.
+        """
+        everything = self.tables()
+        if tables is None:
+            return SchemaContext(dialect=self.dialect, db_schema=self.db_schema,
+                                 tables=list(everything.values()), requested=list(everything))
+        requested: list[str] = []
+        unknown: list[str] = []
+        for raw in tables:
+            found = _match(raw, everything)
+            if found is None:
+                if raw not in unknown:
+                    unknown.append(raw)
+            elif found.name not in requested:
+                requested.append(found.name)
+        extra: set[str] = set()
+        if neighbours:
+            wanted = set(requested)
+            for info in everything.values():
+                for fk in info.foreign_keys:
+                    if info.name in wanted and fk.referred_table in everything:
+                        extra.add(fk.referred_table)
+                    if fk.referred_table in wanted:
+                        extra.add(info.name)
+            extra -= wanted
+        added = sorted(extra)
+        return SchemaContext(
+            dialect=self.dialect,
+            db_schema=self.db_schema,
+            tables=[everything[n] for n in requested + added],
+            requested=requested,
+            neighbours=added,
+            unknown_tables=unknown,
+        )
+
+    def _read(self) -> dict[str, TableInfo]:
+        try:
+            conn = self.engine.connect()
+        except sa.exc.SQLAlchemyError as exc:
+            raise SchemaInspectionError(clean_message(exc), code="database_unreachable") from exc
+        try:
+            with conn:
+                if self.engine.dialect.name == "duckdb":
+                    return _read_duckdb(conn, self.db_schema)
+                return _read_inspector(conn, self.db_schema)
+        except sa.exc.SQLAlchemyError as exc:
+            raise SchemaInspectionError(clean_message(exc)) from exc
+
+
+def _read_inspector(conn: sa.Connection, schema: str | None) -> dict[str, TableInfo]:
+    insp = sa.inspect(conn)
+    kinds = {name: "table" for name in insp.get_table_names(schema=schema)}
+    kinds.update({name: "view" for name in insp.get_view_names(schema=schema)})
+    columns = insp.get_multi_columns(schema=schema, kind=ObjectKind.ANY)
+    pks = insp.get_multi_pk_constraint(schema=schema)
+    fks = insp.get_multi_foreign_keys(schema=schema)
+    out: dict[str, TableInfo] = {}
+    for name in sorted(kinds):
+        key = (schema, name)
+        pk = list((pks.get(key) or {}).get("constrained_columns") or [])
+        out[name] = TableInfo(
+            name=name,
+            kind=kinds[name],  # type: ignore[arg-type]
+            columns=[
+                ColumnInfo(name=c["name"], type=_type_text(c["type"], conn.dialect),
+                           nullable=bool(c.get("nullable", True)) and c["name"] not in pk,
+                           primary_key=c["name"] in pk)
+                for c in columns.get(key, [])
+            ],
+            primary_key=pk,
+            foreign_keys=[
+                ForeignKeyInfo(columns=list(fk["constrained_columns"]), referred_table=fk["referred_table"],
+                               referred_columns=list(fk["referred_columns"]))
+                for fk in fks.get(key, [])
+                if fk.get("referred_table")
+            ],
+        )
+    return out
+
+
+def _read_duckdb(conn: sa.Connection, schema: str | None) -> dict[str, TableInfo]:
+    # duckdb_engine's inspector relies on pg_catalog pieces DuckDB lacks; DuckDB's own catalogue
+    # functions give the same facts.
+    schema = schema or conn.exec_driver_sql("SELECT current_schema()").scalar_one()
+    params = {"schema": schema}
+    rows = conn.execute(sa.text(
+        "SELECT t.table_name, t.table_type, c.column_name, c.data_type, c.is_nullable "
+        "FROM information_schema.tables t JOIN information_schema.columns c "
+        "  ON c.table_catalog = t.table_catalog AND c.table_schema = t.table_schema AND c.table_name = t.table_name "
+        "WHERE t.table_schema = :schema AND t.table_catalog = current_database() "
+        "ORDER BY t.table_name, c.ordinal_position"), params).all()
+    constraints = conn.execute(sa.text(
+        "SELECT table_name, constraint_type, constraint_column_names, referenced_table, referenced_column_names "
+        "FROM duckdb_constraints() WHERE schema_name = :schema AND database_name = current_database() "
+        "AND constraint_type IN ('PRIMARY KEY', 'FOREIGN KEY') ORDER BY table_name, constraint_index"), params).all()
+    pks: dict[str, list[str]] = {}
+    fks: dict[str, list[ForeignKeyInfo]] = {}
+    for table, kind, cols, ref_table, ref_cols in constraints:
+        if kind == "PRIMARY KEY":
+            pks[table] = list(cols)
+        else:
+            fks.setdefault(table, []).append(
+                ForeignKeyInfo(columns=list(cols), referred_table=ref_table, referred_columns=list(ref_cols)))
+    out: dict[str, TableInfo] = {}
+    for table, table_type, column, data_type, is_nullable in rows:
+        if table not in out:
+            out[table] = TableInfo(name=table, kind="view" if table_type == "VIEW" else "table",
+                                   primary_key=pks.get(table, []), foreign_keys=fks.get(table, []))
+        pk = column in out[table].primary_key
+        out[table].columns.append(ColumnInfo(name=column, type=data_type, primary_key=pk,
+                                             nullable=is_nullable == "YES" and not pk))
+    return out
+
+
+def _type_text(type_: Any, dialect: sa.Dialect) -> str:
+    try:
+        return str(type_.compile(dialect=dialect))
+    except Exception:  # NullType (SQLite columns declared without a type) and exotic types
+        return "" if isinstance(type_, sa.types.NullType) else type(type_).__name__.upper()
+
+
+def _unquote(name: str) -> str:
+    name = name.strip()
+    if len(name) >= 2 and name[0] + name[-1] in ('""', "``", "[]"):
+        return name[1:-1]
+    return name
+
+
+def _match(raw: str, named: dict[str, Any]) -> Any:
+    """Exact name, then case-insensitive, then the last part of a dotted ``schema.table``."""
+    candidates = [_unquote(raw)]
+    if "." in raw:
+        candidates.append(_unquote(raw.rsplit(".", 1)[1]))
+    for name in candidates:
+        if name in named:
+            return named[name]
+        folded = [v for k, v in named.items() if k.casefold() == name.casefold()]
+        if len(folded) == 1:
+            return folded[0]
+    return None
+
+
+@lru_cache(maxsize=None)
+def _quoter(dialect: str) -> Any:
+    """Quote identifiers the way ``dialect`` needs (reserved words, case, odd characters)."""
+    sa_name = {"postgres": "postgresql"}.get(dialect, dialect)
+    try:
+        preparer = sa.dialects.registry.load(sa_name)().identifier_preparer
+    except Exception:
+        plain = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+        return lambda name: name if plain.match(name) else '"' + name.replace('"', '""') + '"'
+    return preparer.quote

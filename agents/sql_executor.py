@@ -1,0 +1,170 @@
+"""SQLExecutor: runs one approved statement and returns its rows, capped and JSON-safe.
+
+The engine comes in already read-only with its statement timeout set (``safety``); the
+executor's job is the row cap, values that survive ``json.dumps``, and errors that say
+plainly what went wrong (a timeout, an unreachable database, or anything else).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, Field
+from sqlalchemy.engine import Engine
+
+from agents.errors import ExecutionError
+
+__all__ = ["ExecutionResult", "SQLExecutor", "clean_message", "is_statement_timeout", "json_safe"]
+
+MAX_MESSAGE_CHARS = 1000
+
+
+class ExecutionResult(BaseModel):
+    """The rows of one statement, at most ``row_cap`` of them."""
+
+    columns: list[str] = Field(default_factory=list, description="Column labels in result order")
+    rows: list[list[Any]] = Field(default_factory=list, description="Rows as lists of JSON-safe values")
+    row_count: int = Field(default=0, description="Number of rows returned (at most row_cap)")
+    truncated: bool = Field(default=False, description="True when the statement had more rows than row_cap")
+    row_cap: int = Field(default=1000, description="The most rows kept")
+    duration_s: float = Field(default=0.0, description="Wall time to run and fetch, in seconds")
+
+    def summary(self) -> str:
+        more = f", truncated at {self.row_cap}" if self.truncated else ""
+        return f"{self.row_count} rows x {len(self.columns)} columns in {self.duration_s:.3f} s{more}"
+
+
+class SQLExecutor:
+    """Runs exactly the SQL it is given, once, and fetches at most ``row_cap + 1`` rows.
+
+    The text goes to the driver untouched (no bind-parameter parsing), so ``':x'`` and
+    ``'%'`` inside literals stay literals.
+
+    Example:
+        >>> ex = SQLExecutor(sa.create_engine("sqlite://"), row_cap=2)
+        >>> res = ex.run("SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3")
+        >>> res.rows, res.truncated
+        ([[1], [2]], True)
+    """
+
+    def __init__(self, engine: Engine, row_cap: int = 1000,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if row_cap < 1:
+            raise ValueError("row_cap must be at least 1")
+        self.engine = engine
+        self.row_cap = row_cap
+        self.clock = clock
+
+    def run(self, sql: str) -> ExecutionResult:
+        """Run ``sql``; raise ``ExecutionError`` with code statement_timeout, database_unreachable
+        or execution_error when it fails."""
+        started = self.clock()
+        try:
+            conn = self.engine.connect()
+        except sa.exc.SQLAlchemyError as exc:
+            raise ExecutionError("database_unreachable", clean_message(exc)) from exc
+        try:
+            with conn:
+                result = conn.execution_options(no_parameters=True).exec_driver_sql(sql)
+                if result.returns_rows:
+                    columns = [str(k) for k in result.keys()]
+                    fetched = result.fetchmany(self.row_cap + 1)
+                else:
+                    columns, fetched = [], []
+                result.close()
+        except sa.exc.SQLAlchemyError as exc:
+            raise _execution_error(exc) from exc
+        truncated = len(fetched) > self.row_cap
+        rows = [[json_safe(v) for v in row] for row in fetched[: self.row_cap]]
+        return ExecutionResult(
+            columns=columns,
+            rows=rows,
+            row_count=len(rows),
+            truncated=truncated,
+            row_cap=self.row_cap,
+            duration_s=max(0.0, self.clock() - started),
+        )
+
+
+def _execution_error(exc: sa.exc.SQLAlchemyError) -> ExecutionError:
+    message = clean_message(exc)
+    if is_statement_timeout(exc):
+        return ExecutionError("statement_timeout", message, timed_out=True)
+    if getattr(exc, "connection_invalidated", False):
+        return ExecutionError("database_unreachable", message)
+    return ExecutionError("execution_error", message)
+
+
+# MySQL 3024: max_execution_time exceeded; MariaDB 1969: max_statement_time exceeded;
+# 1317: query execution was interrupted (KILL QUERY).
+_MYSQL_TIMEOUT_CODES = {3024, 1969, 1317}
+
+
+def is_statement_timeout(exc: BaseException) -> bool:
+    """Whether the driver reported a statement timeout or an interrupted query."""
+    orig = getattr(exc, "orig", None) or exc
+    if getattr(orig, "sqlstate", None) == "57014":  # PostgreSQL query_canceled
+        return True
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int) and args[0] in _MYSQL_TIMEOUT_CODES:
+        return True
+    kind = type(orig).__name__
+    text = str(orig).lower()
+    if kind == "InterruptException":  # DuckDB
+        return True
+    if kind == "OperationalError" and text.strip() == "interrupted":  # SQLite, after conn.interrupt()
+        return True
+    return "statement timeout" in text or "max_execution_time" in text or "max_statement_time" in text
+
+
+def clean_message(exc: BaseException) -> str:
+    """The driver's message on one line: no SQLAlchemy preamble, caret lines or repeated SQL."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig) if orig is not None else str(exc).split("\n[SQL:", 1)[0].split("\n(Background", 1)[0]
+    lines = [line.strip() for line in text.splitlines()]
+    kept = [line for line in lines if line and set(line) - {"^", " ", "~"}]
+    one = " ".join(" ".join(kept).split())
+    if not one:
+        one = type(orig or exc).__name__
+    return one if len(one) <= MAX_MESSAGE_CHARS else one[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def json_safe(value: Any) -> Any:
+    """A value ``json.dumps`` accepts and a person reads the same way.
+
+    Example:
+        >>> json_safe(decimal.Decimal("12.50")), json_safe(dt.date(2025, 1, 31)), json_safe(b"\\x01\\xff")
+        (12.5, '2025-01-31', '01ff')
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            return str(value)
+        if value == value.to_integral_value() and abs(value) < 2**53:
+            return int(value)
+        as_float = float(value)
+        # keep exactness: a decimal with more digits than a double holds stays a string
+        return as_float if decimal.Decimal(repr(as_float)) == value else str(value)
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    return str(value)
