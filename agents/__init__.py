@@ -1,0 +1,81 @@
+"""The twelve logical agents of sqlgate.
+
+LLM agents are pure (messages in, one pydantic model out): ``ReasoningAgent`` (IntentAnalyzer,
+ClarificationAgent, QueryDecomposer and QueryPlanner in one call), ``SQLGenerator``,
+``SelfCorrection`` and ``ResponseSynthesizer``. Deterministic agents do their I/O through the
+engine they are given: ``SchemaExplorer``, ``DataExplorer``, ``SQLExecutor``, ``ResultValidator``.
+The twelfth, SafetyValidator, is ``safety.SqlValidator``.
+"""
+
+from agents.data_explorer import DataContext, DataExplorer
+from agents.errors import AgentError, AgentOutputError, ExecutionError, SchemaInspectionError
+from agents.llm_agent import LLMAgent
+from agents.reasoning import (
+    Clarification,
+    ClarifyingQuestion,
+    Decomposition,
+    Intent,
+    IntentAnalysis,
+    PlannedFilter,
+    PlannedJoin,
+    QueryPlan,
+    ReasoningAgent,
+    ReasoningOutput,
+)
+from agents.response_synthesizer import ResponseSynthesizer, SynthesizedAnswer
+from agents.result_validator import ResultValidator
+from agents.schema_explorer import ColumnInfo, ForeignKeyInfo, SchemaContext, SchemaExplorer, TableInfo
+from agents.self_correction import CorrectedSQL, SelfCorrection
+from agents.sql_executor import ExecutionResult, SQLExecutor
+from agents.sql_generator import GeneratedSQL, SQLGenerator
+
+#: The logical agents, in pipeline order, as they appear in a run's trace.
+AGENT_NAMES = (
+    "IntentAnalyzer",
+    "ClarificationAgent",
+    "QueryDecomposer",
+    "QueryPlanner",
+    "SchemaExplorer",
+    "DataExplorer",
+    "SQLGenerator",
+    "SafetyValidator",
+    "SQLExecutor",
+    "SelfCorrection",
+    "ResultValidator",
+    "ResponseSynthesizer",
+)
+
+__all__ = [
+    "AGENT_NAMES",
+    "AgentError",
+    "AgentOutputError",
+    "Clarification",
+    "ClarifyingQuestion",
+    "ColumnInfo",
+    "CorrectedSQL",
+    "DataContext",
+    "DataExplorer",
+    "Decomposition",
+    "ExecutionError",
+    "ExecutionResult",
+    "ForeignKeyInfo",
+    "GeneratedSQL",
+    "Intent",
+    "IntentAnalysis",
+    "LLMAgent",
+    "PlannedFilter",
+    "PlannedJoin",
+    "QueryPlan",
+    "ReasoningAgent",
+    "ReasoningOutput",
+    "ResponseSynthesizer",
+    "ResultValidator",
+    "SQLExecutor",
+    "SQLGenerator",
+    "SchemaContext",
+    "SchemaExplorer",
+    "SchemaInspectionError",
+    "SelfCorrection",
+    "SynthesizedAnswer",
+    "TableInfo",
+]

@@ -1,0 +1,81 @@
+"""The shape every LLM agent shares: messages in, one pydantic model out, no client.
+
+An LLM agent builds the chat messages for its batch and parses the reply. The orchestrator owns the
+client, the rate limiter and retries; an agent never sees any of them, so agents are tested with
+plain inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from agents.errors import AgentOutputError
+
+OutputT = TypeVar("OutputT", bound=BaseModel)
+
+
+def _invalid(schema_name: str, detail: str) -> AgentOutputError:
+    error = AgentOutputError(f"the model's reply is not a valid {schema_name}: {detail}")
+    error.detail = detail  # type: ignore[attr-defined]
+    return error
+
+
+class LLMAgent(Generic[OutputT]):
+    """Base class of the batches that call a model.
+
+    Subclasses set ``agents`` (the logical agent names this call serves), ``batch`` (1-4),
+    ``output_model`` and implement ``build_messages``.
+    """
+
+    agents: ClassVar[tuple[str, ...]]
+    batch: ClassVar[int]
+    output_model: ClassVar[type[BaseModel]]
+    instructions: ClassVar[str]
+
+    @property
+    def schema_name(self) -> str:
+        return self.output_model.__name__
+
+    def system_message(self) -> dict[str, str]:
+        return {
+            "role": "system",
+            "content": (
+                f"{self.instructions.strip()}\n\n"
+                "Reply with ONE JSON object and nothing else, valid against this JSON schema:\n"
+                f"{compact_schema(self.output_model)}"
+            ),
+        }
+
+    def parse(self, text: str | None) -> OutputT:
+        """Parse the model's reply; raise ``AgentOutputError`` naming what was wrong."""
+        if not text or not text.strip():
+            raise _invalid(self.schema_name, "the reply was empty")
+        body = _strip_code_fence(text)
+        try:
+            return self.output_model.model_validate_json(body)  # type: ignore[return-value]
+        except ValidationError as exc:
+            raise _invalid(self.schema_name, _first_errors(exc)) from exc
+
+
+def _strip_code_fence(text: str) -> str:
+    """Some servers wrap JSON in a Markdown fence even in JSON mode; take what is inside."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        lines = stripped.splitlines()
+        if len(lines) >= 2 and lines[-1].strip() == "```":
+            return "\n".join(lines[1:-1])
+    return stripped
+
+
+def _first_errors(exc: ValidationError, limit: int = 3) -> str:
+    parts = []
+    for error in exc.errors()[:limit]:
+        where = ".".join(str(p) for p in error.get("loc", ())) or "reply"
+        parts.append(f"{where}: {error.get('msg')}")
+    more = len(exc.errors()) - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)

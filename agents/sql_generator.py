@@ -1,0 +1,66 @@
+"""Batch 2: SQLGenerator writes one read-only query for the plan, in the target dialect."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+from agents.llm_agent import LLMAgent
+from agents.reasoning import ReasoningOutput
+
+
+class GeneratedSQL(BaseModel):
+    sql: str = Field(description="Exactly one SELECT statement (WITH ... SELECT allowed), no comments.")
+    explanation: str = Field(description="One or two sentences on how the query answers the question.")
+
+
+def render_plan(reasoning: ReasoningOutput) -> str:
+    """The planner's output as compact text for later prompts."""
+    plan = reasoning.plan
+    lines = [f"complexity: {reasoning.decomposition.complexity}"]
+    lines += [f"step: {s}" for s in reasoning.decomposition.steps]
+    lines += [f"assumption: {a}" for a in reasoning.clarification.assumptions]
+    lines.append(f"tables: {', '.join(plan.tables) or '-'}")
+    lines += [f"join: {j.left} ~ {j.right} ON {j.on}" for j in plan.joins]
+    lines += [f"filter: {f.table}.{f.column} {f.condition}" for f in plan.filters]
+    lines += [f"aggregate: {a}" for a in plan.aggregations]
+    lines += [f"order by: {o}" for o in plan.order_by]
+    return "\n".join(lines)
+
+
+class SQLGenerator(LLMAgent[GeneratedSQL]):
+    """Turn a plan plus the explored schema (and sample values) into SQL."""
+
+    agents: ClassVar[tuple[str, ...]] = ("SQLGenerator",)
+    batch: ClassVar[int] = 2
+    output_model: ClassVar[type[BaseModel]] = GeneratedSQL
+    instructions: ClassVar[str] = """
+You write SQL for data analysts. Write exactly ONE read-only query (SELECT, or WITH ... SELECT) in
+the given dialect that answers the question following the plan. Rules: use only tables and columns
+shown in the schema; name every output column explicitly (never SELECT *); give computed columns
+clear aliases; qualify columns when more than one table is involved; add ORDER BY when the question
+implies ranking; add LIMIT for "top N" questions. Never modify data.
+"""
+
+    def build_messages(
+        self,
+        question: str,
+        reasoning: ReasoningOutput,
+        schema: str,
+        data_context: str,
+        dialect: str,
+    ) -> list[dict[str, str]]:
+        context = f"\nSample values of filtered columns:\n{data_context}\n" if data_context else ""
+        return [
+            self.system_message(),
+            {
+                "role": "user",
+                "content": (
+                    f"SQL dialect: {dialect}\n"
+                    f"Schema:\n{schema}\n{context}\n"
+                    f"Plan:\n{render_plan(reasoning)}\n\n"
+                    f"Analyst's question: {question}"
+                ),
+            },
+        ]

@@ -1,0 +1,337 @@
+"""The ``sqlgate`` command line.
+
+    sqlgate demo                               the whole flow offline, on a generated retail database
+    sqlgate ask "QUESTION" --db URL            answer one question; approve the SQL before it runs
+    sqlgate schema --db URL [TABLE ...]        what sqlgate sees of a database
+    sqlgate validate "SQL" --dialect D         check SQL against the safety policy
+
+Every command takes ``--json`` for scripts: results go to stdout as JSON, everything else to
+stderr. Exit codes: 0 answered (or accepted), 1 refused by ``validate``, 2 bad input or
+configuration, 3 needs clarification, 4 rejected by the reviewer, 5 unsafe SQL, 6 execution failed,
+7 statement timeout, 8 rate limited, 9 model error, 10 database error, 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from orchestrator.errors import SqlgateError
+from orchestrator.result import RunResult
+
+app = typer.Typer(
+    name="sqlgate",
+    help=(
+        "Ask a database questions in plain language. sqlgate plans with a model, writes SQL, "
+        "checks it against a safety policy, shows it to you ONCE for approval, runs only what you "
+        "approved on a read-only connection, and answers in plain language.\n\n"
+        "Start with: sqlgate demo"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+
+err = Console(stderr=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="SQLGATE_DB",
+        help="SQLAlchemy URL: sqlite:///file.db, postgresql+psycopg://user@host/db, "
+        "mysql+pymysql://user@host/db, duckdb:///file.duckdb. Env: SQLGATE_DB.",
+    ),
+]
+
+
+def _fail(message: str, code: int = 2, *, as_json: bool = False, error_code: str = "config_error") -> None:
+    if as_json:
+        print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _emit_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _dump(result: RunResult) -> dict[str, Any]:
+    return result.model_dump(mode="json")
+
+
+def _reviewer(yes: bool, as_json: bool) -> Any:
+    from approvals import ApproveAll, TerminalReviewer
+
+    if yes:
+        return ApproveAll()
+    if not sys.stdin.isatty():
+        _fail(
+            "there is no terminal to ask for approval on; pass --yes to approve the generated SQL "
+            "without review (it is still validated and run read-only)",
+            as_json=as_json,
+            error_code="no_reviewer",
+        )
+    return TerminalReviewer(console=err)
+
+
+class _Spinner:
+    """A status line on stderr that follows the pipeline's stages."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.status = err.status("starting") if enabled and err.is_terminal else None
+
+    def __enter__(self) -> _Spinner:
+        if self.status:
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status:
+            self.status.stop()
+
+    def __call__(self, stage: str) -> None:
+        if self.status is None:
+            return
+        if stage == "waiting for approval":
+            self.status.stop()  # the prompt needs the terminal
+        else:
+            self.status.update(f"[cyan]{stage}…")
+            self.status.start()
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in plain language.")],
+    db: DbOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve the generated SQL without a prompt.")] = False,
+    as_json: JsonOpt = False,
+    model: Annotated[str | None, typer.Option(help="Model name. Env: SQLGATE_MODEL.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint. Env: OPENAI_BASE_URL.")] = None,
+    rate_limit: Annotated[
+        str | None, typer.Option(help="LLM requests per window, e.g. 5/60 (default) or 500/min.")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the rate limiter instead of failing fast.")] = False,
+    row_cap: Annotated[int, typer.Option(help="Rows fetched at most.")] = 1000,
+    max_limit: Annotated[int, typer.Option(help="LIMIT added to (or lowered in) every query.")] = 1000,
+    timeout: Annotated[float | None, typer.Option(help="Statement timeout in seconds (default 30).")] = None,
+    trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
+) -> None:
+    """Answer one question from a database, with ONE approval of the SQL before it runs.
+
+    Example: sqlgate ask "Top 5 customers by revenue in 2025" --db sqlite:///shop.db
+    """
+    from orchestrator.config import Settings, parse_rate
+    from orchestrator.database import TargetDatabase
+    from orchestrator.llm import LLMClient
+    from orchestrator.pipeline import Pipeline, PipelineConfig
+    from ratelimit import SlidingWindowLimiter
+
+    try:
+        settings = Settings.from_env()
+        if model:
+            settings.llm.model = model
+        if base_url:
+            settings.llm.base_url = base_url
+        if rate_limit:
+            settings.rate_limit, settings.rate_window_s = parse_rate(rate_limit)
+        if timeout is not None:
+            settings.statement_timeout_s = timeout
+        settings.pipeline = PipelineConfig(row_cap=row_cap, max_limit=max_limit)
+        settings.require_credentials()
+        if not question.strip():
+            _fail("the question is empty", as_json=as_json, error_code="empty_question")
+        reviewer = _reviewer(yes, as_json)
+        database = TargetDatabase(settings.db or "", statement_timeout_s=settings.statement_timeout_s)
+    except SqlgateError as exc:
+        _fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
+        return
+    limiter = SlidingWindowLimiter(
+        limit=settings.rate_limit,
+        window=settings.rate_window_s,
+        mode="wait" if wait else "fail_fast",
+        max_wait=settings.max_wait_s,
+    )
+    llm = LLMClient(settings.llm, limiter=limiter)
+    with _Spinner(enabled=True) as spinner:
+        pipeline = Pipeline(database, llm, reviewer, config=settings.pipeline, progress=spinner)
+        result = pipeline.ask(question)
+    database.dispose()
+    if as_json:
+        _emit_json(_dump(result))
+    else:
+        render_console = Console()
+        from orchestrator.render import render_result
+
+        render_result(render_console, result, trace=trace)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def demo(
+    as_json: JsonOpt = False,
+    review: Annotated[
+        bool,
+        typer.Option(
+            "--review",
+            help="Approve or reject each SQL yourself. Replies are recorded for approved SQL, so "
+            "editing or rejecting takes a run off the recording.",
+        ),
+    ] = False,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where to build the demo database (default: a cache folder).")
+    ] = None,
+    trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
+) -> None:
+    """Run sample questions over a generated retail database, offline, with recorded model replies.
+
+    No API key and no network: the model's replies are replayed from a cassette recorded against
+    sqlgate's own scripted OpenAI-compatible server (scripted, not a real model). Everything else
+    is real: the SQLite database, validation, the approval gate, execution and the rate limiter.
+    """
+    from approvals import ApproveAll, TerminalReviewer
+    from orchestrator.demo import DEMO_QUESTIONS, DemoSession
+    from orchestrator.demo_db import default_cache_dir, ensure_demo_database
+    from orchestrator.render import render_result
+
+    console = Console(stderr=as_json)
+    try:
+        with console.status("building the demo database…") if console.is_terminal else _null():
+            path = ensure_demo_database(workdir or default_cache_dir())
+        if review and not sys.stdin.isatty():
+            _fail("--review needs a terminal", as_json=as_json)
+        reviewer = TerminalReviewer(console=err) if review else _ShowingApprover(ApproveAll(), console)
+        session = DemoSession.replaying(path, reviewer)
+    except SqlgateError as exc:
+        _fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
+    console.print(
+        f"[bold]sqlgate demo[/] — database [cyan]{path}[/]\n"
+        "[dim]Model replies are replayed from cassettes/demo/demo.yaml, recorded from sqlgate's "
+        "scripted OpenAI-compatible server (scripted, not a real model).[/]\n"
+    )
+    results = []
+    for question in DEMO_QUESTIONS:
+        with _Spinner(enabled=not as_json) as spinner:
+            session.pipeline.progress = spinner
+            result = session.ask(question)
+        results.append(result)
+        if not as_json:
+            render_result(console, result, trace=trace)
+            console.print()
+    calls = sum(r.llm_calls for r in results)
+    console.print(
+        f"[bold]{len(results)} questions, {calls} LLM calls[/] "
+        f"(budget: simple 3, meta 2, one correction 4, ambiguous 1); the rate limiter "
+        f"(5 requests / 60 s) held the demo for {session.simulated_wait_s:.0f} s of simulated time."
+    )
+    if as_json:
+        _emit_json([_dump(r) for r in results])
+
+
+class _ShowingApprover:
+    """The demo's reviewer: shows each batch as a reviewer would see it, then approves it."""
+
+    def __init__(self, inner: Any, console: Console) -> None:
+        self.inner = inner
+        self.console = console
+
+    def __call__(self, batch: Any) -> Any:
+        from approvals import render_batch
+
+        render_batch(self.console, batch)
+        self.console.print("[dim]demo: approved automatically (run `sqlgate demo --review` to decide yourself)[/]")
+        return self.inner(batch)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@app.command()
+def schema(
+    db: DbOpt = None,
+    tables: Annotated[list[str] | None, typer.Argument(help="Tables to show (with their FK neighbours).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the schema sqlgate explores: tables, columns, keys and foreign keys."""
+    from orchestrator.database import TargetDatabase
+
+    try:
+        database = TargetDatabase(db or "")
+    except SqlgateError as exc:
+        _fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
+        return
+    names = tables or database.schema.table_names()
+    context = database.schema.explore(names)
+    if as_json:
+        _emit_json({"dialect": database.dialect, **context.model_dump(mode="json")})
+    else:
+        console = Console()
+        console.print(f"[bold]{database.safe_url}[/] ({database.dialect}), {len(context.tables)} table(s)")
+        from orchestrator.render import sql_block
+
+        console.print(sql_block(context.render()))
+        if context.unknown_tables:
+            console.print(f"[yellow]unknown tables: {', '.join(context.unknown_tables)}[/]")
+    database.dispose()
+
+
+@app.command()
+def validate(
+    sql: Annotated[str, typer.Argument(help="The SQL to check ('-' reads it from stdin).")],
+    dialect: Annotated[str, typer.Option(help="sqlite, postgres, mysql or duckdb.")] = "sqlite",
+    max_limit: Annotated[int, typer.Option(help="LIMIT added to (or lowered in) the query.")] = 1000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check SQL against the safety policy and print the SQL that would run.
+
+    Exit 0 when accepted (the rewritten SQL is printed), 1 when refused (a code and a reason).
+    """
+    from orchestrator.render import render_validation
+    from safety import SafetyPolicy, SqlValidator
+
+    text = sys.stdin.read() if sql == "-" else sql
+    try:
+        validator = SqlValidator(dialect=dialect, policy=SafetyPolicy(max_limit=max_limit))
+    except Exception as exc:  # an unknown dialect
+        _fail(str(exc), as_json=as_json, error_code="invalid_dialect")
+        return
+    result = validator.validate(text)
+    if as_json:
+        refusal = result.refusal
+        _emit_json(
+            {
+                "ok": result.ok,
+                "sql": result.sql,
+                "code": refusal.code if refusal else None,
+                "reason": refusal.message if refusal else None,
+                "findings": [f.model_dump(mode="json") for f in result.findings],
+            }
+        )
+    else:
+        render_validation(Console(), result, text)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted; nothing was left half-done[/]")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Configuration: environment variables first, command-line options over them.
+
+    OPENAI_API_KEY      key for the OpenAI-compatible endpoint (never logged, never recorded)
+    OPENAI_BASE_URL     endpoint, e.g. http://localhost:11434/v1 for Ollama (default: OpenAI)
+    SQLGATE_MODEL       model name (default gpt-4o-mini)
+    SQLGATE_DB          database URL used when --db is not given
+    SQLGATE_RATE_LIMIT  requests per window, e.g. "5/60" (5 per 60 s, the default) or "500/min"
+    SQLGATE_STATEMENT_TIMEOUT  seconds a query may run (default 30)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+
+from orchestrator.errors import ConfigurationError
+from orchestrator.llm import LLMSettings
+from orchestrator.pipeline import PipelineConfig
+
+_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
+
+
+def parse_rate(text: str) -> tuple[int, float]:
+    """``"5/60"`` -> (5, 60.0); ``"500/min"`` -> (500, 60.0); ``"10/2.5s"`` -> (10, 2.5).
+
+    Example:
+        >>> parse_rate("5/min")
+        (5, 60.0)
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]*)\s*", text or "")
+    if not match or (match.group(2) is None and not match.group(3)):
+        raise ConfigurationError(f"rate limit {text!r} is not N/SECONDS or N/UNIT (e.g. 5/60, 500/min)")
+    count = int(match.group(1))
+    amount = float(match.group(2)) if match.group(2) else 1.0
+    unit = match.group(3) or "s"
+    if unit not in _UNITS:
+        raise ConfigurationError(f"unknown time unit {unit!r} in rate limit {text!r}; use s, min or h")
+    window = amount * _UNITS[unit]
+    if count < 1 or window <= 0:
+        raise ConfigurationError(f"rate limit {text!r} must allow at least 1 request per positive window")
+    return count, window
+
+
+class Settings(BaseModel):
+    db: str | None = None
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    rate_limit: int = 5
+    rate_window_s: float = 60.0
+    rate_mode: Literal["fail_fast", "wait"] = "fail_fast"
+    max_wait_s: float = 120.0
+    statement_timeout_s: float = 30.0
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        limit, window = parse_rate(env.get("SQLGATE_RATE_LIMIT", "5/60"))
+        try:
+            timeout = float(env.get("SQLGATE_STATEMENT_TIMEOUT", "30"))
+        except ValueError as exc:
+            raise ConfigurationError("SQLGATE_STATEMENT_TIMEOUT must be a number of seconds") from exc
+        key = env.get("OPENAI_API_KEY")
+        return cls(
+            db=env.get("SQLGATE_DB") or None,
+            llm=LLMSettings(
+                model=env.get("SQLGATE_MODEL") or "gpt-4o-mini",
+                base_url=env.get("OPENAI_BASE_URL") or None,
+                api_key=SecretStr(key) if key else None,
+            ),
+            rate_limit=limit,
+            rate_window_s=window,
+            statement_timeout_s=timeout,
+        )
+
+    def require_credentials(self) -> None:
+        """The official endpoint needs a key; a local server (Ollama, vLLM, ...) may not."""
+        if self.llm.api_key is None and self.llm.base_url is None:
+            raise ConfigurationError(
+                "OPENAI_API_KEY is not set. Set it for OpenAI, or set OPENAI_BASE_URL to another "
+                "OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio). "
+                "To try sqlgate without a model, run: sqlgate demo"
+            )

@@ -1,0 +1,254 @@
+"""The one seam to the model: an OpenAI-compatible client, the limiter before every request, retries.
+
+Nothing else in sqlgate imports ``openai``. The SDK is built with ``max_retries=0`` so that tenacity
+alone retries, and every HTTP attempt (retries, the JSON-mode fallback and the repair request
+included) first passes the shared rate limiter.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import openai
+from pydantic import BaseModel, SecretStr
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from agents.llm_agent import AgentOutputError, LLMAgent
+from orchestrator.errors import (
+    LLMOutputInvalid,
+    LLMRequestRejected,
+    LLMUnavailable,
+)
+
+#: Real model requests are allowed unless a test suite turns this off (tests replay cassettes).
+ALLOW_MODEL_REQUESTS = True
+
+TRANSIENT = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
+
+
+class LLMSettings(BaseModel):
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    timeout_s: float = 60.0
+    max_attempts: int = 4
+    max_backoff_s: float = 60.0
+    temperature: float = 0.0
+
+
+class TokenUsage(BaseModel):
+    prompt: int = 0
+    completion: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(prompt=self.prompt + other.prompt, completion=self.completion + other.completion)
+
+
+class LLMCall(BaseModel):
+    """What one logical call cost: its index in the run, tokens, HTTP requests and time."""
+
+    index: int
+    schema_name: str
+    tokens: TokenUsage
+    http_requests: int
+    repaired: bool
+    duration_ms: float
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms`` or ``retry-after``), if any."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / scale)
+        except ValueError:
+            continue  # an HTTP-date; fall back to our own backoff
+    return None
+
+
+class LLMClient:
+    """Calls the model for an agent and returns its parsed output model.
+
+    ``limiter`` is anything with ``acquire()`` and ``pause(seconds)``; ``sleep`` is what tenacity
+    waits with (inject a virtual clock's sleep in tests and replays).
+    """
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        limiter: Any,
+        http_client: Any | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if not ALLOW_MODEL_REQUESTS and http_client is None:
+            raise RuntimeError(
+                "model requests are disabled in tests: replay a cassette (pytest -m vcr) or record "
+                "with --record-mode=once against the scripted server"
+            )
+        self.settings = settings
+        self.limiter = limiter
+        self._sleep = sleep
+        self._clock = clock
+        self._client = openai.OpenAI(
+            api_key=settings.api_key.get_secret_value() if settings.api_key else "not-needed",
+            base_url=settings.base_url,
+            max_retries=0,
+            timeout=settings.timeout_s,
+            http_client=http_client,
+        )
+        self._json_schema_supported = True
+        self.calls = 0
+        self.http_requests = 0
+
+    def call(self, agent: LLMAgent[Any], messages: list[dict[str, str]]) -> tuple[Any, LLMCall]:
+        """One logical call: request, parse, and at most one repair request on an invalid reply."""
+        self.calls += 1
+        started = self._clock()
+        requests_before = self.http_requests
+        text, tokens = self._complete(agent, messages)
+        repaired = False
+        try:
+            output = agent.parse(text)
+        except AgentOutputError as first:
+            repaired = True
+            repair = messages + [
+                {"role": "assistant", "content": text or ""},
+                {
+                    "role": "user",
+                    "content": f"That reply is not valid: {first.detail}. "
+                    "Reply again with only the corrected JSON object.",
+                },
+            ]
+            text, more = self._complete(agent, repair)
+            tokens = tokens + more
+            try:
+                output = agent.parse(text)
+            except AgentOutputError as second:
+                raise LLMOutputInvalid(
+                    f"the model returned an invalid {agent.schema_name} twice: {second.detail}"
+                ) from second
+        call = LLMCall(
+            index=self.calls,
+            schema_name=agent.schema_name,
+            tokens=tokens,
+            http_requests=self.http_requests - requests_before,
+            repaired=repaired,
+            duration_ms=(self._clock() - started) * 1000.0,
+        )
+        return output, call
+
+    # -- one request, with retries -------------------------------------------------------------
+
+    def _complete(self, agent: LLMAgent[Any], messages: list[dict[str, str]]) -> tuple[str | None, TokenUsage]:
+        try:
+            return self._retrying(agent, messages)
+        except openai.BadRequestError as exc:
+            if self._json_schema_supported and _mentions_response_format(exc):
+                # The server has no json_schema support: fall back to JSON mode for good.
+                self._json_schema_supported = False
+                return self._retrying(agent, messages)
+            raise LLMRequestRejected(_describe(exc)) from exc
+
+    def _retrying(self, agent: LLMAgent[Any], messages: list[dict[str, str]]) -> tuple[str | None, TokenUsage]:
+        retrying = Retrying(
+            retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT)),
+            stop=stop_after_attempt(self.settings.max_attempts),
+            wait=self._wait,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, agent, messages)
+        except TRANSIENT as exc:
+            raise LLMUnavailable(
+                f"the model endpoint failed {self.settings.max_attempts} times: {_describe(exc)}"
+            ) from exc
+        except openai.BadRequestError:
+            raise
+        except openai.APIStatusError as exc:
+            raise LLMRequestRejected(_describe(exc)) from exc
+        except openai.APIError as exc:
+            raise LLMUnavailable(_describe(exc)) from exc
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        asked = retry_after_seconds(exc) if exc else None
+        if asked is not None:
+            return min(asked, self.settings.max_backoff_s)
+        return wait_exponential_jitter(initial=1.0, max=self.settings.max_backoff_s)(state)
+
+    def _attempt(self, agent: LLMAgent[Any], messages: list[dict[str, str]]) -> tuple[str | None, TokenUsage]:
+        self.limiter.acquire()
+        self.http_requests += 1
+        try:
+            completion = self._client.chat.completions.create(
+                model=self.settings.model,
+                messages=messages,  # type: ignore[arg-type]
+                temperature=self.settings.temperature,
+                response_format=self._response_format(agent),  # type: ignore[arg-type]
+            )
+        except openai.RateLimitError as exc:
+            pause = retry_after_seconds(exc)
+            if pause:
+                self.limiter.pause(pause)  # everyone sharing the limiter backs off, not just us
+            raise
+        usage = completion.usage
+        tokens = TokenUsage(
+            prompt=getattr(usage, "prompt_tokens", 0) or 0,
+            completion=getattr(usage, "completion_tokens", 0) or 0,
+        )
+        content = completion.choices[0].message.content if completion.choices else None
+        return content, tokens
+
+    def _response_format(self, agent: LLMAgent[Any]) -> dict[str, Any]:
+        if not self._json_schema_supported:
+            return {"type": "json_object"}
+        return {
+            "type": "json_schema",
+            "json_schema": {
+                "name": agent.schema_name,
+                "schema": agent.output_model.model_json_schema(),
+                "strict": False,
+            },
+        }
+
+
+def _mentions_response_format(exc: openai.BadRequestError) -> bool:
+    text = str(exc).lower()
+    return "response_format" in text or "json_schema" in text
+
+
+_SECRET = re.compile(r"(sk-[A-Za-z0-9_\-*.]{4,}|Bearer\s+\S+)")
+
+
+def redact(text: str) -> str:
+    """Remove anything that looks like an API key before a message reaches a log or a result."""
+    return _SECRET.sub("[REDACTED]", text)
+
+
+def _describe(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    message = redact(" ".join(str(message).split())[:300])
+    return f"HTTP {status}: {message}" if status else message

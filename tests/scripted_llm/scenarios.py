@@ -1,0 +1,293 @@
+"""Scripted model behaviour for sqlgate's scenarios, served by ``ScriptedLLMServer``.
+
+This is NOT a model. Each scenario fixes, per question, what the "model" replies at each batch:
+the reasoning JSON, the SQL, the corrections, and an answer written by a small template from the
+result preview that sqlgate itself put in the prompt. Cassettes recorded from it say so in every
+response's ``x-sqlgate-scripted-server`` header.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.demo import AMBIGUOUS, DEMO_QUESTIONS, ORDERS_BY_SEGMENT, TABLES_META, TOP_CATEGORIES
+from tests.scripted_llm.server import ScriptedReply
+
+AnswerFn = Callable[[dict[str, Any]], str]
+
+
+def reasoning(
+    intent: str = "DATA_QUERY",
+    *,
+    tables: list[str],
+    filters: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
+    joins: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
+    needs_data_context: bool = False,
+    complexity: str = "simple",
+    steps: list[str] = (),  # type: ignore[assignment]
+    assumptions: list[str] = (),  # type: ignore[assignment]
+    questions: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    aggregations: list[str] = (),  # type: ignore[assignment]
+    order_by: list[str] = (),  # type: ignore[assignment]
+) -> dict[str, Any]:
+    """A Batch-1 reply: the four parts in one object."""
+    resolved = not questions
+    return {
+        "intent": {"intent": intent, "confidence": 0.9 if resolved else 0.4, "rationale": f"Scripted: {intent}."},
+        "clarification": {
+            "resolved": resolved,
+            "assumptions": list(assumptions),
+            "questions": [{"id": i, "text": t} for i, t in questions],
+        },
+        "decomposition": {"complexity": complexity, "steps": list(steps)},
+        "plan": {
+            "tables": list(tables),
+            "joins": [{"left": a, "right": b, "on": on} for a, b, on in joins],
+            "filters": [{"table": t, "column": c, "condition": cond} for t, c, cond in filters],
+            "aggregations": list(aggregations),
+            "order_by": list(order_by),
+            "needs_data_context": needs_data_context,
+        },
+    }
+
+
+@dataclass
+class Scenario:
+    """What the scripted model says for one question."""
+
+    reasoning: dict[str, Any]
+    sql: str | None = None
+    corrections: list[str] = field(default_factory=list)
+    answer: AnswerFn | None = None
+    #: Replies served before the real one, per batch ("reasoning", "sql", "correction", "answer").
+    faults: dict[str, list[ScriptedReply]] = field(default_factory=dict)
+
+
+_BATCH_BY_SCHEMA = {
+    "ReasoningOutput": "reasoning",
+    "GeneratedSQL": "sql",
+    "CorrectedSQL": "correction",
+    "SynthesizedAnswer": "answer",
+}
+_BATCH_BY_PROMPT = (
+    ("reasoning stage", "reasoning"),
+    ("failed. Diagnose", "correction"),
+    ("You write SQL", "sql"),
+    ("You answer a data analyst", "answer"),
+)
+
+
+def batch_of(request: dict[str, Any]) -> str:
+    fmt = request.get("response_format") or {}
+    name = (fmt.get("json_schema") or {}).get("name")
+    if name in _BATCH_BY_SCHEMA:
+        return _BATCH_BY_SCHEMA[name]
+    system = request["messages"][0]["content"]
+    for needle, batch in _BATCH_BY_PROMPT:
+        if needle in system:
+            return batch
+    raise LookupError("request matches no sqlgate batch")
+
+
+def question_of(request: dict[str, Any]) -> str:
+    user = request["messages"][1]["content"]
+    match = re.search(r"^Analyst's question: (.*)$", user, re.MULTILINE)
+    if not match:
+        raise LookupError("request carries no analyst question")
+    return match.group(1).strip()
+
+
+def preview_of(request: dict[str, Any]) -> dict[str, Any]:
+    """What sqlgate put in the synthesis prompt: the result preview, or the failure."""
+    user = request["messages"][1]["content"]
+    match = re.search(r"Result preview:\n(\{.*\})", user)
+    count = re.search(r"Row count: (\d+)", user)
+    failure = re.search(r"The query did not produce a result: (.*)", user)
+    return {
+        "columns": json.loads(match.group(1))["columns"] if match else [],
+        "rows": json.loads(match.group(1))["rows"] if match else [],
+        "row_count": int(count.group(1)) if count else 0,
+        "failure": failure.group(1) if failure else None,
+        "schema": user.split("Schema:\n", 1)[1] if "about the database itself" in user else None,
+    }
+
+
+class ScenarioScript:
+    """A responder for ``ScriptedLLMServer``: routes each request to its scenario and batch."""
+
+    def __init__(self, scenarios: dict[str, Scenario]) -> None:
+        self.scenarios = scenarios
+        self._faults = {q: {b: list(r) for b, r in s.faults.items()} for q, s in scenarios.items()}
+
+    def __call__(self, request: dict[str, Any]) -> ScriptedReply:
+        question = question_of(request)
+        scenario = self.scenarios[question]
+        batch = batch_of(request)
+        pending = self._faults[question].get(batch)
+        if pending:
+            return pending.pop(0)
+        return ScriptedReply(json.dumps(self._content(scenario, batch, request)))
+
+    def _content(self, scenario: Scenario, batch: str, request: dict[str, Any]) -> dict[str, Any]:
+        if batch == "reasoning":
+            return scenario.reasoning
+        if batch == "sql":
+            return {"sql": scenario.sql, "explanation": "Scripted SQL for this scenario."}
+        if batch == "correction":
+            attempt = int(re.search(r"\(attempt (\d+)\)", request["messages"][1]["content"]).group(1))
+            return {"diagnosis": "Scripted diagnosis of the error.", "sql": scenario.corrections[attempt - 1]}
+        preview = preview_of(request)
+        if preview["failure"]:
+            text = f"The question could not be answered: {preview['failure']}"
+        elif scenario.answer is not None:
+            text = scenario.answer(preview)
+        else:
+            text = f"The query returned {preview['row_count']} row(s)."
+        return {"answer": text, "caveats": []}
+
+
+# -- the scenarios of the seed design, on the demo database -----------------------------------------
+
+SALES_BY_REGION = "What was the total revenue per region in 2025?"
+DELETE_CANCELLED = "Remove all cancelled orders from the database."
+DML_IN_CTE = "List customers, and tidy up returned orders while you are at it."
+
+
+def _top_categories_answer(p: dict[str, Any]) -> str:
+    top = ", ".join(f"{r[0]} ({r[1]:,.2f})" for r in p["rows"])
+    return f"The top {len(p['rows'])} categories by 2025 revenue were: {top}."
+
+
+def _segments_answer(p: dict[str, Any]) -> str:
+    parts = ", ".join(f"{r[0]}: {r[1]}" for r in p["rows"])
+    return f"Orders placed in 2025 by customer segment — {parts}."
+
+
+def _regions_answer(p: dict[str, Any]) -> str:
+    parts = ", ".join(f"{r[0]} {r[1]:,.2f}" for r in p["rows"])
+    return f"Revenue in 2025 per region: {parts}."
+
+
+def _tables_answer(p: dict[str, Any]) -> str:
+    names = re.findall(r"^(?:TABLE |CREATE TABLE )?(\w+)\s*\(", p["schema"] or "", re.MULTILINE)
+    return (
+        f"The database has {len(names)} tables: {', '.join(names)}. Orders belong to customers and "
+        "employees, order items link orders to products, products belong to categories, and "
+        "customers and employees belong to regions."
+    )
+
+
+_REVENUE = "SUM(oi.quantity * oi.unit_price * (1 - oi.discount))"
+ALL_TABLES = ["regions", "employees", "customers", "categories", "products", "orders", "order_items"]
+
+SCENARIOS: dict[str, Scenario] = {
+    TOP_CATEGORIES: Scenario(
+        reasoning=reasoning(
+            tables=["categories", "products", "order_items", "orders"],
+            joins=[
+                ("order_items", "products", "order_items.product_id = products.product_id"),
+                ("products", "categories", "products.category_id = categories.category_id"),
+                ("order_items", "orders", "order_items.order_id = orders.order_id"),
+            ],
+            filters=[("orders", "order_date", "in 2025"), ("orders", "status", "not cancelled")],
+            needs_data_context=True,
+            complexity="moderate",
+            steps=["join items to products, categories and orders", "sum revenue per category", "take the top 5"],
+            assumptions=["Revenue is quantity × unit price after discount, excluding cancelled orders."],
+            aggregations=[_REVENUE],
+            order_by=["revenue DESC"],
+        ),
+        sql=(
+            f"SELECT c.name AS category, ROUND({_REVENUE}, 2) AS revenue "
+            "FROM order_items AS oi "
+            "JOIN products AS p ON p.product_id = oi.product_id "
+            "JOIN categories AS c ON c.category_id = p.category_id "
+            "JOIN orders AS o ON o.order_id = oi.order_id "
+            "WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01' AND o.status <> 'cancelled' "
+            "GROUP BY c.name ORDER BY revenue DESC LIMIT 5"
+        ),
+        answer=_top_categories_answer,
+    ),
+    TABLES_META: Scenario(
+        reasoning=reasoning("META_QUERY", tables=[], steps=["describe the schema"]),
+        answer=_tables_answer,
+    ),
+    ORDERS_BY_SEGMENT: Scenario(
+        reasoning=reasoning(
+            tables=["customers", "orders"],
+            joins=[("orders", "customers", "orders.customer_id = customers.customer_id")],
+            filters=[("orders", "order_date", "in 2025")],
+            steps=["join orders to customers", "count orders per segment"],
+            aggregations=["COUNT(orders.order_id)"],
+        ),
+        # Ambiguous column: both tables have customer_id, so the database refuses it at execution.
+        sql=(
+            "SELECT segment, COUNT(order_id) AS orders FROM orders JOIN customers "
+            "ON customer_id = customer_id WHERE order_date >= '2025-01-01' AND order_date < '2026-01-01' "
+            "GROUP BY segment ORDER BY orders DESC"
+        ),
+        corrections=[
+            "SELECT c.segment, COUNT(o.order_id) AS orders FROM orders AS o JOIN customers AS c "
+            "ON o.customer_id = c.customer_id WHERE o.order_date >= '2025-01-01' "
+            "AND o.order_date < '2026-01-01' GROUP BY c.segment ORDER BY orders DESC"
+        ],
+        answer=_segments_answer,
+    ),
+    SALES_BY_REGION: Scenario(
+        reasoning=reasoning(
+            tables=["regions", "customers", "orders", "order_items"],
+            joins=[
+                ("customers", "regions", "customers.region_id = regions.region_id"),
+                ("orders", "customers", "orders.customer_id = customers.customer_id"),
+                ("order_items", "orders", "order_items.order_id = orders.order_id"),
+            ],
+            filters=[("orders", "order_date", "in 2025")],
+            complexity="moderate",
+            steps=["join items, orders, customers, regions", "sum revenue per region"],
+        ),
+        sql=(  # two mistakes, fixed one at a time: ambiguous join column, then a misspelt column
+            f"SELECT r.name AS region, ROUND({_REVENUE}, 2) AS revenue FROM order_items AS oi "
+            "JOIN orders AS o ON o.order_id = oi.order_id JOIN customers AS c ON customer_id = customer_id "
+            "JOIN regions AS r ON r.region_id = c.region_id "
+            "WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01' GROUP BY r.name ORDER BY revenue DESC"
+        ),
+        corrections=[
+            f"SELECT r.region_name AS region, ROUND({_REVENUE}, 2) AS revenue FROM order_items AS oi "
+            "JOIN orders AS o ON o.order_id = oi.order_id JOIN customers AS c ON c.customer_id = o.customer_id "
+            "JOIN regions AS r ON r.region_id = c.region_id "
+            "WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01' GROUP BY r.region_name ORDER BY revenue DESC",
+            f"SELECT r.name AS region, ROUND({_REVENUE}, 2) AS revenue FROM order_items AS oi "
+            "JOIN orders AS o ON o.order_id = oi.order_id JOIN customers AS c ON c.customer_id = o.customer_id "
+            "JOIN regions AS r ON r.region_id = c.region_id "
+            "WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01' GROUP BY r.name ORDER BY revenue DESC",
+        ],
+        answer=_regions_answer,
+    ),
+    AMBIGUOUS: Scenario(
+        reasoning=reasoning(
+            "AMBIGUOUS",
+            tables=[],
+            questions=[
+                ("metric", "Best by which measure: revenue, units sold, or margin?"),
+                ("entity", "The best what: products, customers, employees or regions?"),
+            ],
+        ),
+    ),
+    DELETE_CANCELLED: Scenario(
+        reasoning=reasoning(tables=["orders"], filters=[("orders", "status", "= 'cancelled'")]),
+        sql="DELETE FROM orders WHERE status = 'cancelled'",
+    ),
+    DML_IN_CTE: Scenario(
+        reasoning=reasoning(tables=["customers", "orders"]),
+        sql=(
+            "WITH gone AS (DELETE FROM orders WHERE status = 'returned' RETURNING order_id) "
+            "SELECT c.first_name, c.last_name FROM customers AS c LIMIT 10"
+        ),
+    ),
+}
+
+__all__ = ["DEMO_QUESTIONS", "SCENARIOS", "Scenario", "ScenarioScript", "reasoning"]
