@@ -132,3 +132,8 @@ def shop_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sa.E
 @pytest.fixture
 def postgres_engine(tmp_path: Path) -> Iterator[sa.Engine]:
     yield from _postgres(tmp_path)
+
+
+@pytest.fixture
+def mysql_engine(tmp_path: Path) -> Iterator[sa.Engine]:
+    yield from _mysql(tmp_path)

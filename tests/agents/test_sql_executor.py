@@ -1,0 +1,222 @@
+import datetime as dt
+import decimal
+import json
+import os
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from agents.errors import AgentError, ExecutionError
+from agents.sql_executor import ExecutionResult, SQLExecutor, clean_message, is_statement_timeout, json_safe
+
+LONG_SQLITE_QUERY = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) SELECT COUNT(*) FROM n"
+)
+
+
+def test_runs_a_query_and_returns_rows(demo_engine: sa.Engine) -> None:
+    res = SQLExecutor(demo_engine).run(
+        "SELECT region_id, name FROM regions WHERE country = 'Canada' ORDER BY region_id")
+    assert res.columns == ["region_id", "name"]
+    assert res.rows == [[6, "Canada"]]
+    assert res.row_count == 1
+    assert res.truncated is False
+    assert res.row_cap == 1000
+    assert res.duration_s >= 0
+
+
+def test_row_cap_keeps_cap_rows_and_flags_truncation(demo_engine: sa.Engine) -> None:
+    capped = SQLExecutor(demo_engine, row_cap=50).run("SELECT customer_id FROM customers ORDER BY customer_id")
+    assert capped.row_count == 50
+    assert capped.rows[-1] == [50]
+    assert capped.truncated is True
+    assert capped.summary().endswith("truncated at 50")
+    exact = SQLExecutor(demo_engine, row_cap=6).run("SELECT region_id FROM regions")
+    assert exact.row_count == 6
+    assert exact.truncated is False
+
+
+def test_row_cap_must_be_positive(demo_engine: sa.Engine) -> None:
+    with pytest.raises(ValueError):
+        SQLExecutor(demo_engine, row_cap=0)
+
+
+def test_empty_result_keeps_its_columns(demo_engine: sa.Engine) -> None:
+    res = SQLExecutor(demo_engine).run("SELECT order_id, status FROM orders WHERE 1 = 0")
+    assert res.columns == ["order_id", "status"]
+    assert res.rows == []
+    assert res.row_count == 0
+
+
+def test_colons_and_percent_signs_in_literals_reach_the_driver_untouched(shop_engine: sa.Engine) -> None:
+    res = SQLExecutor(shop_engine).run(
+        "SELECT ':name' AS a, '100%' AS b, note FROM purchase WHERE note LIKE 'first:%'")
+    assert res.rows == [[":name", "100%", "first: 100% paid"]]
+
+
+def test_values_are_json_safe_on_every_backend(shop_engine: sa.Engine) -> None:
+    res = SQLExecutor(shop_engine).run(
+        "SELECT purchase_id, amount, created FROM purchase ORDER BY purchase_id")
+    json.dumps(res.model_dump())
+    first = res.rows[0]
+    assert first[0] == 1
+    assert first[1] == 12.5
+    assert first[2] == "2025-01-31"
+    assert res.rows[2][1] == 5  # 5.00 has no fractional part
+
+
+def test_result_round_trips_through_json(demo_engine: sa.Engine) -> None:
+    res = SQLExecutor(demo_engine, row_cap=3).run("SELECT order_id, order_date, status FROM orders ORDER BY order_id")
+    assert ExecutionResult.model_validate_json(res.model_dump_json()) == res
+
+
+def test_duration_comes_from_the_injected_clock(demo_engine: sa.Engine) -> None:
+    ticks = iter([100.0, 100.25])
+    res = SQLExecutor(demo_engine, clock=lambda: next(ticks)).run("SELECT 1")
+    assert res.duration_s == 0.25
+    assert res.summary() == "1 rows x 1 columns in 0.250 s"
+
+
+def test_statement_without_rows(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'x.sqlite'}")
+    res = SQLExecutor(engine).run("PRAGMA foreign_keys = ON")
+    assert (res.columns, res.rows, res.row_count) == ([], [], 0)
+
+
+def test_errors_are_one_line_with_a_stable_code(demo_engine: sa.Engine) -> None:
+    with pytest.raises(ExecutionError) as info:
+        SQLExecutor(demo_engine).run("SELECT no_such_column FROM orders")
+    err = info.value
+    assert isinstance(err, AgentError)
+    assert err.code == "execution_error"
+    assert err.timed_out is False
+    assert err.message == "no such column: no_such_column"
+    assert str(err) == err.message
+
+
+def test_more_than_one_statement_is_an_execution_error(demo_engine: sa.Engine) -> None:
+    with pytest.raises(ExecutionError) as info:
+        SQLExecutor(demo_engine).run("SELECT 1; SELECT 2")
+    assert info.value.code == "execution_error"
+
+
+def test_postgres_error_message_drops_the_caret_line(postgres_engine: sa.Engine) -> None:
+    with pytest.raises(ExecutionError) as info:
+        SQLExecutor(postgres_engine).run("SELECT nosuch FROM purchase")
+    assert info.value.code == "execution_error"
+    assert "\n" not in info.value.message
+    assert info.value.message.startswith('column "nosuch" does not exist LINE 1: SELECT nosuch FROM purchase')
+    assert "^" not in info.value.message
+
+
+def test_sqlite_interrupt_is_a_statement_timeout(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'x.sqlite'}")
+
+    @sa.event.listens_for(engine, "connect")
+    def _interrupt_long_statements(dbapi_connection, _record):  # what a timeout handler does
+        dbapi_connection.set_progress_handler(lambda: 1, 100_000)
+
+    with pytest.raises(ExecutionError) as info:
+        SQLExecutor(engine).run(LONG_SQLITE_QUERY)
+    assert info.value.code == "statement_timeout"
+    assert info.value.timed_out is True
+    assert info.value.message == "interrupted"
+
+
+def test_postgres_statement_timeout(postgres_engine: sa.Engine) -> None:
+    engine = sa.create_engine(postgres_engine.url, connect_args={"options": "-c statement_timeout=100"})
+    try:
+        with pytest.raises(ExecutionError) as info:
+            SQLExecutor(engine).run("SELECT pg_sleep(2)")
+    finally:
+        engine.dispose()
+    assert info.value.code == "statement_timeout"
+    assert info.value.timed_out is True
+    assert info.value.message == "canceling statement due to statement timeout"
+
+
+def test_mysql_statement_timeout(mysql_engine: sa.Engine) -> None:
+    engine = sa.create_engine(mysql_engine.url)
+    with engine.connect() as conn:
+        is_mariadb = "mariadb" in str(conn.exec_driver_sql("SELECT VERSION()").scalar()).lower()
+
+    @sa.event.listens_for(engine, "connect")
+    def _limit(dbapi_connection, _record):
+        with dbapi_connection.cursor() as cur:
+            cur.execute("SET SESSION max_statement_time = 0.1" if is_mariadb
+                        else "SET SESSION max_execution_time = 100")
+
+    engine.dispose()
+    try:
+        with pytest.raises(ExecutionError) as info:
+            SQLExecutor(engine).run(
+                "SELECT COUNT(*) FROM information_schema.columns a, information_schema.columns b,"
+                " information_schema.columns c")
+    finally:
+        engine.dispose()
+    assert info.value.code == "statement_timeout"
+
+
+def test_duckdb_interrupt_is_a_statement_timeout(tmp_path: Path) -> None:
+    engine = sa.create_engine("duckdb:///:memory:", poolclass=sa.pool.StaticPool)
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+    timer = threading.Timer(0.3, raw.interrupt)
+    timer.start()
+    try:
+        with pytest.raises(ExecutionError) as info:
+            SQLExecutor(engine).run("SELECT SUM(i) FROM range(100000000000) t(i)")
+    finally:
+        timer.cancel()
+        engine.dispose()
+    assert info.value.code == "statement_timeout"
+
+
+def test_unreachable_sqlite_file(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'missing' / 'x.sqlite'}")
+    with pytest.raises(ExecutionError) as info:
+        SQLExecutor(engine).run("SELECT 1")
+    assert info.value.code == "database_unreachable"
+    assert info.value.timed_out is False
+
+
+def test_unreachable_postgres_server() -> None:
+    if not os.environ.get("SQLGATE_TEST_POSTGRES_URL"):
+        pytest.skip("SQLGATE_TEST_POSTGRES_URL is not set")
+    # a closed port on this machine: the connection is refused at once
+    engine = sa.create_engine("postgresql+psycopg://nobody@127.0.0.1:9/none",
+                              connect_args={"connect_timeout": 2})
+    with pytest.raises(ExecutionError) as info:
+        SQLExecutor(engine).run("SELECT 1")
+    assert info.value.code == "database_unreachable"
+    assert "\n" not in info.value.message
+    assert "Connection refused" in info.value.message
+
+
+def test_json_safe_values() -> None:
+    assert json_safe(decimal.Decimal("12.50")) == 12.5
+    assert json_safe(decimal.Decimal("7.000")) == 7
+    assert json_safe(decimal.Decimal("12345678901234567890.123456789")) == "12345678901234567890.123456789"
+    assert json_safe(decimal.Decimal("NaN")) == "NaN"
+    assert json_safe(float("inf")) == "inf"
+    assert json_safe(dt.datetime(2025, 1, 2, 3, 4, 5)) == "2025-01-02T03:04:05"
+    assert json_safe(dt.date(2025, 1, 2)) == "2025-01-02"
+    assert json_safe(dt.time(13, 30)) == "13:30:00"
+    assert json_safe(dt.timedelta(days=1, hours=2)) == "1 day, 2:00:00"
+    assert json_safe(b"\x00\xff") == "00ff"
+    assert json_safe(memoryview(b"ab")) == "6162"
+    assert json_safe(uuid.UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
+    assert json_safe({"a": [decimal.Decimal("1.5"), (dt.date(2025, 1, 1),)]}) == {"a": [1.5, ["2025-01-01"]]}
+    assert json_safe(True) is True
+    assert json_safe(None) is None
+
+
+def test_clean_message_and_timeout_detection_on_plain_exceptions() -> None:
+    assert clean_message(ValueError("one\n  two\n   ^^^\n\nthree")) == "one two three"
+    assert clean_message(ValueError("")) == "ValueError"
+    assert len(clean_message(ValueError("x" * 5000))) == 1000
+    assert is_statement_timeout(RuntimeError("canceling statement due to statement timeout"))
+    assert not is_statement_timeout(RuntimeError("syntax error"))
