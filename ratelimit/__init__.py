@@ -9,7 +9,7 @@ Example:
     1
 """
 
-from ratelimit.backends import Backend, MemoryBackend
+from ratelimit.backends import Backend, MemoryBackend, PostgresBackend, RedisBackend, SQLiteBackend
 from ratelimit.clock import ManualClock
 from ratelimit.errors import (
     BackendUnavailable,
@@ -32,9 +32,12 @@ __all__ = [
     "Limits",
     "ManualClock",
     "MemoryBackend",
+    "PostgresBackend",
     "RateLimitError",
     "RateLimitExceeded",
+    "RedisBackend",
     "RequestLimit",
+    "SQLiteBackend",
     "SlidingWindowLimiter",
     "TokenLimit",
     "Usage",

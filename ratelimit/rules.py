@@ -168,6 +168,7 @@ def decide(
     (``math.inf`` when it can never fit).
     """
     retry_at = now
+    never = False
     used_all: list[int] = []
     for rule in rules:
         index = 0 if rule.unit == "requests" else 1
@@ -176,7 +177,8 @@ def decide(
         used_all.append(used)
         amount = charge.amount(rule.unit)
         if amount > rule.limit:
-            return False, math.inf, tuple(used_all)
+            never = True
+            continue
         excess = used + amount - rule.limit
         if excess <= 0:
             continue
@@ -188,6 +190,8 @@ def decide(
                 break
     if paused_until is not None and paused_until > retry_at:
         retry_at = paused_until
+    if never:
+        return False, math.inf, tuple(used_all)
     if retry_at > now:
         return False, wait_until(now, retry_at), tuple(used_all)
     return True, 0.0, tuple(used_all)

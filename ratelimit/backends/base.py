@@ -5,9 +5,11 @@ A backend owns the atomic check-and-record: it reads its clock *inside* its crit
 (or the same rule in the server's language), and records the grant stamped with that reading.
 Nothing is recorded on refusal, so a refused or cancelled caller leaves no stamp.
 
-Clocks: ``clock`` passed to a method is the limiter's injected clock, or ``None``. Local backends
-(memory, SQLite) use their own clock if one was given to their constructor, else that one, else
-their default. Server backends use the server's clock unless their constructor was given one.
+Clocks: ``clock`` passed to a method is the limiter's injected clock, or ``None``. Only the memory
+backend, private to one process, stamps with it (unless its constructor was given a clock).
+Shared backends stamp with one clock of their own, whatever clock each sharing process's limiter
+has: the host's for SQLite, the server's for PostgreSQL and Redis. Their constructors accept a
+``clock`` to replace it, for virtual-clock tests and replays.
 """
 
 from __future__ import annotations

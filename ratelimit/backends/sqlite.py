@@ -1,0 +1,208 @@
+"""SQLite-file backend: processes on one host share a limiter through one file.
+
+Each acquisition is one ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock
+before anything is read. The host clock is read *inside* that transaction, so commits are
+serialised and stamped in commit order by one clock (the host's ``time.time`` unless a clock is
+given). Entries that no longer count in the longest window are deleted in the same transaction.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from ratelimit import ManualClock, SlidingWindowLimiter
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "limits.sqlite"
+    >>> backend = SQLiteBackend(path, clock=ManualClock(start=7.0))
+    >>> SlidingWindowLimiter(limit=2, backend=backend).acquire().stamp
+    7.0
+    >>> backend.close()
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from ratelimit.backends.base import Backend, Clock
+from ratelimit.errors import BackendUnavailable
+from ratelimit.rules import Charge, Limits, Verdict, decide
+
+#: schema changes, applied in order once each; a new change is appended, never edited
+MIGRATIONS: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS ratelimit_grants (
+        key TEXT NOT NULL,
+        grant_id TEXT NOT NULL,
+        stamp REAL NOT NULL,
+        requests INTEGER NOT NULL,
+        tokens INTEGER NOT NULL,
+        PRIMARY KEY (key, grant_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS ratelimit_grants_by_stamp ON ratelimit_grants (key, stamp)",
+    "CREATE TABLE IF NOT EXISTS ratelimit_pauses (key TEXT PRIMARY KEY, until REAL NOT NULL)",
+)
+
+
+class SQLiteBackend(Backend):
+    """Sliding-window logs in a SQLite file shared by the processes of one host.
+
+    Args:
+        path: the database file (created if missing).
+        clock: the stamping clock; default the host's ``time.time`` (comparable across
+            processes and restarts). A forward step of the host clock shortens windows: keep
+            the host clock slewed (NTP), not stepped.
+        timeout: seconds to wait for the write lock before failing closed.
+    """
+
+    name = "sqlite"
+    blocking = True
+
+    def __init__(self, path: str | os.PathLike[str], *, clock: Clock | None = None, timeout: float = 5.0) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self.timeout = timeout
+        self._local = threading.local()
+        self._all: list[tuple[int, sqlite3.Connection]] = []
+        self._all_lock = threading.Lock()
+        self._ready = False
+
+    # -- connections --------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        held = getattr(self._local, "held", None)
+        if held is not None and held[0] == os.getpid():
+            return held[1]
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+        self._local.held = (os.getpid(), conn)
+        with self._all_lock:
+            self._all.append((os.getpid(), conn))
+        if not self._ready:
+            self._migrate(conn)
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE IF NOT EXISTS ratelimit_migrations (version INTEGER PRIMARY KEY)")
+                done = conn.execute("SELECT COALESCE(MAX(version), -1) FROM ratelimit_migrations").fetchone()[0]
+                for version, statement in enumerate(MIGRATIONS):
+                    if version > done:
+                        conn.execute(statement)
+                        conn.execute("INSERT INTO ratelimit_migrations (version) VALUES (?)", (version,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+        self._ready = True
+
+    def setup(self) -> None:
+        self._migrate(self._connect())
+
+    def _now(self, clock: Clock | None) -> float:
+        # processes share this file, so only the backend's own clock stamps, never a limiter's
+        return (self._clock or time.time)()
+
+    def _transaction(self, body):  # type: ignore[no-untyped-def]
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = body(conn)
+                conn.execute("COMMIT")
+                return result
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+
+    # -- the log ------------------------------------------------------------------------------
+
+    def _decide(self, conn, key, rules, charge, now):  # type: ignore[no-untyped-def]
+        conn.execute(
+            "DELETE FROM ratelimit_grants WHERE key = ? AND stamp <= ? AND stamp + ? <= ?",
+            (key, now - rules.longest_window + 1.0, rules.longest_window, now),
+        )
+        entries = conn.execute(
+            "SELECT stamp, requests, tokens FROM ratelimit_grants WHERE key = ? ORDER BY stamp", (key,)
+        ).fetchall()
+        row = conn.execute("SELECT until FROM ratelimit_pauses WHERE key = ?", (key,)).fetchone()
+        return decide(entries, rules, charge, now, row[0] if row else None)
+
+    def acquire(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
+        def body(conn: sqlite3.Connection) -> Verdict:
+            now = self._now(clock)  # read inside the exclusive transaction
+            granted, retry_after, used = self._decide(conn, key, rules, charge, now)
+            if not granted:
+                return Verdict(False, now, retry_after, None, used)
+            grant_id = uuid.uuid4().hex
+            conn.execute(
+                "INSERT INTO ratelimit_grants (key, grant_id, stamp, requests, tokens) VALUES (?, ?, ?, ?, ?)",
+                (key, grant_id, now, charge.requests, charge.tokens),
+            )
+            return Verdict(True, now, 0.0, grant_id, used)
+
+        return self._transaction(body)
+
+    def peek(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
+        def body(conn: sqlite3.Connection) -> Verdict:
+            now = self._now(clock)
+            granted, retry_after, used = self._decide(conn, key, rules, charge, now)
+            return Verdict(granted, now, retry_after, None, used)
+
+        return self._transaction(body)
+
+    def pause(self, key: str, seconds: float, clock: Clock | None) -> None:
+        def body(conn: sqlite3.Connection) -> None:
+            until = self._now(clock) + seconds
+            conn.execute(
+                "INSERT INTO ratelimit_pauses (key, until) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET until = MAX(until, excluded.until)",
+                (key, until),
+            )
+
+        self._transaction(body)
+
+    def correct(self, key: str, grant_id: str, tokens: int) -> bool:
+        def body(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE ratelimit_grants SET tokens = ? WHERE key = ? AND grant_id = ?", (tokens, key, grant_id)
+            )
+            return cursor.rowcount == 1
+
+        return self._transaction(body)
+
+    def clear(self, key: str) -> None:
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM ratelimit_grants WHERE key = ?", (key,))
+            conn.execute("DELETE FROM ratelimit_pauses WHERE key = ?", (key,))
+
+        self._transaction(body)
+
+    def stored_entries(self, key: str) -> int:
+        conn = self._connect()
+        try:
+            return conn.execute("SELECT COUNT(*) FROM ratelimit_grants WHERE key = ?", (key,)).fetchone()[0]
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for pid, conn in conns:
+            if pid != os.getpid():
+                continue  # inherited through fork: the parent still uses it
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
