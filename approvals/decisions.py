@@ -1,0 +1,181 @@
+"""Checking a reviewer's decision against a batch, and turning it into resolutions.
+
+A decision must cover exactly the pending set of the batch: every pending call_id once, and
+nothing else. Every problem is collected and reported together in one ``DecisionError``;
+nothing of a refused decision is accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from .errors import DecisionError, DecisionProblem
+from .models import (
+    ApprovalBatch,
+    ApprovalItem,
+    Approve,
+    Edit,
+    ItemCategory,
+    Reject,
+    Resolution,
+    findings_of,
+    parse_decision,
+    sql_hash,
+)
+from .store import CallLocation
+
+DecisionPairs = list[tuple[str, Approve | Reject | Edit]]
+
+
+class ValidationLike(Protocol):
+    """What the gate needs of a validator's result (``safety.ValidationResult`` fits)."""
+
+    ok: bool
+    sql: str | None
+    findings: Any
+    refusal: Any
+
+
+Validate = Callable[[str], ValidationLike]
+
+
+def refusal_text(result: ValidationLike) -> str:
+    """``code: message`` of the validator's blocking finding, or a generic text."""
+    refusal = getattr(result, "refusal", None)
+    if refusal is None:
+        return "refused by the validator"
+    code = getattr(refusal, "code", None) or (refusal.get("code") if isinstance(refusal, dict) else None)
+    message = getattr(refusal, "message", None) or (refusal.get("message") if isinstance(refusal, dict) else None)
+    return f"{code}: {message}" if code and message else str(message or code or refusal)
+
+
+def normalise_decisions(decisions: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> DecisionPairs:
+    """(call_id, decision) pairs in the reviewer's order; duplicates are kept so they can be refused."""
+    raw = list(decisions.items()) if isinstance(decisions, Mapping) else list(decisions)
+    pairs: DecisionPairs = []
+    problems: list[DecisionProblem] = []
+    for entry in raw:
+        try:
+            call_id, value = entry
+        except (TypeError, ValueError):
+            problems.append(DecisionProblem("invalid_decision", "?", f"not a (call_id, decision) pair: {entry!r}"))
+            continue
+        if not isinstance(call_id, str):
+            problems.append(DecisionProblem("invalid_decision", repr(call_id), "call_id must be a string"))
+            continue
+        try:
+            pairs.append((call_id, parse_decision(value)))
+        except (ValidationError, ValueError) as exc:
+            first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            problems.append(DecisionProblem("invalid_decision", call_id, f"not a valid decision: {first}"))
+    if problems:
+        raise DecisionError(problems)
+    return pairs
+
+
+def decision_digest(pairs: DecisionPairs) -> str:
+    """sha256 of the decision in a canonical form: equal decisions, equal digests."""
+    canonical = sorted(json.dumps([cid, d.model_dump(mode="json")], sort_keys=True) for cid, d in pairs)
+    return hashlib.sha256("\n".join(canonical).encode("utf-8")).hexdigest()
+
+
+def _coverage_problems(
+    batch: ApprovalBatch, pairs: DecisionPairs, locate: Callable[[str], CallLocation | None]
+) -> list[DecisionProblem]:
+    problems: list[DecisionProblem] = []
+    pending = set(batch.pending_ids)
+    seen: set[str] = set()
+    for call_id, _ in pairs:
+        if call_id in seen:
+            problems.append(DecisionProblem("duplicate_call_id", call_id, "decided more than once"))
+            continue
+        seen.add(call_id)
+        if call_id in pending:
+            continue
+        category = batch.categories.get(call_id)
+        if category is ItemCategory.DENIED:
+            problems.append(DecisionProblem("not_pending_call_id", call_id, "denied by the validator, not approvable"))
+        elif category is ItemCategory.AUTO_APPROVED:
+            problems.append(DecisionProblem("not_pending_call_id", call_id, "auto-approved by policy, not pending"))
+        else:
+            where = locate(call_id)
+            if where is not None and where.run_id == batch.run_id:
+                problems.append(
+                    DecisionProblem(
+                        "stale_call_id",
+                        call_id,
+                        f"belongs to cycle {where.cycle} ({where.batch_id}), not to cycle {batch.cycle}",
+                    )
+                )
+            else:
+                problems.append(DecisionProblem("unknown_call_id", call_id, f"not an item of {batch.batch_id}"))
+    for call_id in batch.pending_ids:
+        if call_id not in seen:
+            problems.append(DecisionProblem("missing_call_id", call_id, "pending but not decided"))
+    return problems
+
+
+def _resolve_one(item: ApprovalItem, decision: Approve | Reject | Edit, validate: Validate) -> Resolution | DecisionProblem:
+    base = {"call_id": item.call_id, "question_id": item.question_id}
+    if isinstance(decision, Approve):
+        return Resolution(**base, status="approved", sql=item.sql, sql_hash=item.sql_hash, findings=item.findings)
+    if isinstance(decision, Reject):
+        return Resolution(**base, status="rejected", reason=decision.reason, findings=item.findings)
+    result = validate(decision.sql)
+    if not result.ok or not result.sql:
+        return DecisionProblem("invalid_edit", item.call_id, f"edited SQL refused: {refusal_text(result)}")
+    return Resolution(
+        **base,
+        status="edited",
+        sql=result.sql,
+        sql_hash=sql_hash(result.sql),
+        findings=findings_of(result.findings),
+        edited_from=item.sql,
+    )
+
+
+def settled_resolution(batch: ApprovalBatch, item: ApprovalItem) -> Resolution:
+    """The resolution of an item the gate settled without a reviewer (denied or auto-approved)."""
+    category = batch.categories[item.call_id]
+    base = {"call_id": item.call_id, "question_id": item.question_id, "findings": item.findings}
+    note = batch.notes.get(item.call_id)
+    if category is ItemCategory.DENIED:
+        return Resolution(**base, status="denied", reason=note or "refused by the validator")
+    if category is ItemCategory.AUTO_APPROVED:
+        return Resolution(**base, status="auto_approved", sql=item.sql, sql_hash=item.sql_hash, reason=note)
+    raise ValueError(f"{item.call_id} needs a reviewer's decision")
+
+
+def resolve_decisions(
+    batch: ApprovalBatch,
+    pairs: DecisionPairs,
+    validate: Validate,
+    locate: Callable[[str], CallLocation | None] = lambda _: None,
+) -> dict[str, Resolution]:
+    """A resolution per item of ``batch`` (batch order), or ``DecisionError`` with every problem.
+
+    Coverage is checked first (duplicate, unknown, stale, not pending, missing ids); then every
+    edit is validated, and the validator's rewritten SQL is what the resolution carries.
+    """
+    problems = _coverage_problems(batch, pairs, locate)
+    if problems:
+        raise DecisionError(problems)
+    decided = dict(pairs)
+    resolutions: dict[str, Resolution] = {}
+    for item in batch.items:
+        if item.call_id in decided:
+            outcome = _resolve_one(item, decided[item.call_id], validate)
+            if isinstance(outcome, DecisionProblem):
+                problems.append(outcome)
+                continue
+            resolutions[item.call_id] = outcome
+        else:
+            resolutions[item.call_id] = settled_resolution(batch, item)
+    if problems:
+        raise DecisionError(problems)
+    return resolutions

@@ -1,0 +1,301 @@
+"""The gate's vocabulary: items, batches, decisions, resolutions, outcomes, audit events.
+
+Every model is a frozen pydantic model, JSON-serialisable, so a batch can be stored, shown
+by another process and resumed.
+
+Example:
+    >>> item = ApprovalItem.new(question_id="q1", question="How many orders?", sql="SELECT 1")
+    >>> item.call_id.startswith("call_"), item.sql_hash == sql_hash("SELECT 1")
+    (True, True)
+    >>> parse_decision({"action": "reject", "reason": "too broad"})
+    Reject(action='reject', reason='too broad')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+from .errors import NotRunnable, SqlHashMismatch
+
+
+def sql_hash(sql: str) -> str:
+    """The sha256 hex digest of the SQL's UTF-8 bytes: what identifies approved text."""
+    return hashlib.sha256(sql.encode("utf-8")).hexdigest()
+
+
+def new_id(prefix: str) -> str:
+    """A fresh random identifier such as ``call_3f2a…`` (uuid4 hex, never reused)."""
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ItemFinding(_Frozen):
+    """A validator finding as the reviewer sees it; built from any finding-like object or dict."""
+
+    code: str = Field(description="Stable machine-readable code of the finding")
+    message: str = Field(description="What was found, in words")
+    severity: str = Field(default="warning", description="error, rewrite or warning")
+    node: str | None = Field(default=None, description="The SQL node kind the finding names")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_any(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: value.get(k) for k in ("code", "message", "severity", "node") if value.get(k) is not None}
+        if hasattr(value, "model_dump"):
+            return cls._from_any(value.model_dump(mode="json"))
+        if hasattr(value, "code") and hasattr(value, "message"):
+            data = {k: getattr(value, k, None) for k in ("code", "message", "severity", "node")}
+            return {k: (str(v) if k == "severity" else v) for k, v in data.items() if v is not None}
+        return value
+
+
+def findings_of(findings: Iterable[Any] | None) -> list[ItemFinding]:
+    return [f if isinstance(f, ItemFinding) else ItemFinding.model_validate(f) for f in findings or ()]
+
+
+class ApprovalItem(_Frozen):
+    """One SQL statement awaiting review: its own ``call_id`` even when the SQL is identical."""
+
+    call_id: str = Field(description="Unique id of this statement in this cycle (call_<uuid4 hex>)")
+    question_id: str = Field(description="Id of the question the statement serves")
+    question: str = Field(description="The question, as the analyst asked it")
+    sql: str = Field(description="The SQL shown to the reviewer")
+    sql_hash: str = Field(description="sha256 of the SQL's UTF-8 bytes")
+    findings: list[ItemFinding] = Field(default_factory=list, description="The validator's findings")
+    refused: bool = Field(default=False, description="The validator refused this SQL")
+    cycle: int = Field(default=1, ge=1, description="The approval cycle the item belongs to")
+
+    @model_validator(mode="after")
+    def _hash_matches(self) -> ApprovalItem:
+        if self.sql_hash != sql_hash(self.sql):
+            raise ValueError(f"sql_hash of {self.call_id} does not match its SQL")
+        return self
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        question_id: str,
+        question: str,
+        sql: str,
+        findings: Iterable[Any] | None = None,
+        refused: bool = False,
+        cycle: int = 1,
+    ) -> ApprovalItem:
+        return cls(
+            call_id=new_id("call"),
+            question_id=question_id,
+            question=question,
+            sql=sql,
+            sql_hash=sql_hash(sql),
+            findings=findings_of(findings),
+            refused=refused,
+            cycle=cycle,
+        )
+
+
+class ItemCategory(StrEnum):
+    """How the gate sorted an item before interrupting anyone."""
+
+    DENIED = "denied"  # the validator refused it: shown, not approvable
+    AUTO_APPROVED = "auto_approved"  # an explicit policy approved it
+    NEEDS_APPROVAL = "needs_approval"  # a reviewer must decide
+
+
+class ApprovalBatch(_Frozen):
+    """Every statement of one approval cycle, categorised; the reviewer decides ``pending``."""
+
+    batch_id: str = Field(description="Unique id of the batch (batch_<uuid4 hex>)")
+    run_id: str = Field(description="The run the batch belongs to")
+    cycle: int = Field(ge=1, description="1 for the first approval of a run, +1 per re-approval")
+    created_at: datetime = Field(description="When the batch was opened")
+    deadline: datetime | None = Field(default=None, description="When the expiry action applies")
+    items: list[ApprovalItem] = Field(description="Every item of the cycle, in order")
+    categories: dict[str, ItemCategory] = Field(description="call_id -> category")
+    notes: dict[str, str] = Field(default_factory=dict, description="call_id -> why denied/auto-approved")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ApprovalBatch:
+        ids = [i.call_id for i in self.items]
+        if len(set(ids)) != len(ids):
+            raise ValueError("call_id values in a batch must be unique")
+        if set(ids) != set(self.categories):
+            raise ValueError("every item needs exactly one category")
+        return self
+
+    def item(self, call_id: str) -> ApprovalItem:
+        for item in self.items:
+            if item.call_id == call_id:
+                return item
+        raise KeyError(call_id)
+
+    def _of(self, category: ItemCategory) -> list[ApprovalItem]:
+        return [i for i in self.items if self.categories[i.call_id] is category]
+
+    @property
+    def pending(self) -> list[ApprovalItem]:
+        """The items a reviewer must decide, in batch order."""
+        return self._of(ItemCategory.NEEDS_APPROVAL)
+
+    @property
+    def denied(self) -> list[ApprovalItem]:
+        return self._of(ItemCategory.DENIED)
+
+    @property
+    def auto_approved(self) -> list[ApprovalItem]:
+        return self._of(ItemCategory.AUTO_APPROVED)
+
+    @property
+    def pending_ids(self) -> list[str]:
+        return [i.call_id for i in self.pending]
+
+
+class Approve(_Frozen):
+    """Run the statement exactly as shown."""
+
+    action: Literal["approve"] = "approve"
+
+
+class Reject(_Frozen):
+    """Do not run the statement; the reason reaches the result and the answer."""
+
+    action: Literal["reject"] = "reject"
+    reason: str = Field(min_length=1, description="Why the statement must not run")
+
+    @field_validator("reason")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a rejection needs a reason")
+        return value.strip()
+
+
+class Edit(_Frozen):
+    """Run this SQL instead, once the validator accepts it."""
+
+    action: Literal["edit"] = "edit"
+    sql: str = Field(min_length=1, description="The replacement SQL")
+
+    @field_validator("sql")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("an edit needs SQL")
+        return value
+
+
+Decision = Annotated[Approve | Reject | Edit, Field(discriminator="action")]
+_DECISION = TypeAdapter(Decision)
+
+
+def parse_decision(value: Any) -> Approve | Reject | Edit:
+    """A decision from a model, ``"approve"``, or a dict such as ``{"action": "edit", "sql": …}``.
+
+    Raises ``ValueError`` (or pydantic's ``ValidationError``, a subclass) when it is none of them.
+    """
+    if isinstance(value, Approve | Reject | Edit):
+        return value
+    if isinstance(value, str):
+        if value.strip().lower() == "approve":
+            return Approve()
+        raise ValueError(f"{value!r} is not a decision; use 'approve' or an object with an action")
+    return _DECISION.validate_python(value)
+
+
+ResolutionStatus = Literal["approved", "edited", "rejected", "denied", "auto_approved"]
+RUNNABLE_STATUSES: frozenset[str] = frozenset({"approved", "edited", "auto_approved"})
+
+
+class Resolution(_Frozen):
+    """What became of one item: whether it may run, and exactly which text."""
+
+    call_id: str = Field(description="The item's call_id")
+    question_id: str = Field(description="The question the item serves")
+    status: ResolutionStatus = Field(description="approved, edited, rejected, denied or auto_approved")
+    sql: str | None = Field(default=None, description="The SQL that may run; None when it may not")
+    sql_hash: str | None = Field(default=None, description="sha256 of ``sql``")
+    reason: str | None = Field(default=None, description="Why rejected, denied or auto-approved")
+    findings: list[ItemFinding] = Field(default_factory=list, description="Findings on the SQL that runs")
+    edited_from: str | None = Field(default=None, description="The SQL shown before an edit")
+
+    @property
+    def runnable(self) -> bool:
+        return self.status in RUNNABLE_STATUSES
+
+
+BatchStatus = Literal["pending", "resolved", "expired"]
+
+
+class ApprovalOutcome(_Frozen):
+    """The result of one cycle: a resolution per call_id of the batch."""
+
+    batch_id: str
+    run_id: str
+    cycle: int
+    status: BatchStatus = "resolved"
+    resolutions: dict[str, Resolution] = Field(description="call_id -> resolution, batch order")
+    decided_by: str | None = Field(default=None, description="The actor whose decision resolved it")
+    decided_at: datetime | None = None
+    reviewed: bool = Field(default=False, description="A reviewer was asked (something needed approval)")
+
+    def runnable(self, call_id: str) -> str:
+        """The exact SQL approved for ``call_id``; raises ``NotRunnable`` otherwise.
+
+        The hash recorded at approval is checked again, so only byte-for-byte approved text runs.
+        """
+        resolution = self.resolutions.get(call_id)
+        if resolution is None:
+            raise NotRunnable(call_id, f"not an item of batch {self.batch_id}")
+        if not resolution.runnable or resolution.sql is None:
+            why = f": {resolution.reason}" if resolution.reason else ""
+            raise NotRunnable(call_id, f"{resolution.status}, may not run{why}")
+        if resolution.sql_hash != sql_hash(resolution.sql):
+            raise SqlHashMismatch(call_id, "the SQL differs from the approved text")
+        return resolution.sql
+
+    @property
+    def runnable_ids(self) -> list[str]:
+        return [cid for cid, r in self.resolutions.items() if r.runnable]
+
+    def reasons(self) -> dict[str, str]:
+        """call_id -> reason for every item that will not run (rejected or denied)."""
+        return {cid: r.reason or r.status for cid, r in self.resolutions.items() if not r.runnable}
+
+
+class BatchRecord(_Frozen):
+    """A batch as the store holds it: the state machine around one ``ApprovalBatch``."""
+
+    batch: ApprovalBatch
+    status: BatchStatus = "pending"
+    version: int = Field(default=1, ge=1, description="Bumped by every state change")
+    outcome: ApprovalOutcome | None = None
+    idempotency_key: str | None = None
+    decision_digest: str | None = Field(default=None, description="sha256 of the accepted decision")
+
+    @property
+    def batch_id(self) -> str:
+        return self.batch.batch_id
+
+
+class AuditEvent(_Frozen):
+    """One append-only entry of the audit log: every state change, with its actor."""
+
+    seq: int | None = Field(default=None, description="Position in the log, assigned by the store")
+    at: datetime
+    run_id: str
+    batch_id: str
+    call_id: str | None = None
+    event: str = Field(description="batch_opened, item_resolved, batch_resolved, batch_expired, …")
+    actor: str
+    detail: dict[str, Any] = Field(default_factory=dict)

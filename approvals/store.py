@@ -1,0 +1,204 @@
+"""Where batches, their state and the audit log live: one base class, several backends.
+
+``ApprovalStore`` owns the rules every backend shares — the conditional update that lets
+exactly one submission win, idempotent replays, conflicts — on top of a few storage
+primitives a backend implements (``_insert``, ``_load``, ``_compare_and_set``, …).
+``MemoryApprovalStore`` keeps everything in one process; ``SqlApprovalStore`` (module
+``approvals.sql_store``) keeps it in SQLite or PostgreSQL so another process can resume.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from .errors import BatchExpired, BatchNotFound, DecisionConflict, IdempotencyConflict
+from .models import ApprovalBatch, ApprovalOutcome, AuditEvent, BatchRecord, BatchStatus
+
+
+class CallLocation(NamedTuple):
+    """Where a call_id was issued: used to tell a stale id from an unknown one."""
+
+    batch_id: str
+    run_id: str
+    cycle: int
+
+
+class ApprovalStore(ABC):
+    """Durable state of the gate. Sync methods; safe to share between threads.
+
+    State changes of a batch go through ``resolve``, a compare-and-set on (status, version):
+    of several concurrent submissions exactly one moves a pending batch on; the others get
+    ``DecisionConflict`` — or, when they carry the winner's idempotency key and decision, the
+    winner's record.
+    """
+
+    def setup(self) -> None:
+        """Create or migrate whatever the backend needs. Safe to call any number of times."""
+
+    # -- primitives a backend implements ------------------------------------------------
+    @abstractmethod
+    def _insert(self, record: BatchRecord, events: Sequence[AuditEvent]) -> None:
+        """Store a new batch record and its audit events atomically."""
+
+    @abstractmethod
+    def _load(self, batch_id: str) -> BatchRecord | None: ...
+
+    @abstractmethod
+    def _compare_and_set(
+        self, expected_version: int, record: BatchRecord, events: Sequence[AuditEvent]
+    ) -> bool:
+        """Replace the stored record iff it is pending at ``expected_version``; append the events
+        in the same transaction. True when this call won."""
+
+    @abstractmethod
+    def _select(
+        self, status: BatchStatus | None, run_id: str | None, limit: int | None
+    ) -> list[BatchRecord]:
+        """Records in creation order, filtered."""
+
+    @abstractmethod
+    def locate_call(self, call_id: str) -> CallLocation | None:
+        """The batch that issued ``call_id``, or None."""
+
+    @abstractmethod
+    def append_audit(self, events: Iterable[AuditEvent]) -> None:
+        """Append events to the log (never updated, never deleted)."""
+
+    @abstractmethod
+    def audit_log(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[AuditEvent]:
+        """Events in the order they were appended, each with its ``seq``."""
+
+    # -- the shared rules ----------------------------------------------------------------
+    def create_batch(self, batch: ApprovalBatch, events: Sequence[AuditEvent] = ()) -> BatchRecord:
+        record = BatchRecord(batch=batch)
+        self._insert(record, events)
+        return record
+
+    def get_batch(self, batch_id: str) -> BatchRecord:
+        record = self._load(batch_id)
+        if record is None:
+            raise BatchNotFound(batch_id)
+        return record
+
+    def list_batches(
+        self, *, status: BatchStatus | None = None, run_id: str | None = None, limit: int | None = None
+    ) -> list[BatchRecord]:
+        return self._select(status, run_id, limit)
+
+    def pending_batches(self, *, run_id: str | None = None, limit: int | None = None) -> list[BatchRecord]:
+        return self._select("pending", run_id, limit)
+
+    def replay(self, record: BatchRecord, idempotency_key: str | None, decision_digest: str) -> BatchRecord | None:
+        """None when ``record`` is still pending; the record itself when this submission is a
+        replay of the one that resolved it; otherwise the conflict that explains why not."""
+        if record.status == "pending":
+            return None
+        if idempotency_key is not None and record.idempotency_key == idempotency_key:
+            if record.decision_digest == decision_digest:
+                return record
+            raise IdempotencyConflict(record.batch_id, idempotency_key)
+        if record.status == "expired":
+            raise BatchExpired(record.batch_id, "the batch expired before a decision arrived")
+        raise DecisionConflict(record.batch_id, f"the batch is already {record.status} (version {record.version})")
+
+    def resolve(
+        self,
+        batch_id: str,
+        *,
+        expected_version: int,
+        outcome: ApprovalOutcome,
+        events: Sequence[AuditEvent] = (),
+        idempotency_key: str | None = None,
+        decision_digest: str | None = None,
+        status: BatchStatus = "resolved",
+    ) -> BatchRecord:
+        """Move a pending batch to ``status`` with ``outcome`` — only from ``expected_version``."""
+        current = self.get_batch(batch_id)
+        updated = current.model_copy(
+            update={
+                "status": status,
+                "version": expected_version + 1,
+                "outcome": outcome,
+                "idempotency_key": idempotency_key,
+                "decision_digest": decision_digest,
+            }
+        )
+        if self._compare_and_set(expected_version, updated, events):
+            return updated
+        winner = self.get_batch(batch_id)
+        replayed = self.replay(winner, idempotency_key, decision_digest or "")
+        if replayed is not None:
+            return replayed
+        raise DecisionConflict(batch_id, f"the batch changed since version {expected_version}")
+
+
+class MemoryApprovalStore(ApprovalStore):
+    """Everything in this process's memory; for tests and single-process runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[str, BatchRecord] = {}
+        self._calls: dict[str, CallLocation] = {}
+        self._events: list[AuditEvent] = []
+
+    def _append_locked(self, events: Iterable[AuditEvent]) -> None:
+        for event in events:
+            self._events.append(event.model_copy(update={"seq": len(self._events) + 1}))
+
+    def _insert(self, record: BatchRecord, events: Sequence[AuditEvent]) -> None:
+        batch = record.batch
+        with self._lock:
+            if batch.batch_id in self._records:
+                raise ValueError(f"batch {batch.batch_id} already exists")
+            clash = [i.call_id for i in batch.items if i.call_id in self._calls]
+            if clash:
+                raise ValueError(f"call_id already issued: {clash[0]}")
+            self._records[batch.batch_id] = record
+            for item in batch.items:
+                self._calls[item.call_id] = CallLocation(batch.batch_id, batch.run_id, batch.cycle)
+            self._append_locked(events)
+
+    def _load(self, batch_id: str) -> BatchRecord | None:
+        with self._lock:
+            return self._records.get(batch_id)
+
+    def _compare_and_set(
+        self, expected_version: int, record: BatchRecord, events: Sequence[AuditEvent]
+    ) -> bool:
+        with self._lock:
+            current = self._records.get(record.batch_id)
+            if current is None or current.status != "pending" or current.version != expected_version:
+                return False
+            self._records[record.batch_id] = record
+            self._append_locked(events)
+            return True
+
+    def _select(
+        self, status: BatchStatus | None, run_id: str | None, limit: int | None
+    ) -> list[BatchRecord]:
+        with self._lock:
+            found = [
+                r
+                for r in self._records.values()
+                if (status is None or r.status == status) and (run_id is None or r.batch.run_id == run_id)
+            ]
+        return found if limit is None else found[:limit]
+
+    def locate_call(self, call_id: str) -> CallLocation | None:
+        with self._lock:
+            return self._calls.get(call_id)
+
+    def append_audit(self, events: Iterable[AuditEvent]) -> None:
+        with self._lock:
+            self._append_locked(events)
+
+    def audit_log(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[AuditEvent]:
+        with self._lock:
+            return [
+                e
+                for e in self._events
+                if (batch_id is None or e.batch_id == batch_id) and (run_id is None or e.run_id == run_id)
+            ]

@@ -1,0 +1,67 @@
+"""Fakes at the boundary of the gate: a small validator and a fixed clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from approvals import ApprovalItem
+
+
+@dataclass
+class FakeFinding:
+    code: str
+    message: str
+    severity: str = "warning"
+    node: str | None = None
+
+
+@dataclass
+class FakeResult:
+    ok: bool
+    sql: str | None
+    findings: list[Any] = field(default_factory=list)
+
+    @property
+    def refusal(self) -> FakeFinding | None:
+        return next((f for f in self.findings if f.severity == "error"), None)
+
+
+def fake_validate(sql: str) -> FakeResult:
+    """Refuses DELETE/DROP anywhere; adds ``LIMIT 100`` when no LIMIT is written."""
+    upper = sql.upper()
+    for word in ("DELETE", "DROP"):
+        if word in upper:
+            return FakeResult(False, None, [FakeFinding("dml_in_tree", f"{word} is not allowed", "error", word.title())])
+    text = sql.strip().rstrip(";")
+    if "LIMIT" not in upper:
+        return FakeResult(True, f"{text} LIMIT 100", [FakeFinding("limit_added", "LIMIT 100 added", "rewrite")])
+    return FakeResult(True, text)
+
+
+class Calls:
+    """A reviewer wrapper counting calls and keeping the batches it saw."""
+
+    def __init__(self, reviewer):
+        self.reviewer = reviewer
+        self.batches = []
+
+    def __call__(self, batch):
+        self.batches.append(batch)
+        return self.reviewer(batch)
+
+
+class StepClock:
+    """A clock that moves one second per reading."""
+
+    def __init__(self, start: datetime = datetime(2026, 1, 1, tzinfo=UTC)) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+def item(sql: str = "SELECT name FROM regions LIMIT 5", question_id: str = "q1", **kw: Any) -> ApprovalItem:
+    return ApprovalItem.new(question_id=question_id, question=f"question {question_id}?", sql=sql, **kw)
