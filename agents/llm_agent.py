@@ -23,6 +23,11 @@ def _invalid(schema_name: str, detail: str) -> AgentOutputError:
     return error
 
 
+def compact_schema(model: type[BaseModel]) -> str:
+    """The output model's JSON schema as one compact line, for prompts and JSON-mode servers."""
+    return json.dumps(model.model_json_schema(), separators=(",", ":"), sort_keys=True)
+
+
 class LLMAgent(Generic[OutputT]):
     """Base class of the batches that call a model.
 

@@ -244,9 +244,9 @@ class _ShowingApprover:
         self.console = console
 
     def __call__(self, batch: Any) -> Any:
-        from approvals import render_batch
+        from approvals import TerminalReviewer
 
-        render_batch(self.console, batch)
+        TerminalReviewer(console=self.console).show(batch)
         self.console.print("[dim]demo: approved automatically (run `sqlgate demo --review` to decide yourself)[/]")
         return self.inner(batch)
 

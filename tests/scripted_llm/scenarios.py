@@ -155,10 +155,16 @@ class ScenarioScript:
 SALES_BY_REGION = "What was the total revenue per region in 2025?"
 DELETE_CANCELLED = "Remove all cancelled orders from the database."
 DML_IN_CTE = "List customers, and tidy up returned orders while you are at it."
+GARBLED_TWICE = "How many products are there? (the model garbles its JSON twice)"
+GARBLED_ONCE = "Which columns does the products table have? (the model garbles its JSON once)"
+THROTTLED = "How many customers are there? (the provider throttles first)"
+FLAKY = "How many employees are there? (the provider fails once)"
+SLOW_QUERY = "How many pairs of order items are there?"
+PRODUCT_COUNT = "How many products are in each category?"
 
 
 def _top_categories_answer(p: dict[str, Any]) -> str:
-    top = ", ".join(f"{r[0]} ({r[1]:,.2f})" for r in p["rows"])
+    top = ", ".join(f"{r[0]} ({float(r[1]):,.2f})" for r in p["rows"])
     return f"The top {len(p['rows'])} categories by 2025 revenue were: {top}."
 
 
@@ -168,7 +174,7 @@ def _segments_answer(p: dict[str, Any]) -> str:
 
 
 def _regions_answer(p: dict[str, Any]) -> str:
-    parts = ", ".join(f"{r[0]} {r[1]:,.2f}" for r in p["rows"])
+    parts = ", ".join(f"{r[0]} {float(r[1]):,.2f}" for r in p["rows"])
     return f"Revenue in 2025 per region: {parts}."
 
 
@@ -289,5 +295,49 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     ),
 }
+
+
+def _count_answer(what: str) -> AnswerFn:
+    return lambda p: f"There are {p['rows'][0][0]} {what}."
+
+
+SCENARIOS.update(
+    {
+        GARBLED_TWICE: Scenario(
+            reasoning=reasoning(tables=["products"]),
+            faults={"reasoning": [ScriptedReply.invalid_json(), ScriptedReply.invalid_json('{"intent": ')]},
+        ),
+        GARBLED_ONCE: Scenario(
+            reasoning=reasoning("META_QUERY", tables=["products"]),
+            faults={"reasoning": [ScriptedReply.invalid_json('{"intent": "META_QUERY"}')]},
+        ),
+        THROTTLED: Scenario(
+            reasoning=reasoning(tables=["customers"], aggregations=["COUNT(*)"]),
+            sql="SELECT COUNT(*) AS customers FROM customers",
+            answer=_count_answer("customers"),
+            faults={"reasoning": [ScriptedReply.rate_limited(2.5)]},
+        ),
+        FLAKY: Scenario(
+            reasoning=reasoning(tables=["employees"], aggregations=["COUNT(*)"]),
+            sql="SELECT COUNT(*) AS employees FROM employees",
+            answer=_count_answer("employees"),
+            faults={"sql": [ScriptedReply.server_error()]},
+        ),
+        SLOW_QUERY: Scenario(
+            reasoning=reasoning(tables=["order_items"], aggregations=["COUNT(*)"]),
+            sql="SELECT COUNT(*) AS pairs FROM order_items AS a CROSS JOIN order_items AS b "
+            "CROSS JOIN order_items AS c",
+        ),
+        PRODUCT_COUNT: Scenario(
+            reasoning=reasoning(
+                tables=["categories", "products"],
+                joins=[("products", "categories", "products.category_id = categories.category_id")],
+            ),
+            sql="SELECT c.name AS category, COUNT(p.product_id) AS products FROM categories AS c "
+            "JOIN products AS p ON p.category_id = c.category_id GROUP BY c.name ORDER BY c.name",
+            answer=lambda p: "Products per category: " + ", ".join(f"{r[0]} {r[1]}" for r in p["rows"]) + ".",
+        ),
+    }
+)
 
 __all__ = ["DEMO_QUESTIONS", "SCENARIOS", "Scenario", "ScenarioScript", "reasoning"]
