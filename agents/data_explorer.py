@@ -21,6 +21,9 @@ from agents.sql_executor import clean_message, json_safe
 
 __all__ = ["ColumnValues", "DataContext", "DataExplorer", "TableSample"]
 
+#: Values shown for a column with more distinct values than listed (its range is shown too).
+TRUNCATED_EXAMPLES = 5
+
 
 class ColumnValues(BaseModel):
     """The distinct non-NULL values of one column, sorted; complete unless ``truncated``."""
@@ -35,7 +38,8 @@ class ColumnValues(BaseModel):
     maximum: Any = Field(default=None, description="Largest value, given when the list is truncated")
 
     def render(self) -> str:
-        shown = ", ".join(_literal(v) for v in self.values) or "(no values)"
+        values = self.values[:TRUNCATED_EXAMPLES] if self.truncated else self.values
+        shown = ", ".join(_literal(v) for v in values) or "(no values)"
         text = f"{self.table}.{self.column}"
         if self.type:
             text += f" ({self.type})"
@@ -105,8 +109,8 @@ class DataExplorer:
         """Explore each filter column that exists.
 
         ``filters`` holds ``(table, column)`` pairs, ``"table.column"`` strings or objects with
-        ``table`` and ``column`` attributes. Tables are looked up in ``schema`` when given, else
-        in the whole database.
+        ``table`` and ``column`` attributes. Tables are looked up in ``schema`` first, then in
+        the whole database.
         """
         explorer = SchemaExplorer(self.engine, db_schema=schema.db_schema if schema else None)
         db_schema = explorer.db_schema
@@ -114,7 +118,7 @@ class DataExplorer:
         wanted: list[tuple[TableInfo, str]] = []
         for item in filters:
             table_name, column_name = _pair(item)
-            info = schema.table(table_name) if schema is not None else explorer.table(table_name)
+            info = (schema.table(table_name) if schema is not None else None) or explorer.table(table_name)
             column = info.column(column_name) if info is not None else None
             if info is None:
                 out.skipped.append(f"{table_name}.{column_name}: no such table")
