@@ -1,0 +1,35 @@
+"""sqlgate safety: validate model-written SQL on the AST, and run it on read-only connections."""
+
+from .dialects import DIALECTS, dialect_for_url
+from .errors import (
+    ReadOnlySetupError,
+    SafetyError,
+    StatementTimeout,
+    UnsupportedDialect,
+    is_statement_timeout,
+)
+from .functions import FunctionAllowlist
+from .models import SafetyFinding, ValidationResult
+from .policy import SafetyPolicy
+from .readonly import ReadOnlySettings, open_readonly_engine
+from .rules import RULES, RuleContext
+from .validator import SqlValidator
+
+__all__ = [
+    "DIALECTS",
+    "FunctionAllowlist",
+    "RULES",
+    "ReadOnlySettings",
+    "ReadOnlySetupError",
+    "RuleContext",
+    "SafetyError",
+    "SafetyFinding",
+    "SafetyPolicy",
+    "SqlValidator",
+    "StatementTimeout",
+    "UnsupportedDialect",
+    "ValidationResult",
+    "dialect_for_url",
+    "is_statement_timeout",
+    "open_readonly_engine",
+]

@@ -1,0 +1,245 @@
+"""The second wall: engines whose every connection is read-only and time-bounded in the database.
+
+The validator decides what may run; these engines make sure that even SQL which slipped past it
+cannot write, reach files, or run forever.
+
+- SQLite: ``mode=ro`` URI, ``PRAGMA query_only``, no attached databases (which also stops
+  ``VACUUM INTO``), a length limit on strings and blobs, an authorizer that allows only reads,
+  and a progress handler that interrupts a statement past its deadline.
+- PostgreSQL: ``default_transaction_read_only`` and ``statement_timeout`` at connect,
+  ``SET TRANSACTION READ ONLY`` at the start of every transaction, and every statement
+  prepared server-side, so a text holding several statements is refused by the server.
+- MySQL / MariaDB: ``START TRANSACTION READ ONLY`` for every transaction, session read-only
+  default, ``max_execution_time`` (MySQL) or ``max_statement_time`` (MariaDB), and no
+  multi-statement flag on the client.
+- DuckDB: ``read_only``, ``enable_external_access=false``, extension autoload off,
+  ``lock_configuration``, and an interrupt when the statement timeout passes.
+
+The executor should still open a connection per query and let it roll back on close.
+A least-privilege database role (SELECT only) remains the recommended deployment.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from urllib.parse import quote
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+
+from .dialects import dialect_for_url
+from .errors import ReadOnlySetupError
+
+__all__ = ["ReadOnlySettings", "open_readonly_engine"]
+
+
+class ReadOnlySettings(BaseModel):
+    """Bounds applied to every read-only connection."""
+
+    model_config = ConfigDict(frozen=True)
+
+    statement_timeout_s: float = Field(default=10.0, gt=0, description="Longest a statement may run.")
+    max_value_bytes: int = Field(
+        default=16 * 1024 * 1024, ge=1024, description="SQLite: longest string or blob a query may build."
+    )
+    sqlite_progress_steps: int = Field(
+        default=1000, ge=1, description="SQLite: virtual-machine steps between deadline checks."
+    )
+
+
+def open_readonly_engine(
+    url: str,
+    settings: ReadOnlySettings | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    **engine_kwargs: object,
+) -> Engine:
+    """A SQLAlchemy engine whose every connection is read-only at the database level.
+
+    Example:
+        >>> import sqlite3, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "shop.db")
+        >>> sqlite3.connect(path).execute("create table t(a)").connection.commit()
+        >>> engine = open_readonly_engine(f"sqlite:///{path}")
+        >>> with engine.connect() as conn:
+        ...     conn.exec_driver_sql("select count(*) from t").scalar()
+        0
+    """
+    settings = settings or ReadOnlySettings()
+    dialect = dialect_for_url(url)
+    builders = {"sqlite": _sqlite_engine, "postgres": _postgres_engine, "mysql": _mysql_engine, "duckdb": _duckdb_engine}
+    return builders[dialect](url, settings, clock, dict(engine_kwargs))
+
+
+# --- SQLite --------------------------------------------------------------------------------
+
+_SQLITE_READ_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE})
+# Statements SQLAlchemy itself issues around a read (BEGIN / COMMIT / ROLLBACK, savepoints).
+_SQLITE_TXN_ACTIONS = frozenset({sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT})
+# Pragmas that only read the schema; any argument is a table or index name.
+_SQLITE_SCHEMA_PRAGMAS = frozenset(
+    {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list", "table_list"}
+)
+# Pragmas that may be read (never set).
+_SQLITE_READ_PRAGMAS = frozenset({"read_uncommitted", "database_list", "collation_list", "encoding", "user_version"})
+_SQLITE_DENIED_FUNCTIONS = frozenset(
+    {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fsdir", "randomblob", "zeroblob"}
+)
+
+
+def sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
+    """Allow reads only: SELECT, column reads, pure functions, schema pragmas."""
+    if action in _SQLITE_READ_ACTIONS or action in _SQLITE_TXN_ACTIONS:
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_FUNCTION:
+        return sqlite3.SQLITE_DENY if (arg2 or "").lower() in _SQLITE_DENIED_FUNCTIONS else sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA:
+        name = (arg1 or "").lower()
+        if name in _SQLITE_SCHEMA_PRAGMAS or (name in _SQLITE_READ_PRAGMAS and arg2 is None):
+            return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
+class _ReadOnlySqliteConnection(sqlite3.Connection):
+    """A sqlite3 connection carrying the deadline of the statement it is running."""
+
+    deadline: float | None = None
+
+
+def _sqlite_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        raise ReadOnlySetupError("a read-only SQLite engine needs a database file, not an in-memory database")
+    target = database if database.startswith("file:") else f"file:{quote(database)}"
+    target += ("&" if "?" in target else "?") + "mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(target, uri=True, factory=_ReadOnlySqliteConnection, check_same_thread=False)
+        conn.execute("PRAGMA query_only = 1")
+        conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)  # no ATTACH, and so no VACUUM INTO
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, settings.max_value_bytes)
+        conn.set_authorizer(sqlite_authorizer)
+
+        def past_deadline() -> int:
+            return int(conn.deadline is not None and clock() > conn.deadline)
+
+        conn.set_progress_handler(past_deadline, settings.sqlite_progress_steps)
+        return conn
+
+    engine = sa.create_engine("sqlite://", creator=connect, **kwargs)
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _start_deadline(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        # Rows are produced while fetching, so the deadline stays until the next statement.
+        conn.connection.dbapi_connection.deadline = clock() + settings.statement_timeout_s
+
+    @event.listens_for(engine, "checkin")
+    def _clear_deadline(dbapi_connection, connection_record):  # type: ignore[no-untyped-def]
+        if dbapi_connection is not None:
+            dbapi_connection.deadline = None
+
+    return engine
+
+
+# --- PostgreSQL ----------------------------------------------------------------------------
+
+
+def _postgres_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
+    parsed = make_url(url)
+    timeout_ms = max(1, int(settings.statement_timeout_s * 1000))
+    connect_args = dict(kwargs.pop("connect_args", {}) or {})
+    options = f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms}"
+    connect_args["options"] = f"{connect_args['options']} {options}" if connect_args.get("options") else options
+    if parsed.get_driver_name() == "psycopg":
+        connect_args["prepare_threshold"] = 0  # server-side prepared: one statement per execute
+    else:
+        raise ReadOnlySetupError("read-only PostgreSQL engines need the psycopg (3) driver: postgresql+psycopg://")
+    engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
+
+    @event.listens_for(engine, "begin")
+    def _read_only_transaction(conn):  # type: ignore[no-untyped-def]
+        with conn.connection.dbapi_connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION READ ONLY")
+
+    return engine
+
+
+# --- MySQL / MariaDB -----------------------------------------------------------------------
+
+
+def _mysql_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_driver_name() != "pymysql":
+        raise ReadOnlySetupError("read-only MySQL/MariaDB engines need the pymysql driver: mysql+pymysql://")
+    connect_args = dict(kwargs.pop("connect_args", {}) or {})
+    from pymysql.constants import CLIENT
+
+    flags = int(connect_args.get("client_flag", 0))
+    connect_args["client_flag"] = flags & ~CLIENT.MULTI_STATEMENTS
+    engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
+
+    def session_settings(cursor) -> None:  # type: ignore[no-untyped-def]
+        cursor.execute("SELECT VERSION()")
+        version = str(cursor.fetchone()[0])
+        if "mariadb" in version.lower():
+            cursor.execute(f"SET SESSION max_statement_time = {settings.statement_timeout_s:.3f}")
+        else:
+            cursor.execute(f"SET SESSION max_execution_time = {max(1, int(settings.statement_timeout_s * 1000))}")
+        cursor.execute("SET SESSION TRANSACTION READ ONLY")
+
+    @event.listens_for(engine, "checkout")
+    def _apply_session(dbapi_connection, connection_record, connection_proxy):  # type: ignore[no-untyped-def]
+        # Re-applied on every checkout: a session variable changed by an earlier statement does not survive.
+        with dbapi_connection.cursor() as cursor:
+            session_settings(cursor)
+
+    @event.listens_for(engine, "begin")
+    def _read_only_transaction(conn):  # type: ignore[no-untyped-def]
+        with conn.connection.dbapi_connection.cursor() as cursor:
+            cursor.execute("START TRANSACTION READ ONLY")
+
+    return engine
+
+
+# --- DuckDB --------------------------------------------------------------------------------
+
+_DUCKDB_CONFIG = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,
+}
+
+
+def _duckdb_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        raise ReadOnlySetupError("a read-only DuckDB engine needs a database file, not an in-memory database")
+    connect_args = dict(kwargs.pop("connect_args", {}) or {})
+    connect_args["read_only"] = True
+    connect_args["config"] = {**dict(connect_args.get("config", {}) or {}), **_DUCKDB_CONFIG}
+    engine = sa.create_engine(url, connect_args=connect_args, **kwargs)
+    timers: dict[int, threading.Timer] = {}
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _arm(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        raw = conn.connection.dbapi_connection
+        timer = threading.Timer(settings.statement_timeout_s, raw.interrupt)
+        timer.daemon = True
+        timers[id(conn)] = timer
+        timer.start()
+
+    def _disarm(conn, *args):  # type: ignore[no-untyped-def]
+        timer = timers.pop(id(conn), None)
+        if timer is not None:
+            timer.cancel()
+
+    event.listen(engine, "after_cursor_execute", _disarm)
+    event.listen(engine, "handle_error", lambda context: _disarm(context.connection))
+    return engine

@@ -1,0 +1,338 @@
+"""Validation and rewriting rules over the sqlglot AST.
+
+Each rule is ``rule(expression, context) -> expression``: it reports findings to the
+context and returns the (possibly rewritten) tree. ``RULES`` lists them in the order the
+validator applies them; a rule may stop the pipeline by setting ``context.halted``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from .functions import FunctionAllowlist
+from .models import SafetyFinding, Severity
+from .policy import SafetyPolicy
+
+__all__ = [
+    "RULES",
+    "Rule",
+    "RuleContext",
+    "check_file_tables",
+    "check_functions",
+    "check_hints",
+    "check_locks",
+    "check_root",
+    "check_select_into",
+    "check_statements_in_tree",
+    "enforce_limit",
+    "handle_star",
+]
+
+
+@dataclass
+class RuleContext:
+    """What every rule may read (dialect, policy, schema) and where it reports findings."""
+
+    dialect: str
+    policy: SafetyPolicy
+    functions: FunctionAllowlist
+    schema: Mapping[str, Sequence[str]] | None = None
+    findings: list[SafetyFinding] = field(default_factory=list)
+    halted: bool = False
+    _nodes: list[exp.Expression] | None = None
+    _root: exp.Expression | None = None
+
+    def report(self, code: str, message: str, node: exp.Expression | None = None, severity: Severity = "error") -> None:
+        self.findings.append(
+            SafetyFinding(code=code, message=message, severity=severity, node=type(node).__name__ if node else None)
+        )
+
+    def nodes(self, root: exp.Expression) -> list[exp.Expression]:
+        """Every node of ``root``, walked once and cached until ``invalidate``."""
+        if self._nodes is None or self._root is not root:
+            self._nodes = list(root.walk())
+            self._root = root
+        return self._nodes
+
+    def invalidate(self) -> None:
+        self._nodes = None
+
+    @property
+    def refused(self) -> bool:
+        return any(f.blocking for f in self.findings)
+
+
+Rule = Callable[[exp.Expression, RuleContext], exp.Expression]
+
+
+def label(node: exp.Expression) -> str:
+    """How a node is named in a message: ``DELETE``, ``EXPLAIN command``, ``TRUNCATE TABLE``."""
+    if isinstance(node, exp.Command):
+        return f"{str(node.this).upper()} command"
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", type(node).__name__).upper()
+
+
+def where(node: exp.Expression) -> str:
+    """Where a node sits, for messages: inside a CTE, a subquery, or the statement itself."""
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.CTE):
+            return f"inside the CTE {parent.alias or '(unnamed)'}"
+        if isinstance(parent, exp.Subquery):
+            return "inside a subquery"
+        parent = parent.parent
+    return "in the statement"
+
+
+# --- statement shape ---------------------------------------------------------------------
+
+_QUERY_ROOTS = (exp.Select, exp.SetOperation, exp.Subquery)
+
+
+def check_root(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """The statement must be a query: SELECT, a set operation, or WITH ... SELECT."""
+    while isinstance(expression, exp.Subquery) and not any(
+        v for k, v in expression.args.items() if k != "this"
+    ):
+        expression = expression.this
+    if not isinstance(expression, _QUERY_ROOTS):
+        ctx.report(
+            "not_a_query",
+            f"The statement ({label(expression)}) is not a query: only SELECT (optionally with WITH, "
+            f"UNION, INTERSECT or EXCEPT) may run.",
+            expression,
+        )
+        ctx.halted = True
+    return expression
+
+
+_DML = (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.TruncateTable, exp.Returning, exp.OnConflict)
+_COMMANDS = tuple(
+    getattr(exp, name)
+    for name in (
+        "Command", "Set", "SetItem", "Pragma", "Transaction", "Commit", "Rollback", "Use", "Attach",
+        "Detach", "Install", "Copy", "LoadData", "Execute", "ExecuteSql", "Kill", "Export", "Show",
+        "Describe", "Summarize", "Declare", "DeclareItem", "Analyze", "Grant", "Revoke", "Refresh",
+        "Cache", "Uncache", "LockingStatement", "ConnectTo", "Disconnect", "AlterSession",
+    )
+    if hasattr(exp, name)
+)
+# Classes of the DDL/DML modules that do appear inside ordinary queries.
+_HARMLESS_STATEMENT_PARTS = frozenset({exp.Comprehension, exp.CharacterSet, exp.Heredoc})
+# Clauses that only exist inside a statement node which is reported itself.
+_STATEMENT_CLAUSES = tuple(
+    getattr(exp, name)
+    for name in ("Returning", "OnConflict", "When", "Whens", "SetItem", "DeclareItem", "CopyParameter")
+    if hasattr(exp, name)
+)
+_STATEMENT_MODULES = ("sqlglot.expressions.ddl", "sqlglot.expressions.dml")
+
+
+def _statement_category(node: exp.Expression) -> str | None:
+    if isinstance(node, _STATEMENT_CLAUSES) and node.parent is not None:
+        return None
+    if isinstance(node, _DML):
+        return "dml_in_tree"
+    if isinstance(node, _COMMANDS):
+        return "command_in_tree"
+    cls = type(node)
+    if cls.__module__ in _STATEMENT_MODULES and cls not in _HARMLESS_STATEMENT_PARTS:
+        return "ddl_in_tree"
+    return None
+
+
+def check_statements_in_tree(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """No DML, DDL or command node anywhere: data-modifying CTEs, subqueries, EXPLAIN wrappers."""
+    kinds = {"dml_in_tree": "data-modifying", "command_in_tree": "command", "ddl_in_tree": "schema-changing"}
+    for node in ctx.nodes(expression):
+        category = _statement_category(node)
+        if category is not None:
+            ctx.report(
+                category,
+                f"{label(node)} {where(node)} is not allowed: a {kinds[category]} statement cannot run "
+                f"through a read-only query.",
+                node,
+            )
+    return expression
+
+
+def check_select_into(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """``SELECT ... INTO`` creates a table or writes variables/files."""
+    for node in ctx.nodes(expression):
+        if isinstance(node, exp.Into):
+            ctx.report(
+                "select_into",
+                f"SELECT ... INTO {node.this.sql(ctx.dialect) if node.this else ''} {where(node)} is not allowed: "
+                f"it writes a table, variable or file; return the rows instead.".replace("  ", " "),
+                node,
+            )
+    return expression
+
+
+def check_locks(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Locking clauses (FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE) take row locks."""
+    for node in ctx.nodes(expression):
+        if isinstance(node, exp.Lock):
+            clause = "FOR UPDATE" if node.args.get("update") else "FOR SHARE"
+            ctx.report(
+                "locking_clause",
+                f"The {clause} locking clause {where(node)} is not allowed: a read-only query takes no row locks; "
+                f"remove it.",
+                node,
+            )
+    return expression
+
+
+def check_hints(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Optimizer hints can lift per-statement limits (MySQL ``MAX_EXECUTION_TIME``)."""
+    for node in ctx.nodes(expression):
+        if isinstance(node, exp.Hint):
+            ctx.report(
+                "optimizer_hint",
+                f"The optimizer hint {node.sql(ctx.dialect)} {where(node)} is not allowed; remove it.",
+                node,
+            )
+    return expression
+
+
+# --- functions and sources -----------------------------------------------------------------
+
+
+def check_functions(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Every function call must pass the dialect's allowlist; denylisted ones never do."""
+    for node in ctx.nodes(expression):
+        if not isinstance(node, exp.Func) or isinstance(node, (exp.Binary, exp.Connector)):
+            continue
+        verdict = ctx.functions(node)
+        if verdict is None:
+            continue
+        if verdict.code == "function_denied":
+            message = (
+                f"The function {verdict.name}() {where(node)} is not allowed: it has side effects or reaches "
+                f"files, the network, locks, sleep or server state."
+            )
+        else:
+            message = (
+                f"The function {verdict.name}() {where(node)} is not on the {ctx.dialect} allowlist; use a "
+                f"standard function, or add it to SafetyPolicy.extra_functions if it is safe."
+            )
+        ctx.report(verdict.code, message, node)
+    return expression
+
+
+_FILE_LIKE = re.compile(
+    r"[/\\:~]|\.(csv|tsv|parquet|json|jsonl|ndjson|txt|xlsx|gz|zst|db|duckdb|sqlite|arrow|avro)$", re.IGNORECASE
+)
+
+
+def check_file_tables(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """A table name that is a path or URL (DuckDB reads ``FROM '/etc/passwd'`` as a file)."""
+    for node in ctx.nodes(expression):
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and _FILE_LIKE.search(node.name):
+            ctx.report(
+                "file_as_table",
+                f"The table name {node.name!r} {where(node)} looks like a file path or URL; only database "
+                f"tables may be read.",
+                node,
+            )
+    return expression
+
+
+# --- SELECT * ----------------------------------------------------------------------------
+
+
+def _star_projections(select: exp.Select) -> list[exp.Expression]:
+    return [p for p in select.expressions if p.is_star]
+
+
+def _in_exists(select: exp.Select) -> bool:
+    parent = select.parent
+    return isinstance(parent, exp.Exists) or (isinstance(parent, exp.Subquery) and isinstance(parent.parent, exp.Exists))
+
+
+def handle_star(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """``SELECT *`` is refused (default) or expanded to the schema's columns (``star="expand"``)."""
+    from .star import expand_stars, star_message
+
+    selects = [
+        n for n in ctx.nodes(expression) if isinstance(n, exp.Select) and _star_projections(n) and not _in_exists(n)
+    ]
+    if not selects:
+        return expression
+    if ctx.policy.star == "expand" and ctx.schema:
+        expression, unresolved = expand_stars(expression, selects, ctx)
+        ctx.invalidate()
+        selects = unresolved
+        if not selects:
+            return expression
+    for select in selects:
+        star = _star_projections(select)[0]
+        ctx.report("select_star", star_message(select, star, ctx, where(select)), star)
+    return expression
+
+
+# --- LIMIT -------------------------------------------------------------------------------
+
+
+def enforce_limit(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """The outermost query returns at most ``policy.max_limit`` rows: LIMIT added or lowered."""
+    if not ctx.policy.enforce_limit or ctx.refused:
+        return expression
+    cap = ctx.policy.max_limit
+    limit = expression.args.get("limit")
+    if limit is None:
+        expression.set("limit", exp.Limit(expression=exp.Literal.number(cap)))
+        ctx.report("limit_added", f"LIMIT {cap} was added to the outermost query.", expression, "rewrite")
+        return expression
+    if isinstance(limit, exp.Fetch):
+        count = limit.args.get("count")
+        options = limit.args.get("limit_options")
+        if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+            ctx.report(
+                "limit_not_literal",
+                f"FETCH ... PERCENT / WITH TIES cannot be bounded; use LIMIT n with n at most {cap}.",
+                limit,
+            )
+            return expression
+        if count is None:
+            limit.set("count", exp.Literal.number(cap))
+            ctx.report("limit_added", f"FETCH FIRST {cap} ROWS was set on the outermost query.", limit, "rewrite")
+            return expression
+        _lower(limit, "count", count, cap, ctx)
+        return expression
+    _lower(limit, "expression", limit.expression, cap, ctx)
+    return expression
+
+
+def _lower(limit: exp.Expression, arg: str, value: exp.Expression | None, cap: int, ctx: RuleContext) -> None:
+    if not (isinstance(value, exp.Literal) and value.is_int):
+        shown = value.sql(ctx.dialect) if value is not None else "?"
+        ctx.report(
+            "limit_not_literal",
+            f"LIMIT {shown} is not a whole number literal, so the row cap cannot be checked; "
+            f"use LIMIT n with n at most {cap}.",
+            limit,
+        )
+        return
+    if int(value.name) > cap:
+        limit.set(arg, exp.Literal.number(cap))
+        ctx.report(
+            "limit_lowered", f"LIMIT {value.name} was lowered to the row cap {cap}.", limit, "rewrite"
+        )
+
+
+RULES: tuple[Rule, ...] = (
+    check_root,
+    check_statements_in_tree,
+    check_select_into,
+    check_locks,
+    check_hints,
+    check_functions,
+    check_file_tables,
+    handle_star,
+    enforce_limit,
+)

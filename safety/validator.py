@@ -1,0 +1,96 @@
+"""SqlValidator: parse once in the target dialect, run the rules, render what may execute."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from .dialects import check_dialect
+from .functions import FunctionAllowlist
+from .models import SafetyFinding, ValidationResult
+from .policy import SafetyPolicy
+from .rules import RULES, Rule, RuleContext, label
+
+__all__ = ["SqlValidator"]
+
+
+class SqlValidator:
+    """Validates model-written SQL against a ``SafetyPolicy`` for one dialect.
+
+    The SQL to execute is always the re-rendered AST (``ast.sql(dialect, comments=False)``),
+    never the submitted text, so comments, executable comments and odd quoting cannot smuggle
+    anything past the rules.
+
+    Example:
+        >>> v = SqlValidator(dialect="sqlite", policy=SafetyPolicy(max_limit=10))
+        >>> v.validate("select name from users").sql
+        'SELECT name FROM users LIMIT 10'
+        >>> v.validate("with x as (delete from users returning *) select name from x").refusal.code
+        'dml_in_tree'
+    """
+
+    def __init__(
+        self,
+        dialect: str,
+        policy: SafetyPolicy | None = None,
+        schema: Mapping[str, Sequence[str]] | None = None,
+        functions: FunctionAllowlist | None = None,
+        rules: Sequence[Rule] = RULES,
+    ) -> None:
+        self.dialect = check_dialect(dialect)
+        self.policy = policy or SafetyPolicy()
+        self.schema = (
+            {str(table).split(".")[-1].lower(): list(columns) for table, columns in schema.items()}
+            if schema is not None
+            else None
+        )
+        allowlist = functions or FunctionAllowlist.for_dialect(self.dialect)
+        if self.policy.extra_functions:
+            allowlist = allowlist.extend(*self.policy.extra_functions)
+        if self.policy.denied_functions:
+            allowlist = allowlist.deny(*self.policy.denied_functions)
+        self.functions = allowlist
+        self.rules = tuple(rules)
+
+    def validate(self, sql: str) -> ValidationResult:
+        """Judge ``sql``; the result's ``sql`` is what may run, or None when refused."""
+        parsed = self._parse(sql)
+        if isinstance(parsed, SafetyFinding):
+            return ValidationResult(dialect=self.dialect, original=sql, findings=[parsed])
+        ctx = RuleContext(dialect=self.dialect, policy=self.policy, functions=self.functions, schema=self.schema)
+        expression = parsed
+        try:
+            for rule in self.rules:
+                expression = rule(expression, ctx)
+                if ctx.halted:
+                    break
+            rendered = None if ctx.refused else expression.sql(dialect=self.dialect, comments=False)
+        except Exception as error:  # a rule or the generator failed: refuse, never run the raw text
+            ctx.report("validation_failed", f"The statement could not be checked ({type(error).__name__}: {error}).")
+            rendered = None
+        return ValidationResult(dialect=self.dialect, original=sql, sql=rendered, findings=ctx.findings)
+
+    def _parse(self, sql: str) -> exp.Expression | SafetyFinding:
+        try:
+            statements = [s for s in sqlglot.parse(sql, read=self.dialect) if s is not None]
+        except (ParseError, TokenError) as error:
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return SafetyFinding(
+                code="parse_error",
+                message=f"The SQL could not be parsed as {self.dialect}: {first}",
+            )
+        except Exception as error:  # sqlglot raised something unexpected: still refuse
+            return SafetyFinding(code="parse_error", message=f"The SQL could not be parsed ({type(error).__name__}).")
+        if not statements:
+            return SafetyFinding(code="empty_statement", message="There is no SQL statement, only blanks or comments.")
+        if len(statements) > 1:
+            kinds = ", ".join(label(s) for s in statements)
+            return SafetyFinding(
+                code="multiple_statements",
+                message=f"Exactly one statement may run, but {len(statements)} were given ({kinds}).",
+                node=type(statements[1]).__name__,
+            )
+        return statements[0]
