@@ -136,6 +136,8 @@ def ask(
 
     try:
         settings = Settings.from_env()
+        if db:
+            settings.db = db
         if model:
             settings.llm.model = model
         if base_url:

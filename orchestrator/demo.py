@@ -50,6 +50,7 @@ class DemoSession:
         http_client: Any | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
+        self.transport: Any | None = None  # the replay transport, when replaying
         self.clock = ManualClock()
         self.limiter = SlidingWindowLimiter(
             limit=5, window=60.0, clock=self.clock, sleep=self.clock.sleep, mode="wait", max_wait=600.0
@@ -78,8 +79,10 @@ class DemoSession:
                 f"the demo's recorded model replies are missing ({cassette}); install sqlgate from "
                 "its source tree with `pip install -e .` so the cassettes/ folder is available"
             )
-        client = httpx2.Client(transport=CassetteTransport([cassette]))
-        return cls(database_path, reviewer, http_client=client, **kwargs)
+        transport = CassetteTransport([cassette])
+        session = cls(database_path, reviewer, http_client=httpx2.Client(transport=transport), **kwargs)
+        session.transport = transport
+        return session
 
     @property
     def simulated_wait_s(self) -> float:
