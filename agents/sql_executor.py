@@ -127,7 +127,12 @@ def is_statement_timeout(exc: BaseException) -> bool:
 def clean_message(exc: BaseException) -> str:
     """The driver's message on one line: no SQLAlchemy preamble, caret lines or repeated SQL."""
     orig = getattr(exc, "orig", None)
-    text = str(orig) if orig is not None else str(exc).split("\n[SQL:", 1)[0].split("\n(Background", 1)[0]
+    if orig is None:
+        text = str(exc).split("\n[SQL:", 1)[0].split("\n(Background", 1)[0]
+    elif len(orig.args) == 2 and isinstance(orig.args[0], int) and isinstance(orig.args[1], str):
+        text = f"{orig.args[1]} (error {orig.args[0]})"  # pymysql: (errno, message)
+    else:
+        text = str(orig)
     lines = [line.strip() for line in text.splitlines()]
     kept = [line for line in lines if line and set(line) - {"^", " ", "~"}]
     one = " ".join(" ".join(kept).split())

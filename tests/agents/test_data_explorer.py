@@ -160,3 +160,15 @@ def test_unreachable_database(tmp_path: Path) -> None:
     with pytest.raises(ExecutionError) as info:
         DataExplorer(gone).explore([("t", "c")], schema=ctx)
     assert info.value.code == "database_unreachable"
+
+
+def test_through_a_read_only_engine(demo_path: Path) -> None:
+    from safety import open_readonly_engine
+
+    engine = open_readonly_engine(f"sqlite:///{demo_path}")
+    try:
+        dc = DataExplorer(engine, sample_rows=1).explore([("customers", "segment")])
+    finally:
+        engine.dispose()
+    assert dc.columns[0].values == ["Consumer", "Enterprise", "Small Business"]
+    assert dc.samples[0].rows[0][0] == 1

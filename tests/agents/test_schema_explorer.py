@@ -172,3 +172,15 @@ def test_explicit_db_schema_on_postgres(postgres_engine: sa.Engine) -> None:
         assert ctx.neighbours == ["customer", "purchase_line"]
     finally:
         plain.dispose()
+
+
+def test_through_a_read_only_engine(demo_path: Path) -> None:
+    from safety import open_readonly_engine
+
+    engine = open_readonly_engine(f"sqlite:///{demo_path}")
+    try:
+        ctx = SchemaExplorer(engine).explore(["order_items"])
+    finally:
+        engine.dispose()
+    assert ctx.neighbours == ["orders", "products"]
+    assert ctx.table("orders").primary_key == ["order_id"]

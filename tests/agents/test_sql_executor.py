@@ -158,6 +158,34 @@ def test_mysql_statement_timeout(mysql_engine: sa.Engine) -> None:
     finally:
         engine.dispose()
     assert info.value.code == "statement_timeout"
+    assert info.value.message.startswith("Query execution was interrupted")
+    assert info.value.message.endswith(")")
+
+
+def test_mysql_errors_read_as_message_then_number(mysql_engine: sa.Engine) -> None:
+    with pytest.raises(ExecutionError) as info:
+        SQLExecutor(mysql_engine).run("SELECT nosuch FROM purchase")
+    # MariaDB says 'SELECT', MySQL 'field list'
+    assert info.value.message.startswith("Unknown column 'nosuch' in ")
+    assert info.value.message.endswith(" (error 1054)")
+
+
+def test_through_a_read_only_engine(demo_path: Path) -> None:
+    from safety import ReadOnlySettings, open_readonly_engine
+
+    engine = open_readonly_engine(f"sqlite:///{demo_path}", ReadOnlySettings(statement_timeout_s=0.2))
+    try:
+        executor = SQLExecutor(engine, row_cap=5)
+        assert executor.run("SELECT COUNT(*) AS n FROM orders").rows == [[4000]]
+        with pytest.raises(ExecutionError) as info:
+            executor.run(LONG_SQLITE_QUERY)
+        assert (info.value.code, info.value.timed_out) == ("statement_timeout", True)
+        with pytest.raises(ExecutionError) as info:
+            executor.run("DELETE FROM orders")
+        assert info.value.code == "execution_error"
+        assert executor.run("SELECT COUNT(*) FROM orders").rows == [[4000]]
+    finally:
+        engine.dispose()
 
 
 def test_duckdb_interrupt_is_a_statement_timeout(tmp_path: Path) -> None:
