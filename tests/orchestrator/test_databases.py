@@ -1,0 +1,63 @@
+"""The same question against SQLite and the local PostgreSQL (and MariaDB, DuckDB): same answer rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from approvals import ApproveAll
+from orchestrator.result import RunStatus
+from tests.orchestrator.conftest import Harness
+from tests.scripted_llm import scenarios as sc
+
+SCHEMA = "sqlgate_demo"
+
+
+def copy_demo(demo_db: Path, target: sa.Engine, schema: str | None) -> None:
+    """Copy the demo database's tables and rows into ``target`` (fresh each time)."""
+    source = sa.create_engine(f"sqlite:///{demo_db}")
+    meta = sa.MetaData()
+    meta.reflect(source)
+    with target.begin() as conn:
+        if schema:
+            conn.execute(sa.text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
+        else:
+            for table in reversed(meta.sorted_tables):
+                conn.execute(sa.text(f"DROP TABLE IF EXISTS {table.name}"))
+    copied = sa.MetaData(schema=schema)
+    for table in meta.sorted_tables:
+        for column in table.columns:
+            column.server_default = None  # SQLite's defaults (0 for false) are not portable
+        table.to_metadata(copied, schema=schema)
+    copied.create_all(target)
+    with source.connect() as src, target.begin() as dst:
+        for table in meta.sorted_tables:
+            rows = [dict(r._mapping) for r in src.execute(table.select())]
+            if rows:
+                dst.execute(copied.tables[f"{schema}.{table.name}" if schema else table.name].insert(), rows)
+    source.dispose()
+
+
+@pytest.fixture(scope="module")
+def postgres_demo_url(postgres_url: str, demo_db: Path) -> str:
+    engine = sa.create_engine(postgres_url)
+    copy_demo(demo_db, engine, SCHEMA)
+    engine.dispose()
+    return sa.make_url(postgres_url).update_query_dict({"options": f"-csearch_path={SCHEMA}"}).render_as_string(
+        hide_password=False
+    )
+
+
+@pytest.mark.vcr
+def test_same_question_on_sqlite_and_postgres(harness: Harness, demo_url: str, postgres_demo_url: str, vcr) -> None:
+    on_sqlite = harness.pipeline(demo_url, ApproveAll()).ask(sc.PRODUCT_COUNT)
+    on_postgres = harness.pipeline(postgres_demo_url, ApproveAll()).ask(sc.PRODUCT_COUNT)
+
+    assert on_sqlite.status == on_postgres.status == RunStatus.ANSWERED, (on_sqlite.error, on_postgres.error)
+    assert (on_sqlite.dialect, on_postgres.dialect) == ("sqlite", "postgres")
+    assert on_sqlite.rows_preview == on_postgres.rows_preview
+    assert on_sqlite.answer == on_postgres.answer
+    assert on_sqlite.llm_calls == on_postgres.llm_calls == 3
