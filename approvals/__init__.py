@@ -45,6 +45,7 @@ from .models import (
 )
 from .policy import AutoApprovePolicy
 from .reviewers import ApproveAll, MappingReviewer, RejectAll
+from .sql_store import SqlApprovalStore, default_store_url
 from .store import ApprovalStore, CallLocation, MemoryApprovalStore
 from .terminal import TerminalReviewer
 
@@ -79,10 +80,12 @@ __all__ = [
     "Resolution",
     "Reviewer",
     "SchemaVersionError",
+    "SqlApprovalStore",
     "SqlHashMismatch",
     "StoreError",
     "TerminalReviewer",
     "ValidationLike",
+    "default_store_url",
     "normalise_decisions",
     "parse_decision",
     "resolve_decisions",

@@ -1,0 +1,313 @@
+"""The durable store: SQLAlchemy over a SQLite file (default) or PostgreSQL (by URL).
+
+A run paused at the gate can be resumed by another process: batches, their state and the
+audit log live in three tables. The schema is a versioned list of migrations applied by
+``setup()`` (idempotent, safe to run from several processes at once). A decision moves a
+batch on with one conditional UPDATE on (status, version): of concurrent submitters exactly
+one updates a row, the others see a conflict.
+
+Example:
+    >>> store = SqlApprovalStore("sqlite://")
+    >>> store.setup(); store.setup()
+    >>> store.schema_version()
+    1
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import StaticPool
+
+from .errors import SchemaVersionError
+from .models import ApprovalBatch, ApprovalOutcome, AuditEvent, BatchRecord, BatchStatus
+from .store import ApprovalStore, CallLocation
+
+DEFAULT_URL_ENV = "SQLGATE_APPROVALS_URL"
+DEFAULT_PATH = Path(".sqlgate") / "approvals.sqlite3"
+
+metadata = sa.MetaData()
+
+schema_versions = sa.Table(
+    "sqlgate_approval_schema",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("applied_at", sa.String(40), nullable=False),
+)
+
+batches = sa.Table(
+    "sqlgate_approval_batches",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),  # creation order
+    sa.Column("batch_id", sa.String(64), nullable=False, unique=True),
+    sa.Column("run_id", sa.String(64), nullable=False, index=True),
+    sa.Column("cycle", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("deadline", sa.String(40), nullable=True),
+    sa.Column("batch", sa.Text, nullable=False),
+    sa.Column("outcome", sa.Text, nullable=True),
+    sa.Column("idempotency_key", sa.String(200), nullable=True),
+    sa.Column("decision_digest", sa.String(64), nullable=True),
+    sa.Index("ix_sqlgate_approval_batches_status_id", "status", "id"),
+)
+
+calls = sa.Table(
+    "sqlgate_approval_calls",
+    metadata,
+    sa.Column("call_id", sa.String(64), primary_key=True),
+    sa.Column("batch_id", sa.String(64), nullable=False, index=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("cycle", sa.Integer, nullable=False),
+)
+
+audit = sa.Table(
+    "sqlgate_approval_audit",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.String(40), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False, index=True),
+    sa.Column("batch_id", sa.String(64), nullable=False, index=True),
+    sa.Column("call_id", sa.String(64), nullable=True),
+    sa.Column("event", sa.String(40), nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+)
+
+
+def _v1(conn: Connection) -> None:
+    for table in (batches, calls, audit):
+        table.create(conn, checkfirst=True)
+
+
+# Append only; never edit a migration that has shipped.
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1,)
+
+
+def default_store_url() -> str:
+    """``$SQLGATE_APPROVALS_URL``, else a SQLite file ``.sqlgate/approvals.sqlite3`` here."""
+    return os.environ.get(DEFAULT_URL_ENV) or f"sqlite:///{DEFAULT_PATH}"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat()
+
+
+def _engine_for(url: str) -> Engine:
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return sa.create_engine(url, pool_pre_ping=True)
+    database = parsed.database
+    if not database or database == ":memory:":
+        engine = sa.create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+    _own_sqlite_transactions(engine)
+    return engine
+
+
+def _own_sqlite_transactions(engine: Engine) -> None:
+    """Let SQLAlchemy, not the driver, begin transactions, so writes can BEGIN IMMEDIATE
+    (take the write lock first, then read-check-write) — SQLAlchemy's documented recipe."""
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA busy_timeout=30000")
+        if engine.url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlgate_begin', '')}".strip())
+
+
+class SqlApprovalStore(ApprovalStore):
+    """Batches, state and the audit log in a SQL database (SQLite or PostgreSQL).
+
+    ``url_or_engine``: a SQLAlchemy URL (``sqlite:///path``, ``postgresql+psycopg://…``) or an
+    engine. Call ``setup()`` once before use (it is cheap and idempotent).
+    """
+
+    def __init__(self, url_or_engine: str | Engine | None = None) -> None:
+        if isinstance(url_or_engine, Engine):
+            self.engine = url_or_engine
+        else:
+            self.engine = _engine_for(url_or_engine or default_store_url())
+        self.dialect = self.engine.dialect.name
+
+    # -- schema ----------------------------------------------------------------------------
+    def setup(self) -> None:
+        with self._write() as conn:
+            schema_versions.create(conn, checkfirst=True)
+            if self.dialect == "postgresql":
+                # serialise concurrent setups from several processes
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(7313200501)"))
+            current = conn.execute(sa.select(sa.func.max(schema_versions.c.version))).scalar() or 0
+            if current > len(MIGRATIONS):
+                raise SchemaVersionError(
+                    f"the approval store is at schema version {current}; this code knows up to {len(MIGRATIONS)}"
+                )
+            for version, migrate in enumerate(MIGRATIONS, 1):
+                if version > current:
+                    migrate(conn)
+                    conn.execute(sa.insert(schema_versions).values(version=version, applied_at=_iso(datetime.now(UTC))))
+
+    def schema_version(self) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.max(schema_versions.c.version))).scalar() or 0
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction; on SQLite it takes the write lock up front (BEGIN IMMEDIATE)."""
+        with self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                conn = conn.execution_options(sqlgate_begin="IMMEDIATE")
+            with conn.begin():
+                yield conn
+
+    # -- rows ------------------------------------------------------------------------------
+    @staticmethod
+    def _record(row: sa.Row) -> BatchRecord:
+        return BatchRecord(
+            batch=ApprovalBatch.model_validate_json(row.batch),
+            status=row.status,
+            version=row.version,
+            outcome=ApprovalOutcome.model_validate_json(row.outcome) if row.outcome else None,
+            idempotency_key=row.idempotency_key,
+            decision_digest=row.decision_digest,
+        )
+
+    @staticmethod
+    def _audit_rows(events: Iterable[AuditEvent]) -> list[dict]:
+        return [
+            {
+                "at": _iso(e.at),
+                "run_id": e.run_id,
+                "batch_id": e.batch_id,
+                "call_id": e.call_id,
+                "event": e.event,
+                "actor": e.actor,
+                "detail": json.dumps(e.detail, sort_keys=True, default=str),
+            }
+            for e in events
+        ]
+
+    def _insert(self, record: BatchRecord, events: Sequence[AuditEvent]) -> None:
+        batch = record.batch
+        with self._write() as conn:
+            try:
+                conn.execute(
+                    sa.insert(batches).values(
+                        batch_id=batch.batch_id,
+                        run_id=batch.run_id,
+                        cycle=batch.cycle,
+                        status=record.status,
+                        version=record.version,
+                        created_at=_iso(batch.created_at),
+                        deadline=_iso(batch.deadline) if batch.deadline else None,
+                        batch=batch.model_dump_json(),
+                        outcome=record.outcome.model_dump_json() if record.outcome else None,
+                    )
+                )
+                if batch.items:
+                    conn.execute(
+                        sa.insert(calls),
+                        [
+                            {"call_id": i.call_id, "batch_id": batch.batch_id, "run_id": batch.run_id, "cycle": batch.cycle}
+                            for i in batch.items
+                        ],
+                    )
+            except sa.exc.IntegrityError as exc:
+                raise ValueError(f"batch {batch.batch_id} or one of its call_ids already exists") from exc
+            if events:
+                conn.execute(sa.insert(audit), self._audit_rows(events))
+
+    def _load(self, batch_id: str) -> BatchRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(batches).where(batches.c.batch_id == batch_id)).first()
+        return self._record(row) if row is not None else None
+
+    def _compare_and_set(
+        self, expected_version: int, record: BatchRecord, events: Sequence[AuditEvent]
+    ) -> bool:
+        with self._write() as conn:
+            updated = conn.execute(
+                sa.update(batches)
+                .where(
+                    batches.c.batch_id == record.batch_id,
+                    batches.c.status == "pending",
+                    batches.c.version == expected_version,
+                )
+                .values(
+                    status=record.status,
+                    version=record.version,
+                    outcome=record.outcome.model_dump_json() if record.outcome else None,
+                    idempotency_key=record.idempotency_key,
+                    decision_digest=record.decision_digest,
+                )
+            )
+            if updated.rowcount != 1:
+                return False
+            if events:
+                conn.execute(sa.insert(audit), self._audit_rows(events))
+            return True
+
+    def _select(
+        self, status: BatchStatus | None, run_id: str | None, limit: int | None
+    ) -> list[BatchRecord]:
+        query = sa.select(batches).order_by(batches.c.id)
+        if status is not None:
+            query = query.where(batches.c.status == status)
+        if run_id is not None:
+            query = query.where(batches.c.run_id == run_id)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return [self._record(row) for row in conn.execute(query)]
+
+    def locate_call(self, call_id: str) -> CallLocation | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(calls).where(calls.c.call_id == call_id)).first()
+        return CallLocation(row.batch_id, row.run_id, row.cycle) if row is not None else None
+
+    def append_audit(self, events: Iterable[AuditEvent]) -> None:
+        rows = self._audit_rows(events)
+        if rows:
+            with self._write() as conn:
+                conn.execute(sa.insert(audit), rows)
+
+    def audit_log(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[AuditEvent]:
+        query = sa.select(audit).order_by(audit.c.seq)
+        if batch_id is not None:
+            query = query.where(audit.c.batch_id == batch_id)
+        if run_id is not None:
+            query = query.where(audit.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            return [
+                AuditEvent(
+                    seq=row.seq,
+                    at=datetime.fromisoformat(row.at),
+                    run_id=row.run_id,
+                    batch_id=row.batch_id,
+                    call_id=row.call_id,
+                    event=row.event,
+                    actor=row.actor,
+                    detail=json.loads(row.detail),
+                )
+                for row in conn.execute(query)
+            ]
+
+    def close(self) -> None:
+        self.engine.dispose()
