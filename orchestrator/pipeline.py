@@ -273,7 +273,7 @@ class Pipeline:
             try:
                 result = executor.run(to_run)
             except ExecutionError as exc:
-                run.trace("SQLExecutor", None, started, _short(to_run), f"error: {exc.code}", ok=False)
+                run.trace("SQLExecutor", None, started, _short(to_run), _short(f"{exc.code}: {exc.message}"), ok=False)
                 if exc.code == "database_unreachable":
                     raise _Stop(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message)) from exc
                 if exc.timed_out:
