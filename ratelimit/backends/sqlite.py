@@ -74,7 +74,7 @@ class SQLiteBackend(Backend):
             return held[1]
         try:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
@@ -84,6 +84,20 @@ class SQLiteBackend(Backend):
         if not self._ready:
             self._migrate(conn)
         return conn
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching to WAL needs the file to itself and does not wait on the busy handler, so
+        # connections racing to create the file retry until the first switch is done.
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         try:
