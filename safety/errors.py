@@ -92,6 +92,6 @@ def _is_timeout_leaf(exc: BaseException) -> bool:
         return True
     if isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":
         return True
-    if module.startswith("duckdb") and type(exc).__name__ == "InterruptException":
+    if "duckdb" in module and type(exc).__name__ == "InterruptException":
         return True
     return False

@@ -7,11 +7,16 @@ cannot write, reach files, or run forever.
   ``VACUUM INTO``), a length limit on strings and blobs, an authorizer that allows only reads,
   and a progress handler that interrupts a statement past its deadline.
 - PostgreSQL: ``default_transaction_read_only`` and ``statement_timeout`` at connect,
-  ``SET TRANSACTION READ ONLY`` at the start of every transaction, and every statement
-  prepared server-side, so a text holding several statements is refused by the server.
-- MySQL / MariaDB: ``START TRANSACTION READ ONLY`` for every transaction, session read-only
-  default, ``max_execution_time`` (MySQL) or ``max_statement_time`` (MariaDB), and no
+  ``SET TRANSACTION READ ONLY`` + ``SET LOCAL statement_timeout`` at the start of every
+  transaction, and every statement prepared server-side, so a text holding several
+  statements is refused by the server.
+- MySQL / MariaDB: ``SET SESSION TRANSACTION READ ONLY`` before every statement (DDL commits
+  implicitly and then runs with the session's characteristics), ``START TRANSACTION READ ONLY``
+  for every transaction,
+  ``max_execution_time`` (MySQL) or ``max_statement_time`` (MariaDB), and no
   multi-statement flag on the client.
+- PostgreSQL and MySQL engines default to ``NullPool``: session state (a ``SET``, an advisory
+  or user lock) never outlives one checkout. Pass ``poolclass=`` to choose otherwise.
 - DuckDB: ``read_only``, ``enable_external_access=false``, extension autoload off,
   ``lock_configuration``, and an interrupt when the statement timeout passes.
 
@@ -31,6 +36,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.pool import NullPool
 
 from .dialects import dialect_for_url
 from .errors import ReadOnlySetupError
@@ -151,57 +157,73 @@ def _sqlite_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], flo
 
 def _postgres_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
     parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")  # the driver sqlgate ships with
+    if parsed.get_driver_name() != "psycopg":
+        raise ReadOnlySetupError("read-only PostgreSQL engines need the psycopg (3) driver: postgresql+psycopg://")
     timeout_ms = max(1, int(settings.statement_timeout_s * 1000))
     connect_args = dict(kwargs.pop("connect_args", {}) or {})
+    if "options" in parsed.query:  # keep the user's own options (e.g. -csearch_path=...) from the URL
+        user_options = parsed.query["options"]
+        user_options = " ".join(user_options) if isinstance(user_options, tuple) else user_options
+        connect_args["options"] = f"{user_options} {connect_args.get('options', '')}".strip()
+        parsed = parsed.difference_update_query(["options"])
     options = f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms}"
     connect_args["options"] = f"{connect_args['options']} {options}" if connect_args.get("options") else options
-    if parsed.get_driver_name() == "psycopg":
-        connect_args["prepare_threshold"] = 0  # server-side prepared: one statement per execute
-    else:
-        raise ReadOnlySetupError("read-only PostgreSQL engines need the psycopg (3) driver: postgresql+psycopg://")
+    connect_args["prepare_threshold"] = 0  # every statement prepared server-side: one statement per execute
+    kwargs.setdefault("poolclass", NullPool)  # no session state outlives one checkout
     engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
 
-    @event.listens_for(engine, "begin")
-    def _read_only_transaction(conn):  # type: ignore[no-untyped-def]
-        with conn.connection.dbapi_connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION READ ONLY")
+    @event.listens_for(engine, "before_cursor_execute")
+    def _read_only_transaction(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        # Whatever an earlier statement did to the session (SET ..., COMMIT), the transaction this
+        # statement opens is read-only and bounded.
+        raw = conn.connection.dbapi_connection
+        if raw.info.transaction_status == _PG_IDLE:
+            raw.execute("SET TRANSACTION READ ONLY")
+            raw.execute(f"SET LOCAL statement_timeout = {timeout_ms}")
 
     return engine
 
 
+_PG_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+
+
 # --- MySQL / MariaDB -----------------------------------------------------------------------
+
+_MYSQL_IN_TRANSACTION = 1  # pymysql SERVER_STATUS_IN_TRANS
 
 
 def _mysql_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
     parsed = make_url(url)
     if parsed.get_driver_name() != "pymysql":
         raise ReadOnlySetupError("read-only MySQL/MariaDB engines need the pymysql driver: mysql+pymysql://")
-    connect_args = dict(kwargs.pop("connect_args", {}) or {})
     from pymysql.constants import CLIENT
 
-    flags = int(connect_args.get("client_flag", 0))
-    connect_args["client_flag"] = flags & ~CLIENT.MULTI_STATEMENTS
+    connect_args = dict(kwargs.pop("connect_args", {}) or {})
+    connect_args["client_flag"] = int(connect_args.get("client_flag", 0)) & ~CLIENT.MULTI_STATEMENTS
+    kwargs.setdefault("poolclass", NullPool)  # user locks and session variables die with the connection
     engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
 
-    def session_settings(cursor) -> None:  # type: ignore[no-untyped-def]
-        cursor.execute("SELECT VERSION()")
-        version = str(cursor.fetchone()[0])
-        if "mariadb" in version.lower():
+    def bound(cursor, raw) -> None:  # type: ignore[no-untyped-def]
+        if getattr(raw, "_sqlgate_mariadb", None) is None:
+            cursor.execute("SELECT VERSION()")
+            raw._sqlgate_mariadb = "mariadb" in str(cursor.fetchone()[0]).lower()
+        if raw._sqlgate_mariadb:
             cursor.execute(f"SET SESSION max_statement_time = {settings.statement_timeout_s:.3f}")
         else:
             cursor.execute(f"SET SESSION max_execution_time = {max(1, int(settings.statement_timeout_s * 1000))}")
-        cursor.execute("SET SESSION TRANSACTION READ ONLY")
 
-    @event.listens_for(engine, "checkout")
-    def _apply_session(dbapi_connection, connection_record, connection_proxy):  # type: ignore[no-untyped-def]
-        # Re-applied on every checkout: a session variable changed by an earlier statement does not survive.
-        with dbapi_connection.cursor() as cursor:
-            session_settings(cursor)
-
-    @event.listens_for(engine, "begin")
-    def _read_only_transaction(conn):  # type: ignore[no-untyped-def]
-        with conn.connection.dbapi_connection.cursor() as cursor:
-            cursor.execute("START TRANSACTION READ ONLY")
+    @event.listens_for(engine, "before_cursor_execute")
+    def _read_only_session(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        # DDL commits implicitly and then runs with the session's characteristics, so the session
+        # itself is set read-only before every statement, whatever an earlier one changed.
+        raw = conn.connection.dbapi_connection
+        with raw.cursor() as own:
+            own.execute("SET SESSION TRANSACTION READ ONLY")
+            if not raw.server_status & _MYSQL_IN_TRANSACTION:
+                bound(own, raw)
+                own.execute("START TRANSACTION READ ONLY")
 
     return engine
 
