@@ -31,13 +31,18 @@ def copy_demo(demo_db: Path, target: sa.Engine, schema: str | None) -> None:
     for table in meta.sorted_tables:
         for column in table.columns:
             column.server_default = None  # SQLite's defaults (0 for false) are not portable
+            column.autoincrement = False  # ids are copied as they are
         table.to_metadata(copied, schema=schema)
     copied.create_all(target)
     with source.connect() as src, target.begin() as dst:
         for table in meta.sorted_tables:
             rows = [dict(r._mapping) for r in src.execute(table.select())]
-            if rows:
-                dst.execute(copied.tables[f"{schema}.{table.name}" if schema else table.name].insert(), rows)
+            insert = copied.tables[f"{schema}.{table.name}" if schema else table.name].insert()
+            if any(fk.column.table is table for fk in table.foreign_keys):
+                for row in rows:  # self-references: managers first, one row at a time
+                    dst.execute(insert, [row])
+            elif rows:
+                dst.execute(insert, rows)
     source.dispose()
 
 
@@ -49,6 +54,42 @@ def postgres_demo_url(postgres_url: str, demo_db: Path) -> str:
     return sa.make_url(postgres_url).update_query_dict({"options": f"-csearch_path={SCHEMA}"}).render_as_string(
         hide_password=False
     )
+
+
+@pytest.fixture(scope="module")
+def mysql_demo_url(mysql_url: str, demo_db: Path) -> str:
+    server = sa.create_engine(mysql_url)
+    with server.begin() as conn:
+        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {SCHEMA}"))
+        conn.execute(sa.text(f"CREATE DATABASE {SCHEMA}"))
+    server.dispose()
+    url = sa.make_url(mysql_url).set(database=SCHEMA)
+    engine = sa.create_engine(url)
+    copy_demo(demo_db, engine, None)
+    engine.dispose()
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="module")
+def duckdb_demo_url(demo_db: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("duck") / "demo.duckdb"
+    engine = sa.create_engine(f"duckdb:///{path}")
+    copy_demo(demo_db, engine, None)
+    engine.dispose()
+    return f"duckdb:///{path}"
+
+
+@pytest.mark.vcr
+def test_same_question_on_mysql_and_duckdb(
+    harness: Harness, demo_url: str, mysql_demo_url: str, duckdb_demo_url: str, vcr
+) -> None:
+    reference = harness.pipeline(demo_url, ApproveAll()).ask(sc.PRODUCT_COUNT)
+    for url, dialect in ((mysql_demo_url, "mysql"), (duckdb_demo_url, "duckdb")):
+        result = harness.pipeline(url, ApproveAll()).ask(sc.PRODUCT_COUNT)
+        assert result.status == RunStatus.ANSWERED, (dialect, result.error)
+        assert result.dialect == dialect
+        assert result.rows_preview == reference.rows_preview
+        assert result.llm_calls == 3
 
 
 @pytest.mark.vcr
