@@ -25,6 +25,7 @@ SHOP_DDL = (
     "CREATE TABLE purchase_line (purchase_id INTEGER NOT NULL REFERENCES purchase (purchase_id),"
     " line_no INTEGER NOT NULL, qty INTEGER, PRIMARY KEY (purchase_id, line_no))",
     "CREATE TABLE audit_log (id INTEGER PRIMARY KEY, message VARCHAR(200))",
+    "CREATE VIEW big_purchase AS SELECT purchase_id, amount FROM purchase WHERE amount > 50",
     "INSERT INTO region VALUES (1, 'North'), (2, 'South'), (3, 'West')",
     "INSERT INTO customer VALUES (1, 'Ada', 1, 'Consumer'), (2, 'Grace', 2, 'Enterprise'),"
     " (3, 'Linus', 2, NULL), (4, 'Barbara', 3, 'Consumer')",

@@ -29,6 +29,11 @@ def test_reads_tables_columns_and_keys_on_every_backend(shop_engine: sa.Engine) 
     line = se.table("purchase_line")
     assert line.primary_key == ["purchase_id", "line_no"]
 
+    view = se.table("big_purchase")
+    assert view.kind == "view"
+    assert view.column_names() == ["purchase_id", "amount"]
+    assert view.render(se.dialect).startswith("CREATE VIEW big_purchase (")
+
 
 def test_explore_adds_neighbours_in_both_directions(shop_engine: sa.Engine) -> None:
     ctx = SchemaExplorer(shop_engine).explore(["customer"])
@@ -61,7 +66,7 @@ def test_table_matching_ignores_case_quotes_and_schema_prefix(shop_sqlite: sa.En
 
 def test_explore_none_means_every_table(shop_sqlite: sa.Engine) -> None:
     ctx = SchemaExplorer(shop_sqlite).explore(None)
-    assert set(ctx.requested) == SHOP_TABLES
+    assert set(ctx.requested) == SHOP_TABLES | {"big_purchase"}
     assert ctx.neighbours == []
 
 
@@ -138,7 +143,7 @@ def test_schema_is_cached_per_database(shop_sqlite: sa.Engine, tmp_path: Path) -
 def test_cache_key_names_the_database(shop_sqlite: sa.Engine, tmp_path: Path) -> None:
     empty = sa.create_engine(f"sqlite:///{tmp_path / 'empty.sqlite'}")
     SchemaExplorer(shop_sqlite, cache_key="shop").table_names()
-    assert set(SchemaExplorer(empty, cache_key="shop").table_names()) == SHOP_TABLES
+    assert set(SchemaExplorer(empty, cache_key="shop").table_names()) == SHOP_TABLES | {"big_purchase"}
 
 
 def test_default_cache_key_hides_the_password() -> None:
@@ -184,3 +189,18 @@ def test_through_a_read_only_engine(demo_path: Path) -> None:
         engine.dispose()
     assert ctx.neighbours == ["orders", "products"]
     assert ctx.table("orders").primary_key == ["order_id"]
+
+
+def test_data_explorer_follows_the_context_schema_on_postgres(postgres_engine: sa.Engine) -> None:
+    from agents.data_explorer import DataExplorer
+
+    with postgres_engine.connect() as conn:
+        schema = conn.exec_driver_sql("SELECT current_schema()").scalar_one()
+    plain = sa.create_engine(postgres_engine.url)  # default search_path: the tables are not visible unqualified
+    try:
+        ctx = SchemaExplorer(plain, db_schema=schema).explore(["customer"])
+        dc = DataExplorer(plain, sample_rows=1).explore([("customer", "segment")], schema=ctx)
+    finally:
+        plain.dispose()
+    assert dc.columns[0].values == ["Consumer", "Enterprise"]
+    assert dc.samples[0].rows == [[1, "Ada", 1, "Consumer"]]
