@@ -31,7 +31,7 @@ class ColumnValues(BaseModel):
     table: str = Field(description="Table name")
     column: str = Field(description="Column name")
     type: str = Field(default="", description="Declared column type")
-    values: list[Any] = Field(default_factory=list, description="Distinct non-NULL values, sorted, at most max_distinct")
+    values: list[Any] = Field(default_factory=list, description="Sorted distinct non-NULL values, at most max_distinct")
     truncated: bool = Field(default=False, description="True when the column has more distinct values than listed")
     has_nulls: bool = Field(default=False, description="Whether the column holds NULLs")
     minimum: Any = Field(default=None, description="Smallest value, given when the list is truncated")

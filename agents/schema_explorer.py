@@ -11,7 +11,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -116,7 +116,7 @@ class SchemaContext(BaseModel):
     """The part of the schema one question needs: planned tables first, then their neighbours."""
 
     dialect: str = Field(description="sqlglot dialect name: sqlite, postgres, mysql or duckdb")
-    db_schema: str | None = Field(default=None, description="Database schema (namespace) the tables live in; None for the default")
+    db_schema: str | None = Field(default=None, description="Schema (namespace) of the tables; None for the default")
     tables: list[TableInfo] = Field(default_factory=list, description="Planned tables, then FK neighbours")
     requested: list[str] = Field(default_factory=list, description="Planned tables found, by their real names")
     neighbours: list[str] = Field(default_factory=list, description="Tables added as foreign-key neighbours")
@@ -349,7 +349,7 @@ def _match(raw: str, named: dict[str, Any]) -> Any:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _quoter(dialect: str) -> Any:
     """Quote identifiers the way ``dialect`` needs (reserved words, case, odd characters)."""
     sa_name = {"postgres": "postgresql"}.get(dialect, dialect)
