@@ -70,6 +70,11 @@ class SlidingWindowLimiter:
         mode: ``"fail_fast"`` raises :class:`RateLimitExceeded` at once; ``"wait"`` sleeps until
             admitted, re-checking on waking, and raises only when admission would take longer
             than ``max_wait`` seconds in total.
+        margin: the safety margin, in seconds, added to every window. Grants are exact on their
+            commit stamps; a caller sees its grant a little later (a round trip, scheduling) and
+            its request leaves later still. If every request leaves within ``margin`` of its
+            grant's commit, the requests themselves never exceed a limit in any window of its
+            length. Default 0: exact on commit stamps only.
     """
 
     def __init__(
@@ -85,12 +90,20 @@ class SlidingWindowLimiter:
         asleep: Callable[[float], Awaitable[object]] | None = None,
         mode: Mode = "fail_fast",
         max_wait: float = 120.0,
+        margin: float = 0.0,
     ) -> None:
         if mode not in ("fail_fast", "wait"):
             raise LimiterConfigError(f"mode must be 'fail_fast' or 'wait', got {mode!r}")
         if not (max_wait >= 0):
             raise LimiterConfigError(f"max_wait must be >= 0, got {max_wait!r}")
+        if not (margin >= 0 and math.isfinite(margin)):
+            raise LimiterConfigError(f"margin must be a finite number of seconds >= 0, got {margin!r}")
         self.limits = as_limits(limits) if limits is not None else Limits((Limit(limit, float(window)),))
+        self.margin = float(margin)
+        # what the backend enforces: each window lengthened by the margin
+        self._enforced = (
+            Limits(tuple(Limit(r.limit, r.window + margin, r.unit) for r in self.limits)) if margin else self.limits
+        )
         self.key = key
         self.backend = backend if backend is not None else MemoryBackend()
         self.mode: Mode = mode
@@ -116,7 +129,7 @@ class SlidingWindowLimiter:
 
     @property
     def window(self) -> float:
-        """The first limit's window in seconds."""
+        """The first limit's window in seconds (as configured, without the margin)."""
         return self.limits[0].window
 
     # -- acquisition ------------------------------------------------------------------------
@@ -131,7 +144,7 @@ class SlidingWindowLimiter:
         started = self._timer()
         slept = 0.0
         while True:
-            verdict = self.backend.acquire(self.key, self.limits, charge, self._clock)
+            verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
             if verdict.granted:
                 return self._grant(verdict, charge, max(slept, self._timer() - started))
             waited = max(slept, self._timer() - started)
@@ -148,7 +161,7 @@ class SlidingWindowLimiter:
         started = self._timer()
         slept = 0.0
         while True:
-            verdict = await self._run(self.backend.acquire, self.key, self.limits, charge, self._clock)
+            verdict = await self._run(self.backend.acquire, self.key, self._enforced, charge, self._clock)
             if verdict.granted:
                 return self._grant(verdict, charge, max(slept, self._timer() - started))
             waited = max(slept, self._timer() - started)
@@ -189,7 +202,7 @@ class SlidingWindowLimiter:
 
     def usages(self) -> tuple[Usage, ...]:
         """Usage of every limit now; ``retry_after`` is the wait for one more request."""
-        verdict = self.backend.peek(self.key, self.limits, Charge(1, 0), self._clock)
+        verdict = self.backend.peek(self.key, self._enforced, Charge(1, 0), self._clock)
         return tuple(
             Usage(used, rule.limit, rule.window, verdict.retry_after, rule.unit)
             for rule, used in zip(self.limits, verdict.used, strict=True)
@@ -202,11 +215,11 @@ class SlidingWindowLimiter:
         take the slots meanwhile, so the answer is advice, and each request still acquires.
         """
         charge = Charge(n, tokens)
-        return self.backend.peek(self.key, self.limits, charge, self._clock).retry_after
+        return self.backend.peek(self.key, self._enforced, charge, self._clock).retry_after
 
     async def afits(self, n: int, *, tokens: int = 0) -> float:
         """Async twin of :meth:`fits`."""
-        verdict = await self._run(self.backend.peek, self.key, self.limits, Charge(n, tokens), self._clock)
+        verdict = await self._run(self.backend.peek, self.key, self._enforced, Charge(n, tokens), self._clock)
         return verdict.retry_after
 
     def pause(self, seconds: float) -> None:

@@ -8,7 +8,9 @@ import uuid
 
 import pytest
 
-from ratelimit import MemoryBackend, PostgresBackend, RedisBackend, SQLiteBackend
+from ratelimit_workers import open_backend
+
+from ratelimit import MemoryBackend
 
 BACKENDS = ("memory", "sqlite", "postgres", "redis")
 ENV = {"postgres": "SQLGATE_TEST_POSTGRES_URL", "redis": "SQLGATE_TEST_REDIS_URL"}
@@ -50,17 +52,6 @@ class BackendFactory:
                 backend.clear(self.key)
             finally:
                 backend.close()
-
-
-def open_backend(kind: str, location: str, clock=None):
-    """Open a shared backend by kind; also used by child processes."""
-    if kind == "sqlite":
-        return SQLiteBackend(location, clock=clock)
-    if kind == "postgres":
-        return PostgresBackend(location, clock=clock)
-    if kind == "redis":
-        return RedisBackend(location, clock=clock)
-    raise ValueError(kind)
 
 
 def _factory(request, tmp_path, kind):

@@ -248,9 +248,18 @@ def test_an_unreachable_backend_fails_closed(clock):
     assert clock.slept == []
 
 
+def test_the_safety_margin_lengthens_every_enforced_window(clock):
+    lim = limiter(clock, limit=1, window=10.0, margin=0.5)
+    lim.acquire()
+    with pytest.raises(RateLimitExceeded) as info:
+        lim.acquire()
+    assert info.value.retry_after == 10.5
+    assert (lim.window, lim.usage().window) == (10.0, 10.0)
+
+
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(limit=0), dict(window=0), dict(window=math.inf), dict(mode="block"), dict(max_wait=-1)],
+    [dict(limit=0), dict(window=0), dict(window=math.inf), dict(mode="block"), dict(max_wait=-1), dict(margin=-1)],
 )
 def test_impossible_configuration_is_refused(kwargs):
     with pytest.raises(LimiterConfigError):

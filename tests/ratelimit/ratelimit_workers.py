@@ -1,0 +1,78 @@
+"""Worker processes for the multi-process exactness test (spawned, so importable by name)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+from ratelimit import PostgresBackend, RateLimitExceeded, RedisBackend, SlidingWindowLimiter, SQLiteBackend
+
+real_time = time.time
+
+
+def open_backend(kind: str, location: str, clock=None):
+    """Open a shared backend by kind and location (a file path or a URL)."""
+    if kind == "sqlite":
+        return SQLiteBackend(location, clock=clock)
+    if kind == "postgres":
+        return PostgresBackend(location, clock=clock)
+    if kind == "redis":
+        return RedisBackend(location, clock=clock)
+    raise ValueError(kind)
+
+
+def hammer(kind, location, key, limit, window, margin, start_at, duration, skew, seed):
+    """4 threads: 2 in bursts (fail-fast, retrying at once), 2 with Poisson arrivals (wait mode).
+
+    ``skew`` shifts this process's clock: ``time.time`` and the limiter's clock both read
+    ``skew`` seconds off. Returns ``(stamp, returned_at)`` pairs on the true clock.
+    """
+    if skew:
+        time.time = lambda: real_time() + skew
+    backend = open_backend(kind, location)
+    skewed_clock = lambda: time.monotonic() + skew  # noqa: E731
+    fast = SlidingWindowLimiter(limit, window, key=key, backend=backend, clock=skewed_clock, margin=margin)
+    patient = SlidingWindowLimiter(
+        limit, window, key=key, backend=backend, clock=skewed_clock, margin=margin, mode="wait", max_wait=10.0
+    )
+    results: list[tuple[float, float]] = []
+    lock = threading.Lock()
+    stop_at = start_at + duration
+
+    def burst(rng):
+        while real_time() < stop_at:
+            try:
+                grant = fast.acquire()
+            except RateLimitExceeded as exc:
+                time.sleep(min(exc.retry_after, 0.002) * rng.random())
+                continue
+            returned = real_time()
+            with lock:
+                results.append((grant.stamp, returned))
+
+    def poisson(rng):
+        while real_time() < stop_at:
+            time.sleep(rng.expovariate(limit / window * 2))
+            grant = patient.acquire()
+            returned = real_time()
+            with lock:
+                results.append((grant.stamp, returned))
+
+    while real_time() < start_at:
+        time.sleep(0.001)
+    threads = [
+        threading.Thread(target=fn, args=(random.Random(seed * 10 + i),))
+        for i, fn in enumerate((burst, burst, poisson, poisson))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    backend.close()
+    return results
+
+
+def ready() -> bool:
+    """A no-op that proves a worker process is up and has imported this module."""
+    return True
