@@ -11,8 +11,10 @@ Example:
     'SELECT COUNT(*) FROM regions'
 """
 
-from .decisions import ValidationLike, normalise_decisions, resolve_decisions
+from .audit import ReplayedBatch, replay_audit
+from .decisions import ValidationLike, combine_votes, normalise_decisions, resolve_decisions
 from .errors import (
+    AlreadyExecuted,
     ApprovalCancelled,
     ApprovalError,
     BatchExpired,
@@ -20,13 +22,17 @@ from .errors import (
     DecisionConflict,
     DecisionError,
     DecisionProblem,
+    DuplicateVote,
+    ExecutionInDoubt,
     IdempotencyConflict,
     NotRunnable,
     SchemaVersionError,
     SqlHashMismatch,
     StoreError,
 )
+from .expiry import ExpirySweeper
 from .gate import ApprovalGate, Reviewer
+from .ledger import ExecutionLedger
 from .models import (
     ApprovalBatch,
     ApprovalItem,
@@ -36,10 +42,12 @@ from .models import (
     BatchRecord,
     Decision,
     Edit,
+    ExecutionRecord,
     ItemCategory,
     ItemFinding,
     Reject,
     Resolution,
+    Vote,
     parse_decision,
     sql_hash,
 )
@@ -50,6 +58,7 @@ from .store import ApprovalStore, CallLocation, MemoryApprovalStore
 from .terminal import TerminalReviewer
 
 __all__ = [
+    "AlreadyExecuted",
     "ApprovalBatch",
     "ApprovalCancelled",
     "ApprovalError",
@@ -69,7 +78,12 @@ __all__ = [
     "DecisionConflict",
     "DecisionError",
     "DecisionProblem",
+    "DuplicateVote",
     "Edit",
+    "ExecutionInDoubt",
+    "ExecutionLedger",
+    "ExecutionRecord",
+    "ExpirySweeper",
     "IdempotencyConflict",
     "ItemCategory",
     "ItemFinding",
@@ -77,6 +91,7 @@ __all__ = [
     "NotRunnable",
     "Reject",
     "RejectAll",
+    "ReplayedBatch",
     "Resolution",
     "Reviewer",
     "SchemaVersionError",
@@ -85,9 +100,12 @@ __all__ = [
     "StoreError",
     "TerminalReviewer",
     "ValidationLike",
+    "Vote",
+    "combine_votes",
     "default_store_url",
     "normalise_decisions",
     "parse_decision",
+    "replay_audit",
     "resolve_decisions",
     "sql_hash",
 ]

@@ -179,3 +179,46 @@ def resolve_decisions(
     if problems:
         raise DecisionError(problems)
     return resolutions
+
+
+def combine_votes(batch: ApprovalBatch, votes: list[tuple[str, dict[str, Resolution]]]) -> dict[str, Resolution]:
+    """The batch's resolutions once a quorum of reviewers voted.
+
+    Policy, per item: any rejection vetoes it (reasons of every rejecting reviewer, prefixed
+    with their identity); it is approved when every vote approved it, or edited when every
+    vote made the same edit; any other disagreement rejects it, saying so.
+    """
+    if len(votes) == 1:
+        return votes[0][1]
+    combined: dict[str, Resolution] = {}
+    for item in batch.items:
+        if batch.categories[item.call_id] is not ItemCategory.NEEDS_APPROVAL:
+            combined[item.call_id] = settled_resolution(batch, item)
+            continue
+        said = [(actor, resolutions[item.call_id]) for actor, resolutions in votes]
+        rejections = [f"{actor}: {r.reason}" for actor, r in said if r.status == "rejected"]
+        first = said[0][1]
+        if rejections:
+            combined[item.call_id] = first.model_copy(
+                update={
+                    "status": "rejected",
+                    "sql": None,
+                    "sql_hash": None,
+                    "edited_from": None,
+                    "reason": "; ".join(rejections),
+                }
+            )
+        elif len({(r.status, r.sql_hash) for _, r in said}) == 1:
+            combined[item.call_id] = first
+        else:
+            views = ", ".join(f"{actor}: {r.status}" for actor, r in said)
+            combined[item.call_id] = first.model_copy(
+                update={
+                    "status": "rejected",
+                    "sql": None,
+                    "sql_hash": None,
+                    "edited_from": None,
+                    "reason": f"reviewers disagreed ({views})",
+                }
+            )
+    return combined

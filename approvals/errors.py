@@ -8,11 +8,14 @@ Every error carries a stable, machine-readable ``code``::
      │                                    | invalid_decision | invalid_edit
      ├── ApprovalCancelled          code="approval_cancelled"   (Ctrl-C / end of input at the prompt)
      ├── NotRunnable                code="not_runnable"         (the item was not approved)
-     │    └── SqlHashMismatch       code="sql_hash_mismatch"    (the approved text changed)
+     │    ├── SqlHashMismatch       code="sql_hash_mismatch"    (the approved text changed)
+     │    ├── AlreadyExecuted       code="already_executed"     (the ledger has it: never twice)
+     │    └── ExecutionInDoubt      code="execution_in_doubt"   (started, outcome unknown: not re-run)
      └── StoreError                 code="store_error"
           ├── BatchNotFound         code="batch_not_found"
           ├── DecisionConflict      code="decision_conflict"    (another submission won)
-          │    └── BatchExpired     code="batch_expired"        (the deadline passed first)
+          │    ├── BatchExpired     code="batch_expired"        (the deadline passed first)
+          │    └── DuplicateVote    code="duplicate_vote"       (this reviewer already voted)
           ├── IdempotencyConflict   code="idempotency_conflict" (same key, different decision)
           └── SchemaVersionError    code="schema_version_newer" (the store is newer than this code)
 
@@ -84,6 +87,18 @@ class SqlHashMismatch(NotRunnable):
     code = "sql_hash_mismatch"
 
 
+class AlreadyExecuted(NotRunnable):
+    """The execution ledger already holds this call_id: it ran (or is running) once."""
+
+    code = "already_executed"
+
+
+class ExecutionInDoubt(NotRunnable):
+    """The statement was started but its end was never recorded (a crash): it is not re-run."""
+
+    code = "execution_in_doubt"
+
+
 class StoreError(ApprovalError):
     """The approval store refused or failed an operation."""
 
@@ -112,6 +127,12 @@ class BatchExpired(DecisionConflict):
     """The batch's deadline passed; its expiry action was applied instead of the decision."""
 
     code = "batch_expired"
+
+
+class DuplicateVote(DecisionConflict):
+    """The same reviewer voted on this batch already; a quorum needs distinct reviewers."""
+
+    code = "duplicate_vote"
 
 
 class IdempotencyConflict(StoreError):

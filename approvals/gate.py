@@ -3,34 +3,44 @@
 ``ApprovalGate.review(items)`` opens a batch (every item validated again and categorised:
 denied / auto-approved / needs approval), asks the reviewer ONCE when anything needs approval,
 checks the decision covers exactly the pending set, re-validates edits, and records the result
-in the store with a conditional update. What may run is then ``outcome.runnable(call_id)``.
+in the store with a conditional update. What may run is then ``outcome.runnable(call_id)``,
+claimed through ``gate.ledger.executing(outcome, call_id)`` so it runs at most once.
 
 ``open`` and ``submit`` are the two halves, for a decision that arrives later or from another
-process (a reviewer's command line, an HTTP endpoint).
+process (a reviewer's command line, an HTTP endpoint); ``await_outcome`` waits for it without
+blocking an event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from .audit import SYSTEM_ACTOR, opened_event, resolution_events, vote_event
 from .decisions import (
+    DecisionPairs,
     Validate,
+    combine_votes,
     decision_digest,
     normalise_decisions,
     refusal_text,
     resolve_decisions,
     settled_resolution,
 )
+from .errors import BatchExpired, DecisionConflict, DuplicateVote
+from .expiry import expire
+from .ledger import ExecutionLedger
 from .models import (
     ApprovalBatch,
     ApprovalItem,
     ApprovalOutcome,
-    AuditEvent,
+    BatchRecord,
+    ExpiryAction,
     ItemCategory,
     Resolution,
+    Vote,
     findings_of,
     new_id,
     sql_hash,
@@ -41,7 +51,8 @@ from .store import ApprovalStore, MemoryApprovalStore
 Reviewer = Callable[[ApprovalBatch], Mapping[str, Any] | Iterable[tuple[str, Any]]]
 Clock = Callable[[], datetime]
 
-SYSTEM_ACTOR = "sqlgate"
+# A vote that loses a race to another reviewer's vote is re-applied on the new version.
+_VOTE_ATTEMPTS = 20
 
 
 def utc_now() -> datetime:
@@ -54,7 +65,9 @@ class ApprovalGate:
     ``reviewer(batch) -> {call_id: decision}`` is asked once per cycle, only when something needs
     approval. ``validate(sql)`` is the safety validator (``SqlValidator.validate`` fits).
     ``policy`` auto-approves explicitly (None: nothing is auto-approved). ``store`` defaults to
-    a fresh ``MemoryApprovalStore``; ``clock`` returns aware datetimes.
+    a fresh ``MemoryApprovalStore``; ``clock`` returns aware datetimes. ``quorum``: distinct
+    reviewers needed (default 1). ``ttl``: time a batch may wait before ``on_expiry`` applies
+    (None: no deadline). ``actor``: the reviewer identity recorded for ``review``.
     """
 
     def __init__(
@@ -67,7 +80,12 @@ class ApprovalGate:
         *,
         run_id: str | None = None,
         actor: str = "reviewer",
+        quorum: int = 1,
+        ttl: timedelta | None = None,
+        on_expiry: ExpiryAction = "reject",
     ) -> None:
+        if quorum < 1:
+            raise ValueError("quorum must be at least 1")
         self.reviewer = reviewer
         self.validate = validate
         self.policy = policy
@@ -75,13 +93,18 @@ class ApprovalGate:
         self.clock = clock
         self.run_id = run_id or new_id("run")
         self.actor = actor
+        self.quorum = quorum
+        self.ttl = ttl
+        self.on_expiry = on_expiry
+        self.ledger = ExecutionLedger(self.store, clock)
 
     # -- one whole cycle -------------------------------------------------------------------
     def review(self, items: Sequence[ApprovalItem]) -> ApprovalOutcome:
         """Open a batch of ``items``, ask the reviewer once if needed, return the outcome.
 
         Raises ``DecisionError`` when the reviewer's decision is refused (the batch stays
-        pending, nothing runs) and ``ApprovalCancelled`` when the reviewer cancels.
+        pending, nothing runs) and ``ApprovalCancelled`` when the reviewer cancels. With a
+        quorum above 1 the outcome may be ``pending``: see ``await_outcome``.
         """
         batch = self.open(items)
         if not batch.pending:
@@ -112,27 +135,17 @@ class ApprovalGate:
             run_id=self.run_id,
             cycle=cycle,
             created_at=now,
+            deadline=now + self.ttl if self.ttl is not None else None,
             items=[item for item, _, _ in categorised],
             categories={item.call_id: category for item, category, _ in categorised},
             notes={item.call_id: note for item, _, note in categorised if note},
+            quorum=self.quorum,
+            on_expiry=self.on_expiry,
         )
-        opened = AuditEvent(
-            at=now,
-            run_id=batch.run_id,
-            batch_id=batch.batch_id,
-            event="batch_opened",
-            actor=SYSTEM_ACTOR,
-            detail={
-                "cycle": cycle,
-                "pending": batch.pending_ids,
-                "denied": [i.call_id for i in batch.denied],
-                "auto_approved": [i.call_id for i in batch.auto_approved],
-            },
-        )
-        record = self.store.create_batch(batch, [opened])
+        record = self.store.create_batch(batch, [opened_event(batch, now)])
         if not batch.pending:
             resolutions = {i.call_id: settled_resolution(batch, i) for i in batch.items}
-            self._record(record.version, batch, resolutions, SYSTEM_ACTOR, None, None, reviewed=False)
+            self._finish(record, resolutions, SYSTEM_ACTOR, None, None, reviewed=False, votes=[])
         return batch
 
     def submit(
@@ -144,26 +157,97 @@ class ApprovalGate:
         idempotency_key: str | None = None,
         reviewed: bool = True,
     ) -> ApprovalOutcome:
-        """Apply a decision to a pending batch; exactly one submission per batch wins.
+        """Apply one reviewer's decision to a pending batch; exactly one submission wins it.
 
-        A replay with the winner's idempotency key and the same decision returns the first
-        outcome; anything else on a decided batch is a ``DecisionConflict`` (or
-        ``IdempotencyConflict``, ``BatchExpired``).
+        A replay with an accepted submission's idempotency key and the same decision returns
+        that result. Otherwise a decided batch raises ``DecisionConflict`` (``BatchExpired``
+        after its deadline, ``DuplicateVote`` for a second vote by the same reviewer,
+        ``IdempotencyConflict`` for a reused key), and a wrong decision ``DecisionError``;
+        none of them changes the stored state.
         """
-        record = self.store.get_batch(batch_id)
+        actor = actor or self.actor
         pairs = normalise_decisions(decisions)
         digest = decision_digest(pairs)
-        replayed = self.store.replay(record, idempotency_key, digest)
-        if replayed is not None and replayed.outcome is not None:
-            return replayed.outcome
-        resolutions = resolve_decisions(record.batch, pairs, self.validate, self.store.locate_call)
-        return self._record(
-            record.version, record.batch, resolutions, actor or self.actor, idempotency_key, digest, reviewed
-        )
+        for _ in range(_VOTE_ATTEMPTS):
+            record = self.store.get_batch(batch_id)
+            replayed = self.store.replay(record, idempotency_key, digest)
+            if replayed is not None:
+                return self.outcome_of(replayed)
+            now = self.clock()
+            deadline = record.batch.deadline
+            if deadline is not None and now >= deadline:
+                expire(self.store, record, now)
+                raise BatchExpired(batch_id, f"the deadline {deadline.isoformat()} passed before this decision")
+            resolutions = resolve_decisions(record.batch, pairs, self.validate, self.store.locate_call)
+            if any(v.actor == actor for v in record.votes):
+                raise DuplicateVote(batch_id, f"{actor} already voted on this batch")
+            votes = [
+                *record.votes,
+                Vote(actor=actor, decisions=dict(pairs), decision_digest=digest, idempotency_key=idempotency_key, at=now),
+            ]
+            try:
+                if len(votes) < record.batch.quorum:
+                    stored = self.store.resolve(
+                        batch_id,
+                        expected_version=record.version,
+                        outcome=None,
+                        status="pending",
+                        votes=votes,
+                        events=[vote_event(record.batch, actor, now, len(votes), digest)],
+                    )
+                    return self.outcome_of(stored)
+                final = combine_votes(record.batch, [*self._earlier_votes(record), (actor, resolutions)])
+                return self._finish(record, final, actor, idempotency_key, digest, reviewed, votes)
+            except DecisionConflict:
+                if record.batch.quorum == 1:
+                    raise
+        raise DecisionConflict(batch_id, "the batch kept changing under concurrent votes; submit again")
 
-    def outcome(self, batch_id: str) -> ApprovalOutcome | None:
-        """The stored outcome of a batch, or None while it is pending (for resuming a run)."""
-        return self.store.get_batch(batch_id).outcome
+    def outcome(self, batch_id: str) -> ApprovalOutcome:
+        """The batch's outcome as stored now (``status="pending"`` while it waits)."""
+        return self.outcome_of(self.store.get_batch(batch_id))
+
+    async def await_outcome(
+        self,
+        batch_id: str,
+        *,
+        poll: float = 0.5,
+        timeout: float | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> ApprovalOutcome:
+        """Wait for a decision arriving through the store (another process, the web page).
+
+        Store reads run in a worker thread and waiting is ``sleep`` — never blocking the event
+        loop. Expiry is applied here too when the deadline passes. Raises ``TimeoutError``.
+        """
+        waited = 0.0
+        while True:
+            record = await asyncio.to_thread(self.store.get_batch, batch_id)
+            if record.status == "pending":
+                expired = await asyncio.to_thread(expire, self.store, record, self.clock())
+                if expired is not None:
+                    return expired
+            else:
+                return self.outcome_of(record)
+            if timeout is not None and waited >= timeout:
+                raise TimeoutError(f"no decision for {batch_id} after {waited:g} s")
+            await sleep(poll)
+            waited += poll
+
+    @staticmethod
+    def outcome_of(record: BatchRecord) -> ApprovalOutcome:
+        if record.outcome is not None:
+            return record.outcome
+        batch = record.batch
+        return ApprovalOutcome(
+            batch_id=batch.batch_id,
+            run_id=batch.run_id,
+            cycle=batch.cycle,
+            status="pending",
+            resolutions={},
+            votes=len(record.votes),
+            quorum=batch.quorum,
+        )
 
     # -- internals -------------------------------------------------------------------------
     def _categorise(self, item: ApprovalItem, cycle: int) -> tuple[ApprovalItem, ItemCategory, str | None]:
@@ -193,16 +277,24 @@ class ApprovalGate:
                 return item, ItemCategory.AUTO_APPROVED, why if isinstance(why, str) else "auto-approved by policy"
         return item, ItemCategory.NEEDS_APPROVAL, None
 
-    def _record(
+    def _earlier_votes(self, record: BatchRecord) -> list[tuple[str, dict[str, Resolution]]]:
+        earlier = []
+        for vote in record.votes:
+            pairs: DecisionPairs = list(vote.decisions.items())
+            earlier.append((vote.actor, resolve_decisions(record.batch, pairs, self.validate, self.store.locate_call)))
+        return earlier
+
+    def _finish(
         self,
-        version: int,
-        batch: ApprovalBatch,
+        record: BatchRecord,
         resolutions: dict[str, Resolution],
         actor: str,
         idempotency_key: str | None,
         digest: str | None,
         reviewed: bool,
+        votes: list[Vote],
     ) -> ApprovalOutcome:
+        batch = record.batch
         now = self.clock()
         outcome = ApprovalOutcome(
             batch_id=batch.batch_id,
@@ -212,36 +304,26 @@ class ApprovalGate:
             decided_by=actor,
             decided_at=now,
             reviewed=reviewed,
+            votes=len(votes),
+            quorum=batch.quorum,
         )
-        events = [
-            AuditEvent(
-                at=now,
-                run_id=batch.run_id,
-                batch_id=batch.batch_id,
-                call_id=r.call_id,
-                event="item_resolved",
-                actor=actor if batch.categories[r.call_id] is ItemCategory.NEEDS_APPROVAL else SYSTEM_ACTOR,
-                detail={"status": r.status, "sql_hash": r.sql_hash, "reason": r.reason},
-            )
-            for r in resolutions.values()
-        ]
-        events.append(
-            AuditEvent(
-                at=now,
-                run_id=batch.run_id,
-                batch_id=batch.batch_id,
-                event="batch_resolved",
-                actor=actor,
-                detail={"version": version + 1, "idempotency_key": idempotency_key},
-            )
+        events = [vote_event(batch, actor, now, len(votes), digest)] if votes and digest else []
+        events += resolution_events(
+            batch,
+            resolutions,
+            actor=actor,
+            at=now,
+            detail={"version": record.version + 1, "idempotency_key": idempotency_key},
         )
         stored = self.store.resolve(
             batch.batch_id,
-            expected_version=version,
+            expected_version=record.version,
             outcome=outcome,
             events=events,
             idempotency_key=idempotency_key,
             decision_digest=digest,
+            votes=votes,
         )
-        assert stored.outcome is not None
+        if stored.outcome is None:  # pragma: no cover - resolve always stores an outcome
+            raise DecisionConflict(batch.batch_id, "the store returned no outcome")
         return stored.outcome

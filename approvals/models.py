@@ -113,6 +113,9 @@ class ItemCategory(StrEnum):
     NEEDS_APPROVAL = "needs_approval"  # a reviewer must decide
 
 
+ExpiryAction = Literal["reject", "approve"]
+
+
 class ApprovalBatch(_Frozen):
     """Every statement of one approval cycle, categorised; the reviewer decides ``pending``."""
 
@@ -124,6 +127,8 @@ class ApprovalBatch(_Frozen):
     items: list[ApprovalItem] = Field(description="Every item of the cycle, in order")
     categories: dict[str, ItemCategory] = Field(description="call_id -> category")
     notes: dict[str, str] = Field(default_factory=dict, description="call_id -> why denied/auto-approved")
+    quorum: int = Field(default=1, ge=1, description="Distinct reviewers whose votes resolve the batch")
+    on_expiry: ExpiryAction = Field(default="reject", description="What the deadline does to pending items")
 
     @model_validator(mode="after")
     def _consistent(self) -> ApprovalBatch:
@@ -238,7 +243,10 @@ BatchStatus = Literal["pending", "resolved", "expired"]
 
 
 class ApprovalOutcome(_Frozen):
-    """The result of one cycle: a resolution per call_id of the batch."""
+    """The result of one cycle: a resolution per call_id of the batch.
+
+    ``status`` is ``pending`` (with no resolutions) while a quorum still waits for votes.
+    """
 
     batch_id: str
     run_id: str
@@ -248,6 +256,8 @@ class ApprovalOutcome(_Frozen):
     decided_by: str | None = Field(default=None, description="The actor whose decision resolved it")
     decided_at: datetime | None = None
     reviewed: bool = Field(default=False, description="A reviewer was asked (something needed approval)")
+    votes: int = Field(default=0, description="Distinct reviewers who voted")
+    quorum: int = Field(default=1, description="Votes needed to resolve")
 
     def runnable(self, call_id: str) -> str:
         """The exact SQL approved for ``call_id``; raises ``NotRunnable`` otherwise.
@@ -273,6 +283,16 @@ class ApprovalOutcome(_Frozen):
         return {cid: r.reason or r.status for cid, r in self.resolutions.items() if not r.runnable}
 
 
+class Vote(_Frozen):
+    """One reviewer's accepted decision on a batch (a batch with quorum k resolves on k votes)."""
+
+    actor: str = Field(description="The reviewer's identity, from configuration, never the payload")
+    decisions: dict[str, Decision] = Field(description="call_id -> decision, covering the pending set")
+    decision_digest: str = Field(description="sha256 of the decision in canonical form")
+    idempotency_key: str | None = None
+    at: datetime
+
+
 class BatchRecord(_Frozen):
     """A batch as the store holds it: the state machine around one ``ApprovalBatch``."""
 
@@ -282,10 +302,31 @@ class BatchRecord(_Frozen):
     outcome: ApprovalOutcome | None = None
     idempotency_key: str | None = None
     decision_digest: str | None = Field(default=None, description="sha256 of the accepted decision")
+    votes: list[Vote] = Field(default_factory=list, description="Accepted votes, in order")
 
     @property
     def batch_id(self) -> str:
         return self.batch.batch_id
+
+
+ExecutionState = Literal["started", "done", "failed", "in_doubt"]
+
+
+class ExecutionRecord(_Frozen):
+    """The ledger entry of one approved statement: claimed once, settled once.
+
+    ``started`` with no settlement after a crash becomes ``in_doubt``: never re-run silently.
+    """
+
+    call_id: str
+    batch_id: str
+    run_id: str
+    sql_hash: str
+    state: ExecutionState
+    actor: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    detail: str | None = None
 
 
 class AuditEvent(_Frozen):

@@ -10,7 +10,7 @@ Example:
     >>> store = SqlApprovalStore("sqlite://")
     >>> store.setup(); store.setup()
     >>> store.schema_version()
-    1
+    2
 """
 
 from __future__ import annotations
@@ -23,16 +23,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
+from pydantic import TypeAdapter
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
 from .errors import SchemaVersionError
-from .models import ApprovalBatch, ApprovalOutcome, AuditEvent, BatchRecord, BatchStatus
+from .models import ApprovalBatch, ApprovalOutcome, AuditEvent, BatchRecord, BatchStatus, ExecutionRecord, Vote
 from .store import ApprovalStore, CallLocation
 
+_VOTES = TypeAdapter(list[Vote])
 DEFAULT_URL_ENV = "SQLGATE_APPROVALS_URL"
 DEFAULT_PATH = Path(".sqlgate") / "approvals.sqlite3"
 
+# The latest schema, used by queries. Migrations below carry their own frozen DDL.
 metadata = sa.MetaData()
 
 schema_versions = sa.Table(
@@ -42,54 +45,92 @@ schema_versions = sa.Table(
     sa.Column("applied_at", sa.String(40), nullable=False),
 )
 
-batches = sa.Table(
-    "sqlgate_approval_batches",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),  # creation order
-    sa.Column("batch_id", sa.String(64), nullable=False, unique=True),
-    sa.Column("run_id", sa.String(64), nullable=False, index=True),
-    sa.Column("cycle", sa.Integer, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("created_at", sa.String(40), nullable=False),
-    sa.Column("deadline", sa.String(40), nullable=True),
-    sa.Column("batch", sa.Text, nullable=False),
-    sa.Column("outcome", sa.Text, nullable=True),
-    sa.Column("idempotency_key", sa.String(200), nullable=True),
-    sa.Column("decision_digest", sa.String(64), nullable=True),
-    sa.Index("ix_sqlgate_approval_batches_status_id", "status", "id"),
-)
 
-calls = sa.Table(
-    "sqlgate_approval_calls",
-    metadata,
-    sa.Column("call_id", sa.String(64), primary_key=True),
-    sa.Column("batch_id", sa.String(64), nullable=False, index=True),
-    sa.Column("run_id", sa.String(64), nullable=False),
-    sa.Column("cycle", sa.Integer, nullable=False),
-)
+def _batches_table(meta: sa.MetaData, *, with_votes: bool) -> sa.Table:
+    return sa.Table(
+        "sqlgate_approval_batches",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),  # creation order
+        sa.Column("batch_id", sa.String(64), nullable=False, unique=True),
+        sa.Column("run_id", sa.String(64), nullable=False, index=True),
+        sa.Column("cycle", sa.Integer, nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("version", sa.Integer, nullable=False),
+        sa.Column("created_at", sa.String(40), nullable=False),
+        sa.Column("deadline", sa.String(40), nullable=True),
+        sa.Column("batch", sa.Text, nullable=False),
+        sa.Column("outcome", sa.Text, nullable=True),
+        sa.Column("idempotency_key", sa.String(200), nullable=True),
+        sa.Column("decision_digest", sa.String(64), nullable=True),
+        *([sa.Column("votes", sa.Text, nullable=True)] if with_votes else []),
+        sa.Index("ix_sqlgate_approval_batches_status_id", "status", "id"),
+    )
 
-audit = sa.Table(
-    "sqlgate_approval_audit",
-    metadata,
-    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("at", sa.String(40), nullable=False),
-    sa.Column("run_id", sa.String(64), nullable=False, index=True),
-    sa.Column("batch_id", sa.String(64), nullable=False, index=True),
-    sa.Column("call_id", sa.String(64), nullable=True),
-    sa.Column("event", sa.String(40), nullable=False),
-    sa.Column("actor", sa.String(200), nullable=False),
-    sa.Column("detail", sa.Text, nullable=False),
-)
+
+def _calls_table(meta: sa.MetaData) -> sa.Table:
+    return sa.Table(
+        "sqlgate_approval_calls",
+        meta,
+        sa.Column("call_id", sa.String(64), primary_key=True),
+        sa.Column("batch_id", sa.String(64), nullable=False, index=True),
+        sa.Column("run_id", sa.String(64), nullable=False),
+        sa.Column("cycle", sa.Integer, nullable=False),
+    )
+
+
+def _audit_table(meta: sa.MetaData) -> sa.Table:
+    return sa.Table(
+        "sqlgate_approval_audit",
+        meta,
+        sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("at", sa.String(40), nullable=False),
+        sa.Column("run_id", sa.String(64), nullable=False, index=True),
+        sa.Column("batch_id", sa.String(64), nullable=False, index=True),
+        sa.Column("call_id", sa.String(64), nullable=True),
+        sa.Column("event", sa.String(40), nullable=False),
+        sa.Column("actor", sa.String(200), nullable=False),
+        sa.Column("detail", sa.Text, nullable=False),
+    )
+
+
+def _executions_table(meta: sa.MetaData) -> sa.Table:
+    return sa.Table(
+        "sqlgate_approval_executions",
+        meta,
+        sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),  # claim order
+        sa.Column("call_id", sa.String(64), nullable=False, unique=True),
+        sa.Column("batch_id", sa.String(64), nullable=False, index=True),
+        sa.Column("run_id", sa.String(64), nullable=False, index=True),
+        sa.Column("sql_hash", sa.String(64), nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("actor", sa.String(200), nullable=False),
+        sa.Column("started_at", sa.String(40), nullable=False),
+        sa.Column("finished_at", sa.String(40), nullable=True),
+        sa.Column("detail", sa.Text, nullable=True),
+    )
+
+
+batches = _batches_table(metadata, with_votes=True)
+calls = _calls_table(metadata)
+audit = _audit_table(metadata)
+executions = _executions_table(metadata)
 
 
 def _v1(conn: Connection) -> None:
-    for table in (batches, calls, audit):
+    """Batches, issued call_ids, the audit log."""
+    v1 = sa.MetaData()
+    for table in (_batches_table(v1, with_votes=False), _calls_table(v1), _audit_table(v1)):
         table.create(conn, checkfirst=True)
 
 
+def _v2(conn: Connection) -> None:
+    """Quorum votes on the batch row; the execution ledger."""
+    conn.exec_driver_sql("ALTER TABLE sqlgate_approval_batches ADD COLUMN votes TEXT")
+    _executions_table(sa.MetaData()).create(conn, checkfirst=True)
+
+
 # Append only; never edit a migration that has shipped.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1,)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2)
 
 
 def default_store_url() -> str:
@@ -98,7 +139,12 @@ def default_store_url() -> str:
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat()
+    """Fixed-width UTC text, so stored times compare correctly as strings."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
 
 
 def _engine_for(url: str) -> Engine:
@@ -187,6 +233,21 @@ class SqlApprovalStore(ApprovalStore):
             outcome=ApprovalOutcome.model_validate_json(row.outcome) if row.outcome else None,
             idempotency_key=row.idempotency_key,
             decision_digest=row.decision_digest,
+            votes=_VOTES.validate_json(row.votes) if row.votes else [],
+        )
+
+    @staticmethod
+    def _execution(row: sa.Row) -> ExecutionRecord:
+        return ExecutionRecord(
+            call_id=row.call_id,
+            batch_id=row.batch_id,
+            run_id=row.run_id,
+            sql_hash=row.sql_hash,
+            state=row.state,
+            actor=row.actor,
+            started_at=_time(row.started_at),
+            finished_at=_time(row.finished_at),
+            detail=row.detail,
         )
 
     @staticmethod
@@ -256,6 +317,7 @@ class SqlApprovalStore(ApprovalStore):
                     outcome=record.outcome.model_dump_json() if record.outcome else None,
                     idempotency_key=record.idempotency_key,
                     decision_digest=record.decision_digest,
+                    votes=_VOTES.dump_json(record.votes).decode() if record.votes else None,
                 )
             )
             if updated.rowcount != 1:
@@ -282,6 +344,70 @@ class SqlApprovalStore(ApprovalStore):
             row = conn.execute(sa.select(calls).where(calls.c.call_id == call_id)).first()
         return CallLocation(row.batch_id, row.run_id, row.cycle) if row is not None else None
 
+    def due_batches(self, now: datetime, *, limit: int | None = None) -> list[BatchRecord]:
+        query = (
+            sa.select(batches)
+            .where(batches.c.status == "pending", batches.c.deadline.is_not(None), batches.c.deadline <= _iso(now))
+            .order_by(batches.c.id)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return [self._record(row) for row in conn.execute(query)]
+
+    # -- execution ledger -------------------------------------------------------------------
+    def _execution_values(self, record: ExecutionRecord) -> dict:
+        return {
+            "call_id": record.call_id,
+            "batch_id": record.batch_id,
+            "run_id": record.run_id,
+            "sql_hash": record.sql_hash,
+            "state": record.state,
+            "actor": record.actor,
+            "started_at": _iso(record.started_at),
+            "finished_at": _iso(record.finished_at) if record.finished_at else None,
+            "detail": record.detail,
+        }
+
+    def _claim_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent]) -> bool:
+        try:
+            with self._write() as conn:
+                conn.execute(sa.insert(executions).values(**self._execution_values(record)))
+                if events:
+                    conn.execute(sa.insert(audit), self._audit_rows(events))
+        except sa.exc.IntegrityError:
+            return False
+        return True
+
+    def _settle_execution(self, record: ExecutionRecord, from_state: str, events: Sequence[AuditEvent]) -> bool:
+        with self._write() as conn:
+            values = self._execution_values(record)
+            del values["call_id"]
+            updated = conn.execute(
+                sa.update(executions)
+                .where(executions.c.call_id == record.call_id, executions.c.state == from_state)
+                .values(**values)
+            )
+            if updated.rowcount != 1:
+                return False
+            if events:
+                conn.execute(sa.insert(audit), self._audit_rows(events))
+            return True
+
+    def execution(self, call_id: str) -> ExecutionRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(executions).where(executions.c.call_id == call_id)).first()
+        return self._execution(row) if row is not None else None
+
+    def executions(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[ExecutionRecord]:
+        query = sa.select(executions).order_by(executions.c.seq)
+        if batch_id is not None:
+            query = query.where(executions.c.batch_id == batch_id)
+        if run_id is not None:
+            query = query.where(executions.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            return [self._execution(row) for row in conn.execute(query)]
+
     def append_audit(self, events: Iterable[AuditEvent]) -> None:
         rows = self._audit_rows(events)
         if rows:
@@ -298,7 +424,7 @@ class SqlApprovalStore(ApprovalStore):
             return [
                 AuditEvent(
                     seq=row.seq,
-                    at=datetime.fromisoformat(row.at),
+                    at=_time(row.at),
                     run_id=row.run_id,
                     batch_id=row.batch_id,
                     call_id=row.call_id,

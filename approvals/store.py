@@ -12,10 +12,11 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import NamedTuple
 
 from .errors import BatchExpired, BatchNotFound, DecisionConflict, IdempotencyConflict
-from .models import ApprovalBatch, ApprovalOutcome, AuditEvent, BatchRecord, BatchStatus
+from .models import ApprovalBatch, ApprovalOutcome, AuditEvent, BatchRecord, BatchStatus, ExecutionRecord, Vote
 
 
 class CallLocation(NamedTuple):
@@ -64,6 +65,24 @@ class ApprovalStore(ABC):
         """The batch that issued ``call_id``, or None."""
 
     @abstractmethod
+    def _claim_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent]) -> bool:
+        """Insert the ledger entry iff none exists for its call_id; append the events with it."""
+
+    @abstractmethod
+    def _settle_execution(
+        self, record: ExecutionRecord, from_state: str, events: Sequence[AuditEvent]
+    ) -> bool:
+        """Replace the ledger entry iff it is in ``from_state``; append the events with it."""
+
+    @abstractmethod
+    def execution(self, call_id: str) -> ExecutionRecord | None:
+        """The ledger entry of ``call_id``, or None when it never started."""
+
+    @abstractmethod
+    def executions(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[ExecutionRecord]:
+        """Ledger entries in the order they were claimed."""
+
+    @abstractmethod
     def append_audit(self, events: Iterable[AuditEvent]) -> None:
         """Append events to the log (never updated, never deleted)."""
 
@@ -91,15 +110,24 @@ class ApprovalStore(ABC):
     def pending_batches(self, *, run_id: str | None = None, limit: int | None = None) -> list[BatchRecord]:
         return self._select("pending", run_id, limit)
 
+    def due_batches(self, now: datetime, *, limit: int | None = None) -> list[BatchRecord]:
+        """Pending batches whose deadline is ``now`` or earlier, oldest first."""
+        due = [r for r in self._select("pending", None, None) if r.batch.deadline and r.batch.deadline <= now]
+        return due if limit is None else due[:limit]
+
     def replay(self, record: BatchRecord, idempotency_key: str | None, decision_digest: str) -> BatchRecord | None:
-        """None when ``record`` is still pending; the record itself when this submission is a
-        replay of the one that resolved it; otherwise the conflict that explains why not."""
+        """The record itself when this submission repeats an accepted one (same idempotency key,
+        same decision); None when the batch is pending and this is new; otherwise the conflict
+        that explains why not."""
+        if idempotency_key is not None:
+            used = [v for v in record.votes if v.idempotency_key == idempotency_key]
+            if used or record.idempotency_key == idempotency_key:
+                digest = used[0].decision_digest if used else record.decision_digest
+                if digest == decision_digest:
+                    return record
+                raise IdempotencyConflict(record.batch_id, idempotency_key)
         if record.status == "pending":
             return None
-        if idempotency_key is not None and record.idempotency_key == idempotency_key:
-            if record.decision_digest == decision_digest:
-                return record
-            raise IdempotencyConflict(record.batch_id, idempotency_key)
         if record.status == "expired":
             raise BatchExpired(record.batch_id, "the batch expired before a decision arrived")
         raise DecisionConflict(record.batch_id, f"the batch is already {record.status} (version {record.version})")
@@ -109,13 +137,15 @@ class ApprovalStore(ABC):
         batch_id: str,
         *,
         expected_version: int,
-        outcome: ApprovalOutcome,
+        outcome: ApprovalOutcome | None,
         events: Sequence[AuditEvent] = (),
         idempotency_key: str | None = None,
         decision_digest: str | None = None,
         status: BatchStatus = "resolved",
+        votes: Sequence[Vote] | None = None,
     ) -> BatchRecord:
-        """Move a pending batch to ``status`` with ``outcome`` — only from ``expected_version``."""
+        """Move a pending batch on from ``expected_version`` — to ``status`` with ``outcome``,
+        or, for a vote that does not complete a quorum, to a new pending version with ``votes``."""
         current = self.get_batch(batch_id)
         updated = current.model_copy(
             update={
@@ -124,6 +154,7 @@ class ApprovalStore(ABC):
                 "outcome": outcome,
                 "idempotency_key": idempotency_key,
                 "decision_digest": decision_digest,
+                "votes": list(votes) if votes is not None else current.votes,
             }
         )
         if self._compare_and_set(expected_version, updated, events):
@@ -134,6 +165,17 @@ class ApprovalStore(ABC):
             return replayed
         raise DecisionConflict(batch_id, f"the batch changed since version {expected_version}")
 
+    # -- the execution ledger ------------------------------------------------------------
+    def claim_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent] = ()) -> bool:
+        """Record that ``record.call_id`` starts now; False when the ledger already has it."""
+        return self._claim_execution(record, events)
+
+    def settle_execution(
+        self, record: ExecutionRecord, *, from_state: str = "started", events: Sequence[AuditEvent] = ()
+    ) -> bool:
+        """Move a ledger entry from ``from_state`` to ``record.state``; False when it was not there."""
+        return self._settle_execution(record, from_state, events)
+
 
 class MemoryApprovalStore(ApprovalStore):
     """Everything in this process's memory; for tests and single-process runs."""
@@ -143,6 +185,7 @@ class MemoryApprovalStore(ApprovalStore):
         self._records: dict[str, BatchRecord] = {}
         self._calls: dict[str, CallLocation] = {}
         self._events: list[AuditEvent] = []
+        self._executions: dict[str, ExecutionRecord] = {}
 
     def _append_locked(self, events: Iterable[AuditEvent]) -> None:
         for event in events:
@@ -190,6 +233,35 @@ class MemoryApprovalStore(ApprovalStore):
     def locate_call(self, call_id: str) -> CallLocation | None:
         with self._lock:
             return self._calls.get(call_id)
+
+    def _claim_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent]) -> bool:
+        with self._lock:
+            if record.call_id in self._executions:
+                return False
+            self._executions[record.call_id] = record
+            self._append_locked(events)
+            return True
+
+    def _settle_execution(self, record: ExecutionRecord, from_state: str, events: Sequence[AuditEvent]) -> bool:
+        with self._lock:
+            current = self._executions.get(record.call_id)
+            if current is None or current.state != from_state:
+                return False
+            self._executions[record.call_id] = record
+            self._append_locked(events)
+            return True
+
+    def execution(self, call_id: str) -> ExecutionRecord | None:
+        with self._lock:
+            return self._executions.get(call_id)
+
+    def executions(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[ExecutionRecord]:
+        with self._lock:
+            return [
+                e
+                for e in self._executions.values()
+                if (batch_id is None or e.batch_id == batch_id) and (run_id is None or e.run_id == run_id)
+            ]
 
     def append_audit(self, events: Iterable[AuditEvent]) -> None:
         with self._lock:

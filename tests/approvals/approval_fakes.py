@@ -1,4 +1,4 @@
-"""Fakes at the boundary of the gate: a small validator and a fixed clock."""
+"""Fakes at the boundary of the gate (a small validator, clocks) and the store backends under test."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from approvals import ApprovalItem
+import sqlalchemy as sa
+
+from approvals import ApprovalItem, ApprovalStore, MemoryApprovalStore, SqlApprovalStore
 
 
 @dataclass
@@ -65,3 +67,28 @@ class StepClock:
 
 def item(sql: str = "SELECT name FROM regions LIMIT 5", question_id: str = "q1", **kw: Any) -> ApprovalItem:
     return ApprovalItem.new(question_id=question_id, question=f"question {question_id}?", sql=sql, **kw)
+
+
+@dataclass
+class Backend:
+    kind: str
+    url: str | None = None
+    schema: str | None = None
+    memory: MemoryApprovalStore | None = None
+    opened: list[ApprovalStore] = field(default_factory=list)
+
+    def open(self) -> ApprovalStore:
+        if self.kind == "memory":
+            return self.memory
+        if self.schema:
+            engine = sa.create_engine(self.url, connect_args={"options": f"-csearch_path={self.schema}"})
+            store = SqlApprovalStore(engine)
+        else:
+            store = SqlApprovalStore(self.url)
+        store.setup()
+        self.opened.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()

@@ -242,7 +242,8 @@ def test_open_then_submit_later_with_idempotency():
     gate = gate_with(None)
     a = item()
     batch = gate.open([a])
-    assert gate.outcome(batch.batch_id) is None
+    pending = gate.outcome(batch.batch_id)
+    assert (pending.status, pending.resolutions, pending.votes, pending.quorum) == ("pending", {}, 0, 1)
     first = gate.submit(batch.batch_id, {a.call_id: "approve"}, actor="alice", idempotency_key="k1")
     assert first.decided_by == "alice"
     assert gate.submit(batch.batch_id, {a.call_id: Approve()}, actor="alice", idempotency_key="k1") == first
@@ -289,15 +290,17 @@ def test_audit_log_records_every_state_change():
     a, d = item(), item("DROP TABLE x")
     outcome = gate.review([a, d])
     log = gate.store.audit_log(run_id=gate.run_id)
-    assert [e.seq for e in log] == [1, 2, 3, 4]
+    assert [e.seq for e in log] == [1, 2, 3, 4, 5]
     assert [(e.event, e.call_id, e.actor) for e in log] == [
         ("batch_opened", None, "sqlgate"),
+        ("vote_cast", None, "bob"),
         ("item_resolved", a.call_id, "bob"),
         ("item_resolved", d.call_id, "sqlgate"),
         ("batch_resolved", None, "bob"),
     ]
-    assert log[0].detail == {"cycle": 1, "pending": [a.call_id], "denied": [d.call_id], "auto_approved": []}
-    assert log[1].detail["reason"] == "not today"
+    assert log[0].detail == {"cycle": 1, "quorum": 1, "deadline": None, "pending": [a.call_id],
+                             "denied": [d.call_id], "auto_approved": []}
+    assert log[2].detail["reason"] == "not today"
     assert outcome.decided_at == log[-1].at
 
 

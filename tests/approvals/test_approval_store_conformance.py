@@ -10,12 +10,10 @@ import hashlib
 import multiprocessing
 import threading
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pytest
-import sqlalchemy as sa
-from approval_fakes import StepClock, fake_validate, item
+from approval_fakes import Backend, StepClock, fake_validate, item
 
 from approvals import (
     ApprovalBatch,
@@ -32,65 +30,8 @@ from approvals import (
     Edit,
     IdempotencyConflict,
     ItemCategory,
-    MemoryApprovalStore,
     Reject,
-    SqlApprovalStore,
 )
-
-
-@dataclass
-class Backend:
-    kind: str
-    url: str | None = None
-    schema: str | None = None
-    memory: MemoryApprovalStore | None = None
-    opened: list[ApprovalStore] = field(default_factory=list)
-
-    def open(self) -> ApprovalStore:
-        if self.kind == "memory":
-            return self.memory
-        if self.schema:
-            engine = sa.create_engine(self.url, connect_args={"options": f"-csearch_path={self.schema}"})
-            store = SqlApprovalStore(engine)
-        else:
-            store = SqlApprovalStore(self.url)
-        store.setup()
-        self.opened.append(store)
-        return store
-
-    def close(self) -> None:
-        for store in self.opened:
-            store.close()
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def backend(request, tmp_path):
-    if request.param == "memory":
-        yield Backend("memory", memory=MemoryApprovalStore())
-        return
-    if request.param == "sqlite":
-        b = Backend("sqlite", url=f"sqlite:///{tmp_path / 'approvals.sqlite3'}")
-        yield b
-        b.close()
-        return
-    url = request.getfixturevalue("postgres_url")
-    schema = f"approvals_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(url)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    b = Backend("postgres", url=url, schema=schema)
-    try:
-        yield b
-    finally:
-        b.close()
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
-
-
-@pytest.fixture
-def store(backend) -> ApprovalStore:
-    return backend.open()
 
 
 def batch_of(*items, run_id="run_a", cycle=1, pending=True) -> ApprovalBatch:
@@ -331,5 +272,5 @@ def test_gate_review_over_the_store(store):
     outcome = gate.review([a, d])
     assert store.get_batch(outcome.batch_id).outcome == outcome
     assert [e.event for e in store.audit_log(run_id=gate.run_id)] == [
-        "batch_opened", "item_resolved", "item_resolved", "batch_resolved",
+        "batch_opened", "vote_cast", "item_resolved", "item_resolved", "batch_resolved",
     ]
