@@ -43,7 +43,7 @@ class RuleContext:
     schema: Mapping[str, Sequence[str]] | None = None
     findings: list[SafetyFinding] = field(default_factory=list)
     halted: bool = False
-    _nodes: list[exp.Expression] | None = None
+    _index: dict[type, list[exp.Expression]] | None = None
     _root: exp.Expression | None = None
 
     def report(self, code: str, message: str, node: exp.Expression | None = None, severity: Severity = "error") -> None:
@@ -51,15 +51,26 @@ class RuleContext:
             SafetyFinding(code=code, message=message, severity=severity, node=type(node).__name__ if node else None)
         )
 
-    def nodes(self, root: exp.Expression) -> list[exp.Expression]:
-        """Every node of ``root``, walked once and cached until ``invalidate``."""
-        if self._nodes is None or self._root is not root:
-            self._nodes = list(root.walk())
+    def index(self, root: exp.Expression) -> dict[type, list[exp.Expression]]:
+        """Every node of ``root`` grouped by class: the tree is walked once, until ``invalidate``."""
+        if self._index is None or self._root is not root:
+            index: dict[type, list[exp.Expression]] = {}
+            for node in root.walk():
+                index.setdefault(type(node), []).append(node)
+            self._index = index
             self._root = root
-        return self._nodes
+        return self._index
+
+    def of(self, root: exp.Expression, *classes: type) -> list[exp.Expression]:
+        """The nodes of ``root`` that are instances of ``classes`` (subclasses included)."""
+        found: list[exp.Expression] = []
+        for cls, nodes in self.index(root).items():
+            if issubclass(cls, classes):
+                found.extend(nodes)
+        return found
 
     def invalidate(self) -> None:
-        self._nodes = None
+        self._index = None
 
     @property
     def refused(self) -> bool:
@@ -132,25 +143,35 @@ _STATEMENT_CLAUSES = tuple(
 _STATEMENT_MODULES = ("sqlglot.expressions.ddl", "sqlglot.expressions.dml")
 
 
-def _statement_category(node: exp.Expression) -> str | None:
-    if isinstance(node, _STATEMENT_CLAUSES) and node.parent is not None:
-        return None
-    if isinstance(node, _DML):
-        return "dml_in_tree"
-    if isinstance(node, _COMMANDS):
-        return "command_in_tree"
-    cls = type(node)
-    if cls.__module__ in _STATEMENT_MODULES and cls not in _HARMLESS_STATEMENT_PARTS:
-        return "ddl_in_tree"
-    return None
+_CATEGORIES: dict[type, str | None] = {}
+
+
+def _statement_category(cls: type) -> str | None:
+    try:
+        return _CATEGORIES[cls]
+    except KeyError:
+        pass
+    category: str | None = None
+    if issubclass(cls, _DML):
+        category = "dml_in_tree"
+    elif issubclass(cls, _COMMANDS):
+        category = "command_in_tree"
+    elif cls.__module__ in _STATEMENT_MODULES and cls not in _HARMLESS_STATEMENT_PARTS:
+        category = "ddl_in_tree"
+    _CATEGORIES[cls] = category
+    return category
 
 
 def check_statements_in_tree(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """No DML, DDL or command node anywhere: data-modifying CTEs, subqueries, EXPLAIN wrappers."""
     kinds = {"dml_in_tree": "data-modifying", "command_in_tree": "command", "ddl_in_tree": "schema-changing"}
-    for node in ctx.nodes(expression):
-        category = _statement_category(node)
-        if category is not None:
+    for cls, nodes in ctx.index(expression).items():
+        category = _statement_category(cls)
+        if category is None:
+            continue
+        for node in nodes:
+            if issubclass(cls, _STATEMENT_CLAUSES) and node.parent is not None:
+                continue
             ctx.report(
                 category,
                 f"{label(node)} {where(node)} is not allowed: a {kinds[category]} statement cannot run "
@@ -162,40 +183,37 @@ def check_statements_in_tree(expression: exp.Expression, ctx: RuleContext) -> ex
 
 def check_select_into(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """``SELECT ... INTO`` creates a table or writes variables/files."""
-    for node in ctx.nodes(expression):
-        if isinstance(node, exp.Into):
-            ctx.report(
-                "select_into",
-                f"SELECT ... INTO {node.this.sql(ctx.dialect) if node.this else ''} {where(node)} is not allowed: "
-                f"it writes a table, variable or file; return the rows instead.".replace("  ", " "),
-                node,
-            )
+    for node in ctx.of(expression, exp.Into):
+        ctx.report(
+            "select_into",
+            f"SELECT ... INTO {node.this.sql(ctx.dialect) if node.this else ''} {where(node)} is not allowed: "
+            f"it writes a table, variable or file; return the rows instead.".replace("  ", " "),
+            node,
+        )
     return expression
 
 
 def check_locks(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Locking clauses (FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE) take row locks."""
-    for node in ctx.nodes(expression):
-        if isinstance(node, exp.Lock):
-            clause = "FOR UPDATE" if node.args.get("update") else "FOR SHARE"
-            ctx.report(
-                "locking_clause",
-                f"The {clause} locking clause {where(node)} is not allowed: a read-only query takes no row locks; "
-                f"remove it.",
-                node,
-            )
+    for node in ctx.of(expression, exp.Lock):
+        clause = "FOR UPDATE" if node.args.get("update") else "FOR SHARE"
+        ctx.report(
+            "locking_clause",
+            f"The {clause} locking clause {where(node)} is not allowed: a read-only query takes no row locks; "
+            f"remove it.",
+            node,
+        )
     return expression
 
 
 def check_hints(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Optimizer hints can lift per-statement limits (MySQL ``MAX_EXECUTION_TIME``)."""
-    for node in ctx.nodes(expression):
-        if isinstance(node, exp.Hint):
-            ctx.report(
-                "optimizer_hint",
-                f"The optimizer hint {node.sql(ctx.dialect)} {where(node)} is not allowed; remove it.",
-                node,
-            )
+    for node in ctx.of(expression, exp.Hint):
+        ctx.report(
+            "optimizer_hint",
+            f"The optimizer hint {node.sql(ctx.dialect)} {where(node)} is not allowed; remove it.",
+            node,
+        )
     return expression
 
 
@@ -204,8 +222,8 @@ def check_hints(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
 
 def check_functions(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Every function call must pass the dialect's allowlist; denylisted ones never do."""
-    for node in ctx.nodes(expression):
-        if not isinstance(node, exp.Func) or isinstance(node, (exp.Binary, exp.Connector)):
+    for node in ctx.of(expression, exp.Func):
+        if isinstance(node, (exp.Binary, exp.Connector)):
             continue
         verdict = ctx.functions(node)
         if verdict is None:
@@ -231,8 +249,8 @@ _FILE_LIKE = re.compile(
 
 def check_file_tables(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """A table name that is a path or URL (DuckDB reads ``FROM '/etc/passwd'`` as a file)."""
-    for node in ctx.nodes(expression):
-        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and _FILE_LIKE.search(node.name):
+    for node in ctx.of(expression, exp.Table):
+        if isinstance(node.this, exp.Identifier) and _FILE_LIKE.search(node.name):
             ctx.report(
                 "file_as_table",
                 f"The table name {node.name!r} {where(node)} looks like a file path or URL; only database "
@@ -258,9 +276,7 @@ def handle_star(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """``SELECT *`` is refused (default) or expanded to the schema's columns (``star="expand"``)."""
     from .star import expand_stars, star_message
 
-    selects = [
-        n for n in ctx.nodes(expression) if isinstance(n, exp.Select) and _star_projections(n) and not _in_exists(n)
-    ]
+    selects = [n for n in ctx.of(expression, exp.Select) if _star_projections(n) and not _in_exists(n)]
     if not selects:
         return expression
     if ctx.policy.star == "expand" and ctx.schema:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from .dialects import check_dialect
@@ -41,6 +41,7 @@ class SqlValidator:
         rules: Sequence[Rule] = RULES,
     ) -> None:
         self.dialect = check_dialect(dialect)
+        self._dialect = Dialect.get_or_raise(self.dialect)  # resolved once, not per statement
         self.policy = policy or SafetyPolicy()
         self.schema = (
             {str(table).split(".")[-1].lower(): list(columns) for table, columns in schema.items()}
@@ -67,7 +68,8 @@ class SqlValidator:
                 expression = rule(expression, ctx)
                 if ctx.halted:
                     break
-            rendered = None if ctx.refused else expression.sql(dialect=self.dialect, comments=False)
+            # copy=False: the tree is ours and discarded after rendering, so skip the generator's defensive copy.
+            rendered = None if ctx.refused else expression.sql(dialect=self._dialect, comments=False, copy=False)
         except Exception as error:  # a rule or the generator failed: refuse, never run the raw text
             ctx.report("validation_failed", f"The statement could not be checked ({type(error).__name__}: {error}).")
             rendered = None
@@ -75,7 +77,7 @@ class SqlValidator:
 
     def _parse(self, sql: str) -> exp.Expression | SafetyFinding:
         try:
-            statements = [s for s in sqlglot.parse(sql, read=self.dialect) if s is not None]
+            statements = [s for s in self._dialect.parse(sql) if s is not None]
         except (ParseError, TokenError) as error:
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
             return SafetyFinding(

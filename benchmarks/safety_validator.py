@@ -1,0 +1,130 @@
+"""Validator throughput against a bare sqlglot.parse, and false positives on real analyst SQL.
+
+Run: .venv/bin/python benchmarks/safety_validator.py [--rounds 5]
+
+Prints validations per second over the Spider dev gold set, the ratio to a bare
+``sqlglot.parse`` of the same texts in the same run (best of N rounds, interleaved), and the
+false-positive rate on Spider dev, spiderman (MySQL quoting) and text2sql-data, both with the
+default policy and with ``star="expand"`` given the Spider schemas.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import sqlglot  # noqa: E402
+
+from safety import SafetyPolicy, SqlValidator  # noqa: E402
+
+CORPORA = ROOT / ".." / "shared" / "corpora"
+TEXT2SQL = ("academic", "advising", "atis", "geography", "imdb", "restaurants", "scholar", "yelp")
+# Refusals that are the documented policy, not false positives: SELECT * (when it cannot be
+# expanded) and a LIMIT that is not a number (text2sql-data's template variable ``limit0``).
+POLICY_CODES = frozenset({"select_star", "limit_not_literal"})
+
+
+def spider_gold() -> list[str]:
+    lines = (CORPORA / "spider_dev" / "dev_gold.sql").read_text().splitlines()
+    return [line.split("\t")[0] for line in lines if line.strip()]
+
+
+def spider_schemas() -> dict[str, dict[str, list[str]]]:
+    schemas: dict[str, dict[str, list[str]]] = {}
+    for db in json.loads((CORPORA / "spider_dev" / "tables.json").read_text()):
+        tables: dict[str, list[str]] = {t: [] for t in db["table_names_original"]}
+        for table_index, column in db["column_names_original"]:
+            if table_index >= 0:
+                tables[db["table_names_original"][table_index]].append(column)
+        schemas[db["db_id"]] = tables
+    return schemas
+
+
+def corpus() -> list[tuple[str, str, str, str | None]]:
+    """(source, dialect, sql, spider db_id or None)."""
+    items: list[tuple[str, str, str, str | None]] = []
+    for entry in json.loads((CORPORA / "spider_dev" / "dev.json").read_text()):
+        items.append(("spider_dev", "sqlite", entry["query"], entry["db_id"]))
+    with (CORPORA / "spider_dev_databases" / "test_queries.csv").open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            items.append(("spiderman", "mysql", row["sql"], row["database"]))
+    for name in TEXT2SQL:
+        for entry in json.loads((CORPORA / "text2sql_data" / f"{name}.json").read_text()):
+            items.extend((f"text2sql/{name}", "mysql", sql, None) for sql in entry["sql"])
+    return items
+
+
+def throughput(texts: list[str], rounds: int) -> tuple[float, float]:
+    validator = SqlValidator("sqlite")
+    best_parse = best_validate = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for text in texts:
+            sqlglot.parse(text, read="sqlite")
+        best_parse = min(best_parse, time.perf_counter() - start)
+        start = time.perf_counter()
+        for text in texts:
+            validator.validate(text)
+        best_validate = min(best_validate, time.perf_counter() - start)
+    return len(texts) / best_validate, len(texts) / best_parse
+
+
+def false_positives(items, star: str) -> tuple[Counter, Counter, Counter]:
+    schemas = spider_schemas()
+    validators: dict[tuple[str, str | None], SqlValidator] = {}
+    totals, wrong, policy = Counter(), Counter(), Counter()
+    for source, dialect, sql, db_id in items:
+        key = (dialect, db_id if star == "expand" else None)
+        if key not in validators:
+            schema = schemas.get(db_id) if star == "expand" and db_id else None
+            validators[key] = SqlValidator(dialect, SafetyPolicy(star=star), schema=schema)
+        result = validators[key].validate(sql)
+        totals[source] += 1
+        if result.ok:
+            continue
+        if result.refusal.code in POLICY_CODES:
+            policy[(source, result.refusal.code)] += 1
+        else:
+            wrong[(source, result.refusal.code)] += 1
+    return totals, wrong, policy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    if not CORPORA.is_dir():
+        sys.exit(f"corpora not found at {CORPORA}")
+    texts = spider_gold()
+    per_second, parse_per_second = throughput(texts, args.rounds)
+    print(f"Spider dev gold: {len(texts)} statements, best of {args.rounds} rounds")
+    print(f"  bare sqlglot.parse : {parse_per_second:8.0f} statements/s")
+    print(f"  SqlValidator       : {per_second:8.0f} validations/s")
+    print(f"  ratio (validate time / parse time): {parse_per_second / per_second:.2f}x")
+    items = corpus()
+    for star in ("reject", "expand"):
+        totals, wrong, policy = false_positives(items, star)
+        n = sum(totals.values())
+        print(f"\nFalse positives, star={star!r}: {sum(wrong.values())} of {n} ({sum(wrong.values()) / n:.4%})")
+        for source in sorted(totals):
+            fp = sum(v for (s, _), v in wrong.items() if s == source)
+            pol = sum(v for (s, _), v in policy.items() if s == source)
+            print(f"  {source:22s} {totals[source]:5d} statements  false positives {fp:3d}  policy refusals {pol:3d}")
+        for (source, code), count in sorted(wrong.items()):
+            print(f"    false positive: {source} {code} x{count}")
+        for (source, code), count in sorted(policy.items()):
+            print(f"    policy: {source} {code} x{count}")
+
+
+if __name__ == "__main__":
+    main()
