@@ -1,0 +1,109 @@
+"""Real analyst SQL must pass: Spider dev (SQLite), spiderman (MySQL quoting), text2sql-data.
+
+Zero false positives is the target; the only refusals allowed are the documented policy ones:
+``SELECT *`` that cannot be expanded, and a LIMIT that is not a number (text2sql-data's template
+variable ``limit0``). Where a database is available, the rewritten query returns the same rows as
+the original, within the cap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import pytest
+import sqlalchemy as sa
+
+from safety import SafetyPolicy, SqlValidator, open_readonly_engine
+from safety_corpora import load_spider_sqlite, spider_dev, spider_schemas, spiderman_queries, text2sql
+
+POLICY_CODES = {"select_star", "limit_not_literal"}
+
+
+@pytest.fixture(autouse=True)
+def quiet_sqlglot():
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    yield
+
+
+def refusals(pairs, validator_for) -> Counter:
+    wrong: Counter = Counter()
+    for key, sql in pairs:
+        result = validator_for(key).validate(sql)
+        if not result.ok and result.refusal.code not in POLICY_CODES:
+            wrong[(result.refusal.code, sql[:120])] += 1
+    return wrong
+
+
+def test_spider_dev_gold_has_no_false_positives():
+    validator = SqlValidator("sqlite")
+    wrong = refusals([(None, e["query"]) for e in spider_dev()], lambda _: validator)
+    assert not wrong, wrong.most_common(5)
+
+
+def test_spiderman_mysql_gold_has_no_false_positives():
+    validator = SqlValidator("mysql")
+    wrong = refusals([(None, r["sql"]) for r in spiderman_queries()], lambda _: validator)
+    assert not wrong, wrong.most_common(5)
+
+
+ATIS_SAMPLE = 5  # ATIS statements are long; every 5th keeps this test quick (the benchmark checks all)
+
+
+def test_text2sql_data_has_no_false_positives():
+    validator = SqlValidator("mysql")
+    atis = [sql for name, sql in text2sql() if name == "atis"][::ATIS_SAMPLE]
+    others = [sql for name, sql in text2sql() if name != "atis"]
+    wrong = refusals([(None, sql) for sql in others + atis], lambda _: validator)
+    assert not wrong, wrong.most_common(5)
+
+
+def test_spider_with_schema_and_star_expansion_refuses_nothing():
+    schemas = spider_schemas()
+    validators: dict[str, SqlValidator] = {}
+
+    def validator_for(db_id: str) -> SqlValidator:
+        if db_id not in validators:
+            validators[db_id] = SqlValidator("sqlite", SafetyPolicy(star="expand"), schema=schemas[db_id])
+        return validators[db_id]
+
+    failures = [
+        (e["query"], validator_for(e["db_id"]).validate(e["query"]).refusal)
+        for e in spider_dev()
+        if not validator_for(e["db_id"]).validate(e["query"]).ok
+    ]
+    assert not failures, failures[:5]
+
+
+def test_spider_rewritten_queries_return_the_same_rows(tmp_path):
+    """Original vs rewritten (LIMIT 20 enforced, SELECT * expanded) on the Spider databases in SQLite."""
+    cap = 20
+    schemas = spider_schemas()
+    engines: dict[str, sa.Engine | None] = {}
+    compared = 0
+    for entry in spider_dev():
+        db_id = entry["db_id"]
+        if db_id not in engines:
+            path = load_spider_sqlite(db_id, tmp_path / f"{db_id}.db")
+            engines[db_id] = open_readonly_engine(f"sqlite:///{path}") if path else None
+        engine = engines[db_id]
+        if engine is None:
+            continue
+        validator = SqlValidator("sqlite", SafetyPolicy(star="expand", max_limit=cap), schema=schemas[db_id])
+        result = validator.validate(entry["query"])
+        assert result.ok, (entry["query"], result.refusal)
+        with engine.connect() as conn:
+            try:
+                original = [tuple(r) for r in conn.exec_driver_sql(entry["query"]).fetchall()]
+            except sa.exc.DBAPIError:
+                continue  # the gold query does not run on the CSV-built database; nothing to compare
+            rewritten = [tuple(r) for r in conn.exec_driver_sql(result.sql).fetchall()]
+        assert len(rewritten) == min(len(original), cap), entry["query"]
+        assert not Counter(rewritten) - Counter(original), (entry["query"], result.sql)
+        compared += 1
+    for engine in engines.values():
+        if engine is not None:
+            engine.dispose()
+    if not engines or all(e is None for e in engines.values()):
+        pytest.skip("Spider databases (spider_dev_databases) are absent")
+    assert compared > 900, compared
