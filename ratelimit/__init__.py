@@ -18,6 +18,7 @@ from ratelimit.errors import (
     RateLimitError,
     RateLimitExceeded,
 )
+from ratelimit.feedback import parse_duration, retry_after_from_headers
 from ratelimit.limiter import Grant, SlidingWindowLimiter, Usage
 from ratelimit.rules import Charge, Limit, Limits, RequestLimit, TokenLimit
 
@@ -41,4 +42,6 @@ __all__ = [
     "SlidingWindowLimiter",
     "TokenLimit",
     "Usage",
+    "parse_duration",
+    "retry_after_from_headers",
 ]

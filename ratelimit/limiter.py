@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from ratelimit.backends.base import Backend, Clock
 from ratelimit.backends.memory import MemoryBackend
 from ratelimit.errors import LimiterConfigError, RateLimitExceeded
+from ratelimit.feedback import retry_after_from_headers
 from ratelimit.rules import Charge, Limit, Limits, Verdict, as_limits, check_charge_fits
 
 Mode = Literal["fail_fast", "wait"]
@@ -227,6 +228,13 @@ class SlidingWindowLimiter:
         if not (seconds >= 0 and math.isfinite(seconds)):
             raise LimiterConfigError(f"pause must be a finite number of seconds >= 0, got {seconds!r}")
         self.backend.pause(self.key, float(seconds), self._clock)
+
+    def pause_from_headers(self, headers: Mapping[str, str]) -> float:
+        """Pause for as long as a provider response's headers ask; returns the pause (0 if none)."""
+        seconds = retry_after_from_headers(headers)
+        if seconds:
+            self.pause(seconds)
+        return seconds or 0.0
 
     async def apause(self, seconds: float) -> None:
         """Async twin of :meth:`pause`."""
