@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from .access import check_access
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, Severity
 from .policy import SafetyPolicy
 
 __all__ = [
     "RULES",
+    "check_access",
     "Rule",
     "RuleContext",
     "check_file_tables",
@@ -93,7 +95,7 @@ def where(node: exp.Expression) -> str:
     while parent is not None:
         if isinstance(parent, exp.CTE):
             return f"inside the CTE {parent.alias or '(unnamed)'}"
-        if isinstance(parent, exp.Subquery):
+        if isinstance(parent, (exp.Subquery, exp.Exists)):
             return "inside a subquery"
         parent = parent.parent
     return "in the statement"
@@ -350,5 +352,6 @@ RULES: tuple[Rule, ...] = (
     check_functions,
     check_file_tables,
     handle_star,
+    check_access,
     enforce_limit,
 )
