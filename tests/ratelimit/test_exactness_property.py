@@ -197,3 +197,19 @@ def test_asyncio_tasks_never_overrun(schedules, mode):
     assert max_in_window([g.stamp for g in grants], 5.0, [g.requests for g in grants]) <= 3
     if mode == "wait":
         assert len(grants) == sum(len(s) for s in schedules)
+
+
+def test_long_schedules_on_memory_survive_log_compaction():
+    """Hundreds of grants: the memory log compacts its prefix; decisions stay identical."""
+    clock = ManualClock(start=0.0)
+    backend = MemoryBackend()
+
+    @settings(max_examples=40, deadline=None)
+    @given(ops=st.lists(OP, min_size=200, max_size=400))
+    def check(ops):
+        backend.clear("long")
+        clock.advance(1000.0)
+        lim = SlidingWindowLimiter(limits=LIMITS, backend=backend, key="long", clock=clock, sleep=clock.sleep)
+        run_schedule(lim, clock, ops)
+
+    check()
