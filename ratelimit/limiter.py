@@ -20,7 +20,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ratelimit.backends.base import Backend, Clock
 from ratelimit.backends.memory import MemoryBackend
@@ -31,8 +31,7 @@ from ratelimit.rules import Charge, Limit, Limits, Verdict, as_limits, check_cha
 Mode = Literal["fail_fast", "wait"]
 
 
-@dataclass(frozen=True)
-class Grant:
+class Grant(NamedTuple):
     """One admitted acquisition, stamped with the backend clock at commit."""
 
     key: str
@@ -109,6 +108,8 @@ class SlidingWindowLimiter:
         self.backend = backend if backend is not None else MemoryBackend()
         self.mode: Mode = mode
         self.max_wait = float(max_wait)
+        self._unit_charge = Charge(1, 0)
+        check_charge_fits(self.limits, self._unit_charge)
         self._clock = clock
         self._timer: Clock = clock or time.monotonic
         self._sleep = sleep or time.sleep
@@ -142,16 +143,26 @@ class SlidingWindowLimiter:
         :class:`CostExceedsLimit` (can never fit) or :class:`BackendUnavailable` (fail closed).
         """
         charge = self._charge(cost, tokens)
+        verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
+        if verdict.granted:
+            return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0)
         started = self._timer()
         slept = 0.0
         while True:
+            self._refuse_unless_waiting(verdict, max(slept, self._timer() - started))
+            self._sleep(verdict.retry_after)
+            slept += verdict.retry_after
             verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
             if verdict.granted:
                 return self._grant(verdict, charge, max(slept, self._timer() - started))
-            waited = max(slept, self._timer() - started)
-            self._refuse_unless_waiting(verdict, waited)
-            self._sleep(verdict.retry_after)
-            slept += verdict.retry_after
+
+    def try_acquire(self, cost: int = 1, *, tokens: int = 0) -> Grant | None:
+        """Fail-fast without an exception: the grant, or None when refused now. Never sleeps."""
+        charge = self._charge(cost, tokens)
+        verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
+        if verdict.granted:
+            return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0)
+        return None
 
     async def aacquire(self, cost: int = 1, *, tokens: int = 0) -> Grant:
         """Async twin of :meth:`acquire`; waiting never blocks the event loop.
@@ -171,6 +182,8 @@ class SlidingWindowLimiter:
             slept += verdict.retry_after
 
     def _charge(self, cost: int, tokens: int) -> Charge:
+        if cost == 1 and tokens == 0 and type(cost) is int and type(tokens) is int:
+            return self._unit_charge
         charge = Charge(cost, tokens)
         check_charge_fits(self.limits, charge)
         return charge
@@ -246,13 +259,13 @@ class SlidingWindowLimiter:
         """Replace ``grant``'s token estimate with the usage the reply reported."""
         if not isinstance(tokens, int) or tokens < 0:
             raise LimiterConfigError(f"tokens must be a non-negative integer, got {tokens!r}")
-        return self.backend.correct(grant.key, grant.grant_id, tokens)
+        return self.backend.correct(grant.key, grant.grant_id, tokens, self._enforced)
 
     async def acorrect(self, grant: Grant, tokens: int) -> bool:
         """Async twin of :meth:`correct`."""
         if not isinstance(tokens, int) or tokens < 0:
             raise LimiterConfigError(f"tokens must be a non-negative integer, got {tokens!r}")
-        return await self._run(self.backend.correct, grant.key, grant.grant_id, tokens)
+        return await self._run(self.backend.correct, grant.key, grant.grant_id, tokens, self._enforced)
 
     def __repr__(self) -> str:
         return f"SlidingWindowLimiter({self.limits}, key={self.key!r}, backend={self.backend.name}, mode={self.mode})"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ratelimit.errors import CostExceedsLimit, LimiterConfigError
 
@@ -101,25 +101,38 @@ def as_limits(rules: Limit | Limits | Iterable[Limit]) -> Limits:
     return Limits(tuple(rules))
 
 
-@dataclass(frozen=True)
 class Charge:
-    """What one acquisition costs: ``requests`` (usually 1) and ``tokens`` (an estimate)."""
+    """What one acquisition costs: ``requests`` (usually 1) and ``tokens`` (an estimate).
 
-    requests: int = 1
-    tokens: int = 0
+    Example:
+        >>> Charge(1, tokens=1200)
+        Charge(requests=1, tokens=1200)
+    """
 
-    def __post_init__(self) -> None:
-        for name in ("requests", "tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise LimiterConfigError(f"{name} must be a non-negative integer, got {value!r}")
+    __slots__ = ("requests", "tokens")
+
+    def __init__(self, requests: int = 1, tokens: int = 0) -> None:
+        if type(requests) is not int or requests < 0:
+            raise LimiterConfigError(f"requests must be a non-negative integer, got {requests!r}")
+        if type(tokens) is not int or tokens < 0:
+            raise LimiterConfigError(f"tokens must be a non-negative integer, got {tokens!r}")
+        self.requests = requests
+        self.tokens = tokens
 
     def amount(self, unit: Unit) -> int:
         return self.requests if unit == "requests" else self.tokens
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Charge) and (self.requests, self.tokens) == (other.requests, other.tokens)
 
-@dataclass(frozen=True)
-class Verdict:
+    def __hash__(self) -> int:
+        return hash((self.requests, self.tokens))
+
+    def __repr__(self) -> str:
+        return f"Charge(requests={self.requests}, tokens={self.tokens})"
+
+
+class Verdict(NamedTuple):
     """A backend's answer: granted (with its commit stamp) or refused (with ``retry_after``)."""
 
     granted: bool
@@ -195,3 +208,23 @@ def decide(
     if retry_at > now:
         return False, wait_until(now, retry_at), tuple(used_all)
     return True, 0.0, tuple(used_all)
+
+
+def usage_query(rules: Limits, placeholder: str) -> tuple[str, int]:
+    """SQL select-list summing each limit's usage at ``now``, for the SQL backends' fast path.
+
+    Each limit contributes ``SUM(CASE WHEN stamp + <window> > <now> THEN <unit> ELSE 0 END)``;
+    parameters are ``(window, now)`` per limit, in order. Returns the SQL and how many limits.
+    """
+    parts = [
+        f"COALESCE(SUM(CASE WHEN stamp + {placeholder} > {placeholder} THEN {rule.unit} ELSE 0 END), 0)"
+        for rule in rules
+    ]
+    return ", ".join(parts), len(parts)
+
+
+def fits_now(rules: Limits, used: Sequence[int], charge: Charge, now: float, paused_until: float | None) -> bool:
+    """True when ``charge`` fits every limit given each limit's usage at ``now``."""
+    if paused_until is not None and paused_until > now:
+        return False
+    return all(u + charge.amount(rule.unit) <= rule.limit for rule, u in zip(rules, used, strict=True))

@@ -46,8 +46,9 @@ class Backend(ABC):
         """Admit nobody on ``key`` for ``seconds`` from now (extends, never shortens, a pause)."""
 
     @abstractmethod
-    def correct(self, key: str, grant_id: str, tokens: int) -> bool:
-        """Replace a recorded grant's token estimate with the real figure.
+    def correct(self, key: str, grant_id: str, tokens: int, rules: Limits) -> bool:
+        """Replace a recorded grant's token estimate with the real figure (``rules``: the limits
+        it was granted under).
 
         Returns False when the grant is no longer stored (it already stopped counting).
         """

@@ -19,10 +19,11 @@ from ratelimit.rules import Charge, Limits, Verdict, wait_until
 class _Log:
     """A sliding-window log with running totals; entries before ``head`` stopped counting."""
 
-    __slots__ = ("stamps", "requests", "tokens", "ids", "head", "offset", "by_id", "paused_until")
+    __slots__ = ("stamps", "expiries", "requests", "tokens", "ids", "head", "offset", "by_id", "paused_until")
 
     def __init__(self) -> None:
         self.stamps: list[float] = []
+        self.expiries: dict[float, list[float]] = {}  # window -> stamp + window, per entry
         self.requests: list[int] = []  # running totals, entry included
         self.tokens: list[int] = []
         self.ids: list[str] = []
@@ -35,6 +36,8 @@ class _Log:
         if self.stamps and stamp < self.stamps[-1]:
             stamp = self.stamps[-1]  # a clock that stepped back must not reorder the log
         self.stamps.append(stamp)
+        for window, expiries in self.expiries.items():
+            expiries.append(stamp + window)
         self.requests.append((self.requests[-1] if self.requests else 0) + requests)
         self.tokens.append((self.tokens[-1] if self.tokens else 0) + tokens)
         self.ids.append(grant_id)
@@ -49,6 +52,7 @@ class _Log:
         if head > 64 and head * 2 > len(stamps):
             base_r, base_t = self.requests[head - 1], self.tokens[head - 1]
             self.stamps = stamps[head:]
+            self.expiries = {window: expiries[head:] for window, expiries in self.expiries.items()}
             self.requests = [r - base_r for r in self.requests[head:]]
             self.tokens = [t - base_t for t in self.tokens[head:]]
             self.ids = self.ids[head:]
@@ -64,7 +68,10 @@ class _Log:
         for rule in rules:
             totals = self.requests if rule.unit == "requests" else self.tokens
             window = rule.window
-            first = bisect.bisect_right(stamps, now, lo=self.head, key=lambda s: s + window)
+            expiries = self.expiries.get(window)
+            if expiries is None:
+                expiries = self.expiries[window] = [stamp + window for stamp in stamps]
+            first = bisect.bisect_right(expiries, now, lo=self.head)
             base = totals[first - 1] if first > 0 else 0
             used = (totals[-1] if totals else 0) - base
             used_all.append(used)
@@ -75,7 +82,7 @@ class _Log:
             excess = used + amount - rule.limit
             if excess > 0:
                 last = bisect.bisect_left(totals, base + excess, lo=first)
-                retry_at = max(retry_at, stamps[last] + window)
+                retry_at = max(retry_at, expiries[last])
         if self.paused_until is not None and self.paused_until > retry_at:
             retry_at = self.paused_until
         if never:
@@ -146,7 +153,7 @@ class MemoryBackend(Backend):
             if log.paused_until is None or until > log.paused_until:
                 log.paused_until = until
 
-    def correct(self, key: str, grant_id: str, tokens: int) -> bool:
+    def correct(self, key: str, grant_id: str, tokens: int, rules: Limits) -> bool:
         with self._lock:
             log = self._logs.get(key)
             return log.correct(grant_id, tokens) if log else False

@@ -17,7 +17,7 @@ import psycopg
 
 from ratelimit.backends.base import Backend, Clock
 from ratelimit.errors import BackendUnavailable
-from ratelimit.rules import Charge, Limits, Verdict, decide
+from ratelimit.rules import Charge, Limits, Verdict, decide, fits_now, usage_query
 
 #: schema changes, applied in order once each; a new change is appended, never edited
 MIGRATIONS: tuple[str, ...] = (
@@ -123,11 +123,20 @@ class PostgresBackend(Backend):
             "DELETE FROM ratelimit_grants WHERE key = %s AND stamp <= %s AND stamp + %s <= %s",
             (key, now - longest + 1.0, longest, now),
         )
+        row = conn.execute("SELECT until FROM ratelimit_pauses WHERE key = %s", (key,)).fetchone()
+        paused_until = row[0] if row else None
+        # fast path: the sums alone say whether it fits; rows are read only to time a refusal
+        select, _ = usage_query(rules, "%s::float8")
+        params = [value for rule in rules for value in (rule.window, now)]
+        used = tuple(
+            int(u) for u in conn.execute(f"SELECT {select} FROM ratelimit_grants WHERE key = %s", (*params, key)).fetchone()
+        )
+        if fits_now(rules, used, charge, now, paused_until):
+            return now, (True, 0.0, used)
         entries = conn.execute(
             "SELECT stamp, requests, tokens FROM ratelimit_grants WHERE key = %s ORDER BY stamp", (key,)
         ).fetchall()
-        row = conn.execute("SELECT until FROM ratelimit_pauses WHERE key = %s", (key,)).fetchone()
-        return now, decide(entries, rules, charge, now, row[0] if row else None)
+        return now, decide(entries, rules, charge, now, paused_until)
 
     def acquire(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
         def body(conn: psycopg.Connection) -> Verdict:
@@ -162,7 +171,7 @@ class PostgresBackend(Backend):
 
         self._run(body)
 
-    def correct(self, key: str, grant_id: str, tokens: int) -> bool:
+    def correct(self, key: str, grant_id: str, tokens: int, rules: Limits) -> bool:
         def body(conn: psycopg.Connection) -> bool:
             cursor = conn.execute(
                 "UPDATE ratelimit_grants SET tokens = %s WHERE key = %s AND grant_id = %s", (tokens, key, grant_id)

@@ -1,10 +1,10 @@
 """Redis backend: processes on many hosts share a limiter through one Redis server.
 
 Each acquisition is one Lua script, which Redis runs atomically: it reads the server's ``TIME``,
-prunes the sorted set, decides exactly as :func:`ratelimit.rules.decide` does, and records the
-grant with that reading as its score. Clients' clocks are never read, and nothing is recorded on
-refusal. Keys carry a hash tag, so a cluster keeps one limiter's keys on one slot, and expire
-once idle, so storage stays bounded.
+prunes one sorted set per window, decides exactly as :func:`ratelimit.rules.decide` does (from
+running sums kept beside the sets), and records the grant with that reading as its score.
+Clients' clocks are never read, and nothing is recorded on refusal. Keys carry a hash tag, so a
+cluster keeps one limiter's keys on one slot, and expire once idle, so storage stays bounded.
 """
 
 from __future__ import annotations
@@ -28,71 +28,102 @@ else
 end
 """
 
-# KEYS: log (zset: score = stamp, member = "grant_id requests tokens"), pause (string: until)
-# ARGV: now or "", "1" to record, grant id, requests, tokens, ttl ms, then (limit, window, unit) triples
+# Storage, all under one hash tag:
+#   grants  hash   grant_id -> "stamp requests tokens"   (every grant still counting somewhere)
+#   w:<W>   zset   score = stamp, member = grant_id      (grants still counting in window W)
+#   sums    hash   "<W>:1" / "<W>:2" -> requests / tokens in window W
+#   pause   string until
+# Every grant enters each window's set once and leaves it once, so a decision costs O(log n)
+# plus the grants that expire; a refusal walks only the oldest grants it must wait for.
+
+# KEYS: grants, sums, pause, then one zset per distinct window (longest first)
+# ARGV: now or "", "1" to record, grant id, requests, tokens, ttl ms,
+#       then the distinct windows (same order as their KEYS), then (limit, window index, unit) triples
 _ACQUIRE = _NOW + """
 local record = ARGV[2] == "1"
 local charge = {tonumber(ARGV[4]), tonumber(ARGV[5])}
+local nwin = tonumber(ARGV[7])
+local windows = {}
+for i = 1, nwin do windows[i] = tonumber(ARGV[7 + i]) end
 local rules = {}
-local longest = 0
-for i = 7, #ARGV, 3 do
-  local rule = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])}
-  rules[#rules + 1] = rule
-  if rule[2] > longest then longest = rule[2] end
+for i = 8 + nwin, #ARGV, 3 do
+  rules[#rules + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])}
 end
-local raw = redis.call("ZRANGE", KEYS[1], 0, -1, "WITHSCORES")
-local entries = {}
-local expired = 0
-for i = 1, #raw, 2 do
-  local stamp = tonumber(raw[i + 1])
-  if stamp + longest <= now then
-    expired = expired + 1
-  else
-    local r, t = string.match(raw[i], "^%S+ (%d+) (%d+)$")
-    entries[#entries + 1] = {stamp, tonumber(r), tonumber(t)}
+local function amounts(id)
+  local data = redis.call("HGET", KEYS[1], id)
+  if not data then return nil end
+  local stamp, r, t = string.match(data, "^(%S+) (%d+) (%d+)$")
+  return tonumber(stamp), tonumber(r), tonumber(t)
+end
+-- drop what stopped counting, shortest window first, so a grant's amounts are still in
+-- the grants hash when the longest window finally lets it go (exact test: stamp + window <= now)
+for w = nwin, 1, -1 do
+  local window, zkey = windows[w], KEYS[3 + w]
+  local cut = now - window + 1
+  while true do
+    local head = redis.call("ZRANGEBYSCORE", zkey, "-inf", string.format("%.17g", cut), "WITHSCORES", "LIMIT", 0, 64)
+    local removed = 0
+    for i = 1, #head, 2 do
+      local stamp = tonumber(head[i + 1])
+      if stamp + window > now then break end
+      local _, r, t = amounts(head[i])
+      redis.call("ZREM", zkey, head[i])
+      if r then
+        redis.call("HINCRBY", KEYS[2], window .. ":1", string.format("%d", -r))
+        redis.call("HINCRBY", KEYS[2], window .. ":2", string.format("%d", -t))
+      end
+      if w == 1 then redis.call("HDEL", KEYS[1], head[i]) end
+      removed = removed + 1
+    end
+    if removed < 64 then break end
   end
 end
-if expired > 0 then redis.call("ZREMRANGEBYRANK", KEYS[1], 0, expired - 1) end
 local retry_at = now
 local never = false
 local result = {0, "", ""}
 for _, rule in ipairs(rules) do
-  local limit, window, unit = rule[1], rule[2], rule[3]
-  local used = 0
-  local live = {}
-  for _, e in ipairs(entries) do
-    if e[1] + window > now then
-      used = used + e[1 + unit]
-      live[#live + 1] = e
-    end
-  end
+  local limit, w, unit = rule[1], rule[2], rule[3]
+  local window = windows[w]
+  local used = tonumber(redis.call("HGET", KEYS[2], window .. ":" .. unit) or "0")
   result[#result + 1] = used
   local amount = charge[unit]
   if amount > limit then
     never = true
-  else
-    local excess = used + amount - limit
-    if excess > 0 then
-      local freed = 0
-      for _, e in ipairs(live) do
-        freed = freed + e[1 + unit]
+  elseif used + amount > limit then
+    local excess, freed, offset = used + amount - limit, 0, 0
+    while freed < excess do
+      local batch = redis.call("ZRANGE", KEYS[3 + w], offset, offset + 15, "WITHSCORES")
+      if #batch == 0 then break end
+      for i = 1, #batch, 2 do
+        local _, r, t = amounts(batch[i])
+        freed = freed + ((unit == 1) and (r or 0) or (t or 0))
         if freed >= excess then
-          if e[1] + window > retry_at then retry_at = e[1] + window end
+          local expiry = tonumber(batch[i + 1]) + window
+          if expiry > retry_at then retry_at = expiry end
           break
         end
       end
+      offset = offset + 16
     end
   end
 end
-local paused = redis.call("GET", KEYS[2])
+local paused = redis.call("GET", KEYS[3])
 if paused then
   paused = tonumber(paused)
   if paused > retry_at then retry_at = paused end
 end
 local granted = (not never) and retry_at <= now
 if granted and record then
-  redis.call("ZADD", KEYS[1], string.format("%.17g", now), ARGV[3] .. " " .. ARGV[4] .. " " .. ARGV[5])
+  local stamp = string.format("%.17g", now)
+  redis.call("HSET", KEYS[1], ARGV[3], stamp .. " " .. ARGV[4] .. " " .. ARGV[5])
+  for w = 1, nwin do
+    redis.call("ZADD", KEYS[3 + w], stamp, ARGV[3])
+    redis.call("HINCRBY", KEYS[2], windows[w] .. ":1", ARGV[4])
+    redis.call("HINCRBY", KEYS[2], windows[w] .. ":2", ARGV[5])
+    redis.call("PEXPIRE", KEYS[3 + w], ARGV[6])
+  end
   redis.call("PEXPIRE", KEYS[1], ARGV[6])
+  redis.call("PEXPIRE", KEYS[2], ARGV[6])
 end
 result[1] = granted and 1 or 0
 result[2] = string.format("%.17g", now)
@@ -110,18 +141,19 @@ end
 return string.format("%.17g", till)
 """
 
-# KEYS: log; ARGV: grant id, tokens
+# KEYS: grants, sums, then one zset per window; ARGV: grant id, tokens, then the windows
 _CORRECT = """
-local raw = redis.call("ZRANGE", KEYS[1], 0, -1, "WITHSCORES")
-for i = 1, #raw, 2 do
-  local id, r = string.match(raw[i], "^(%S+) (%d+) %d+$")
-  if id == ARGV[1] then
-    redis.call("ZREM", KEYS[1], raw[i])
-    redis.call("ZADD", KEYS[1], raw[i + 1], id .. " " .. r .. " " .. ARGV[2])
-    return 1
+local data = redis.call("HGET", KEYS[1], ARGV[1])
+if not data then return 0 end
+local stamp, r, t = string.match(data, "^(%S+) (%d+) (%d+)$")
+local delta = tonumber(ARGV[2]) - tonumber(t)
+redis.call("HSET", KEYS[1], ARGV[1], stamp .. " " .. r .. " " .. ARGV[2])
+for i = 3, #ARGV do
+  if redis.call("ZSCORE", KEYS[i], ARGV[1]) then
+    redis.call("HINCRBY", KEYS[2], tonumber(ARGV[i]) .. ":2", string.format("%d", delta))
   end
 end
-return 0
+return 1
 """
 
 _UNIT = {"requests": 1, "tokens": 2}
@@ -157,7 +189,15 @@ class RedisBackend(Backend):
         self._correct = self._client.register_script(_CORRECT)
 
     def _keys(self, key: str) -> list[str]:
-        return [f"{self.prefix}:{{{key}}}:log", f"{self.prefix}:{{{key}}}:pause"]
+        base = f"{self.prefix}:{{{key}}}"
+        return [f"{base}:grants", f"{base}:sums", f"{base}:pause"]
+
+    @staticmethod
+    def _windows(rules: Limits) -> list[float]:
+        return sorted({rule.window for rule in rules}, reverse=True)
+
+    def _window_key(self, key: str, window: float) -> str:
+        return f"{self.prefix}:{{{key}}}:w:{window!r}"
 
     def _now_arg(self, clock: Clock | None) -> str:
         return "" if self._clock is None else repr(float(self._clock()))
@@ -174,10 +214,14 @@ class RedisBackend(Backend):
     def _decide(self, key: str, rules: Limits, charge: Charge, clock: Clock | None, record: bool) -> Verdict:
         grant_id = uuid.uuid4().hex if record else "-"
         ttl_ms = math.ceil(rules.longest_window * 1000) + 1000
+        windows = self._windows(rules)
+        keys = self._keys(key) + [self._window_key(key, w) for w in windows]
+        # Lua reads numbers through tonumber(); repr() keeps every bit of a float
         args: list[object] = [self._now_arg(clock), "1" if record else "0", grant_id, charge.requests, charge.tokens, ttl_ms]
+        args += [len(windows)] + [repr(w) for w in windows]
         for rule in rules:
-            args += [rule.limit, repr(rule.window), _UNIT[rule.unit]]
-        reply = self._call(self._acquire, self._keys(key), args)
+            args += [rule.limit, windows.index(rule.window) + 1, _UNIT[rule.unit]]
+        reply = self._call(self._acquire, keys, args)
         granted, now, retry_at = bool(reply[0]), float(reply[1]), float(reply[2])
         used = tuple(int(u) for u in reply[3:])
         if granted:
@@ -192,16 +236,22 @@ class RedisBackend(Backend):
 
     def pause(self, key: str, seconds: float, clock: Clock | None) -> None:
         ttl_ms = math.ceil(seconds * 1000) + 1000
-        self._call(self._pause, self._keys(key)[1:], [self._now_arg(clock), repr(float(seconds)), ttl_ms])
+        self._call(self._pause, self._keys(key)[2:], [self._now_arg(clock), repr(float(seconds)), ttl_ms])
 
-    def correct(self, key: str, grant_id: str, tokens: int) -> bool:
-        return bool(self._call(self._correct, self._keys(key)[:1], [grant_id, tokens]))
+    def correct(self, key: str, grant_id: str, tokens: int, rules: Limits) -> bool:
+        windows = self._windows(rules)
+        keys = self._keys(key)[:2] + [self._window_key(key, w) for w in windows]
+        return bool(self._call(self._correct, keys, [grant_id, tokens] + [repr(w) for w in windows]))
 
     def clear(self, key: str) -> None:
-        self._call(lambda keys, args: self._client.delete(*keys), self._keys(key), [])
+        def delete(keys: list[str], args: list[object]) -> None:
+            windows = list(self._client.scan_iter(match=self._window_key(key, 0.0)[: -len("0.0")] + "*"))
+            self._client.delete(*keys, *windows)
+
+        self._call(delete, self._keys(key), [])
 
     def stored_entries(self, key: str) -> int:
-        return int(self._call(lambda keys, args: self._client.zcard(keys[0]), self._keys(key), []))
+        return int(self._call(lambda keys, args: self._client.hlen(keys[0]), self._keys(key), []))
 
     def close(self) -> None:
         self._client.close()

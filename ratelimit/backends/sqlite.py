@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ratelimit.backends.base import Backend, Clock
 from ratelimit.errors import BackendUnavailable
-from ratelimit.rules import Charge, Limits, Verdict, decide
+from ratelimit.rules import Charge, Limits, Verdict, decide, fits_now, usage_query
 
 #: schema changes, applied in order once each; a new change is appended, never edited
 MIGRATIONS: tuple[str, ...] = (
@@ -142,15 +142,23 @@ class SQLiteBackend(Backend):
     # -- the log ------------------------------------------------------------------------------
 
     def _decide(self, conn, key, rules, charge, now):  # type: ignore[no-untyped-def]
+        longest = rules.longest_window
         conn.execute(
             "DELETE FROM ratelimit_grants WHERE key = ? AND stamp <= ? AND stamp + ? <= ?",
-            (key, now - rules.longest_window + 1.0, rules.longest_window, now),
+            (key, now - longest + 1.0, longest, now),
         )
+        row = conn.execute("SELECT until FROM ratelimit_pauses WHERE key = ?", (key,)).fetchone()
+        paused_until = row[0] if row else None
+        # fast path: the sums alone say whether it fits; rows are read only to time a refusal
+        select, _ = usage_query(rules, "?")
+        params = [value for rule in rules for value in (rule.window, now)]
+        used = tuple(conn.execute(f"SELECT {select} FROM ratelimit_grants WHERE key = ?", (*params, key)).fetchone())
+        if fits_now(rules, used, charge, now, paused_until):
+            return True, 0.0, used
         entries = conn.execute(
             "SELECT stamp, requests, tokens FROM ratelimit_grants WHERE key = ? ORDER BY stamp", (key,)
         ).fetchall()
-        row = conn.execute("SELECT until FROM ratelimit_pauses WHERE key = ?", (key,)).fetchone()
-        return decide(entries, rules, charge, now, row[0] if row else None)
+        return decide(entries, rules, charge, now, paused_until)
 
     def acquire(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
         def body(conn: sqlite3.Connection) -> Verdict:
@@ -186,7 +194,7 @@ class SQLiteBackend(Backend):
 
         self._transaction(body)
 
-    def correct(self, key: str, grant_id: str, tokens: int) -> bool:
+    def correct(self, key: str, grant_id: str, tokens: int, rules: Limits) -> bool:
         def body(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
                 "UPDATE ratelimit_grants SET tokens = ? WHERE key = ? AND grant_id = ?", (tokens, key, grant_id)
