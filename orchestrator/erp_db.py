@@ -460,6 +460,26 @@ LOOKUP_ROWS: dict[str, list[tuple[object, ...]]] = {
 }
 
 STATUSES = ("draft", "open", "approved", "in_progress", "closed", "cancelled")
+#: Values for coded columns, so distinct-value samples read like a real system's.
+VOCABULARY: dict[str, tuple[str, ...]] = {
+    "gender": ("female", "male", "undisclosed"),
+    "employment_type": ("full_time", "part_time", "contractor", "intern"),
+    "customer_segment": ("Enterprise", "Mid-market", "Small Business", "Public Sector"),
+    "priority": ("low", "medium", "high", "urgent"),
+    "severity": ("minor", "major", "critical"),
+    "move_type": ("receipt", "issue", "transfer", "adjustment", "return"),
+    "item_type": ("finished_good", "raw_material", "service", "spare_part"),
+    "address_type": ("billing", "shipping", "head_office"),
+    "journal_type": ("sales", "purchases", "cash", "general"),
+    "contract_type": ("permanent", "fixed_term", "temporary"),
+    "frequency": ("weekly", "monthly", "quarterly", "yearly"),
+    "pay_frequency": ("weekly", "biweekly", "monthly"),
+    "tier": ("bronze", "silver", "gold", "platinum"),
+    "result": ("passed", "failed", "conditional"),
+    "decision": ("approved", "rejected", "escalated"),
+    "stage": ("screening", "interview", "offer", "hired", "rejected"),
+    "channel": ("email", "web", "phone", "partner"),
+}
 ORGANISATIONS = ("Northwind Traders", "Contoso Ltd", "Fabrikam Inc", "Adatum Corp", "Litware Inc", "Tailspin Toys",
                  "Wingtip Supply", "Proseware GmbH", "Lucerne Publishing", "Woodgrove Bank", "Alpine Ski House",
                  "Coho Winery")
@@ -645,6 +665,8 @@ def _value(table: ErpTable, col: ErpColumn, row_id: int, counts: dict[str, int],
         if type_.startswith("NUMERIC(12"):
             return float(rng.randint(1, 120))
         return round(rng.uniform(10, 25_000), 2)
+    if name in VOCABULARY:
+        return rng.choice(VOCABULARY[name])
     if name in ("status", "response_status") or name.endswith("_status"):
         return rng.choice(STATUSES)
     if name == "first_name" or name.endswith("contact_name"):
