@@ -31,6 +31,10 @@ class SafetyPolicy(BaseModel):
         default=None, description="When set, only these columns may be referenced."
     )
     denied_columns: tuple[str, ...] = Field(default=(), description="Sensitive columns that may never be referenced.")
+    allow_system_tables: bool = Field(
+        default=False,
+        description="Allow catalog tables (pg_catalog, information_schema, mysql.*, sqlite_master, ...).",
+    )
     extra_functions: tuple[str, ...] = Field(
         default=(), description="Function names (lower case, no schema) allowed on top of the dialect's allowlist."
     )

@@ -30,6 +30,7 @@ __all__ = [
     "check_root",
     "check_select_into",
     "check_statements_in_tree",
+    "check_system_tables",
     "enforce_limit",
     "handle_star",
 ]
@@ -49,17 +50,17 @@ class RuleContext:
     _root: exp.Expression | None = None
 
     def report(self, code: str, message: str, node: exp.Expression | None = None, severity: Severity = "error") -> None:
+        # model_construct: the fields are built right here, so pydantic's validation is skipped (hot path).
         self.findings.append(
-            SafetyFinding(code=code, message=message, severity=severity, node=type(node).__name__ if node else None)
+            SafetyFinding.model_construct(
+                code=code, message=message, severity=severity, node=type(node).__name__ if node else None
+            )
         )
 
     def index(self, root: exp.Expression) -> dict[type, list[exp.Expression]]:
         """Every node of ``root`` grouped by class: the tree is walked once, until ``invalidate``."""
         if self._index is None or self._root is not root:
-            index: dict[type, list[exp.Expression]] = {}
-            for node in root.walk():
-                index.setdefault(type(node), []).append(node)
-            self._index = index
+            self._index = _index_tree(root)
             self._root = root
         return self._index
 
@@ -80,6 +81,27 @@ class RuleContext:
 
 
 Rule = Callable[[exp.Expression, RuleContext], exp.Expression]
+
+
+def _index_tree(root: exp.Expression) -> dict[type, list[exp.Expression]]:
+    """Group every node by class in one pass over ``args`` (cheaper than ``Expression.walk``)."""
+    index: dict[type, list[exp.Expression]] = {}
+    stack = [root]
+    expression = exp.Expression
+    while stack:
+        node = stack.pop()
+        cls = type(node)
+        bucket = index.get(cls)
+        if bucket is None:
+            index[cls] = [node]
+        else:
+            bucket.append(node)
+        for value in node.args.values():
+            if type(value) is list:
+                stack.extend(v for v in value if isinstance(v, expression))
+            elif isinstance(value, expression):
+                stack.append(value)
+    return index
 
 
 def label(node: exp.Expression) -> str:
@@ -262,6 +284,31 @@ def check_file_tables(expression: exp.Expression, ctx: RuleContext) -> exp.Expre
     return expression
 
 
+_SYSTEM_SCHEMAS = frozenset(
+    {"pg_catalog", "information_schema", "mysql", "performance_schema", "sys", "pg_toast", "sqlite_temp"}
+)
+_SYSTEM_PREFIXES = ("pg_", "sqlite_", "duckdb_")
+
+
+def check_system_tables(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Catalog tables hold password hashes, settings and other users' objects; refused by default."""
+    if ctx.policy.allow_system_tables:
+        return expression
+    for node in ctx.of(expression, exp.Table):
+        if not isinstance(node.this, exp.Identifier):
+            continue
+        schema = node.db.lower()
+        name = node.name.lower()
+        if schema in _SYSTEM_SCHEMAS or (not schema and name.startswith(_SYSTEM_PREFIXES)):
+            shown = f"{node.db}.{node.name}" if node.db else node.name
+            ctx.report(
+                "system_table",
+                f"The catalog table {shown} {where(node)} may not be read; query the application's own tables.",
+                node,
+            )
+    return expression
+
+
 # --- SELECT * ----------------------------------------------------------------------------
 
 
@@ -351,6 +398,7 @@ RULES: tuple[Rule, ...] = (
     check_hints,
     check_functions,
     check_file_tables,
+    check_system_tables,
     handle_star,
     check_access,
     enforce_limit,

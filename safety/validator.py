@@ -73,7 +73,7 @@ class SqlValidator:
         except Exception as error:  # a rule or the generator failed: refuse, never run the raw text
             ctx.report("validation_failed", f"The statement could not be checked ({type(error).__name__}: {error}).")
             rendered = None
-        return ValidationResult(dialect=self.dialect, original=sql, sql=rendered, findings=ctx.findings)
+        return ValidationResult.model_construct(dialect=self.dialect, original=sql, sql=rendered, findings=ctx.findings)
 
     def _parse(self, sql: str) -> exp.Expression | SafetyFinding:
         try:

@@ -255,3 +255,19 @@ def test_raw_text_is_never_returned():
     result = validate("select   name\nfrom users -- note")
     assert result.sql == "SELECT name FROM users LIMIT 1000"
     assert result.original == "select   name\nfrom users -- note"
+
+
+@pytest.mark.parametrize(
+    ("dialect", "sql"),
+    [
+        ("postgres", "SELECT passwd FROM pg_shadow"),
+        ("postgres", "SELECT rolpassword FROM pg_catalog.pg_authid"),
+        ("postgres", "SELECT table_name FROM information_schema.tables"),
+        ("mysql", "SELECT authentication_string FROM mysql.user"),
+        ("sqlite", "SELECT sql FROM sqlite_master"),
+        ("duckdb", "SELECT name FROM duckdb_settings"),
+    ],
+)
+def test_catalog_tables_are_refused_by_default(dialect, sql):
+    assert validate(sql, dialect).refusal.code == "system_table"
+    assert validate(sql, dialect, allow_system_tables=True).ok

@@ -1,0 +1,14 @@
+"""The examples in the safety package's docstrings run as doctests."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["safety.dialects", "safety.errors", "safety.functions", "safety.readonly", "safety.validator"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
