@@ -74,6 +74,8 @@ class ExecutionLedger:
             raise AlreadyExecuted(call_id, f"already {state} (by {existing.actor if existing else '?'}); not run again")
         try:
             yield sql
+        except GeneratorExit:
+            raise  # abandoned without an outcome: left started, so recover() marks it in doubt
         except BaseException as exc:
             self._settle(claim, "failed", f"{type(exc).__name__}: {exc}")
             raise

@@ -92,3 +92,16 @@ class Backend:
     def close(self) -> None:
         for store in self.opened:
             store.close()
+
+
+class ManualClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: datetime = datetime(2026, 1, 1, tzinfo=UTC)) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
