@@ -31,7 +31,15 @@ from dataclasses import dataclass
 
 from agents.schema_explorer import TableInfo
 
-__all__ = ["CatalogueIndex", "DEFAULT_MAX_TABLES", "compact_catalogue", "index_for", "rank_tables", "stem", "words"]
+__all__ = [
+    "CatalogueIndex",
+    "DEFAULT_MAX_TABLES",
+    "compact_catalogue",
+    "index_for",
+    "rank_tables",
+    "stem",
+    "words",
+]
 
 #: Tables shown with their columns in a big schema's catalogue. Measured on the 300-table ERP
 #: schema (benchmarks/prompt_size.py): every gold table of its questions ranks within the top 14,
@@ -42,9 +50,9 @@ DEFAULT_MAX_TABLES = 14
 ABBREVIATIONS: dict[str, tuple[str, ...]] = {
     "addr": ("address",),
     "amt": ("amount",),
-    "bom": ("bill", "material"),
     "ap": ("payable",),
     "ar": ("receivable",),
+    "bom": ("bill", "material"),
     "cm": ("cash", "bank"),
     "cust": ("customer",),
     "dept": ("department",),
@@ -160,10 +168,15 @@ def _question_terms(question: str) -> dict[str, float]:
     return terms
 
 
-_SYNONYM_STEMS: dict[str, tuple[str, ...]] = {}
-for _table in (ABBREVIATIONS, SYNONYMS):
-    for _word, _others in _table.items():
-        _SYNONYM_STEMS[stem(_word)] = _SYNONYM_STEMS.get(stem(_word), ()) + tuple(stem(o) for o in _others)
+def _synonym_stems() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for table in (ABBREVIATIONS, SYNONYMS):
+        for word, others in table.items():
+            out[stem(word)] = out.get(stem(word), ()) + tuple(stem(o) for o in others)
+    return out
+
+
+_SYNONYM_STEMS = _synonym_stems()
 
 
 @dataclass(frozen=True)

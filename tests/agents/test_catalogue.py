@@ -1,3 +1,4 @@
+import doctest
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,7 @@ def test_index_is_built_once_per_schema_mapping(tmp_path: Path) -> None:
 
 def test_public_names() -> None:
     assert agents.catalogue.__all__ == sorted(agents.catalogue.__all__)
+
+
+def test_docstring_examples_run() -> None:
+    assert doctest.testmod(agents.catalogue).failed == 0

@@ -1,3 +1,4 @@
+import doctest
 import hashlib
 import sqlite3
 from pathlib import Path
@@ -6,6 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from agents.schema_explorer import SchemaExplorer, clear_schema_cache
+import orchestrator.erp_db
 from orchestrator.erp_db import ERP_MODULES, ERP_QUESTIONS, build_erp_database, erp_tables
 
 
@@ -89,3 +91,7 @@ def test_questions_name_real_tables() -> None:
     assert len({q for q, _ in ERP_QUESTIONS}) == len(ERP_QUESTIONS)
     for question, gold in ERP_QUESTIONS:
         assert gold and gold <= names, question
+
+
+def test_docstring_examples_run() -> None:
+    assert doctest.testmod(orchestrator.erp_db).failed == 0
