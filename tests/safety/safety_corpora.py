@@ -87,3 +87,56 @@ def load_spider_sqlite(db_id: str, target: Path) -> Path | None:
     conn.commit()
     conn.close()
     return target
+
+
+def _spider_tables(db_id: str) -> list[tuple[str, list[tuple[str, str]], list[list[str | None]]]]:
+    """(table, [(column, kind)], rows) of one Spider database; kind is 'int', 'real' or 'text'."""
+    folder = CORPORA / "spider_dev_databases" / "databases" / db_id
+    if not (folder / "schema.sql").exists():
+        return []
+    out = []
+    for statement in sqlglot.parse((folder / "schema.sql").read_text(), read="mysql"):
+        if not isinstance(statement, exp.Create):
+            continue
+        table = statement.find(exp.Table).name
+        columns = []
+        for c in statement.find_all(exp.ColumnDef):
+            kind = c.args.get("kind")
+            if kind is not None and kind.is_type(*exp.DataType.INTEGER_TYPES):
+                columns.append((c.name, "int"))
+            elif kind is not None and kind.is_type(*exp.DataType.REAL_TYPES):
+                columns.append((c.name, "real"))
+            else:
+                columns.append((c.name, "text"))
+        rows: list[list[str | None]] = []
+        data = folder / "data" / f"{table}.csv"
+        if data.exists():
+            with data.open(newline="", encoding="utf-8", errors="replace") as handle:
+                found = list(csv.reader(handle))
+            rows = [[None if v == "" else v for v in r] for r in found[1:] if len(r) == len(columns)]
+        out.append((table, columns, rows))
+    return out
+
+
+def load_spider_postgres(conn, db_id: str, schema: str) -> bool:
+    """Create ``schema`` holding one Spider database (lower-case, unquoted names); False if absent."""
+    tables = _spider_tables(db_id)
+    if not tables:
+        return False
+    types = {"int": "BIGINT", "real": "DOUBLE PRECISION", "text": "TEXT"}
+    cursor = conn.cursor()
+    cursor.execute(f"CREATE SCHEMA {schema}")
+    for table, columns, rows in tables:
+        for attempt in ("typed", "text"):
+            defs = ", ".join(f"{c.lower()} {types[k] if attempt == 'typed' else 'TEXT'}" for c, k in columns)
+            cursor.execute(f"SAVEPOINT load_{attempt}")
+            try:
+                cursor.execute(f"CREATE TABLE {schema}.{table.lower()} ({defs})")
+                with cursor.copy(f"COPY {schema}.{table.lower()} FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row(row)
+                cursor.execute(f"RELEASE SAVEPOINT load_{attempt}")
+                break
+            except Exception:  # a value that does not fit the declared type: keep it as text
+                cursor.execute(f"ROLLBACK TO SAVEPOINT load_{attempt}")
+    return True

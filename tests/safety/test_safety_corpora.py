@@ -107,3 +107,75 @@ def test_spider_rewritten_queries_return_the_same_rows(tmp_path):
     if not engines or all(e is None for e in engines.values()):
         pytest.skip("Spider databases (spider_dev_databases) are absent")
     assert compared > 900, compared
+
+
+def test_spider_rewritten_queries_return_the_same_rows_on_postgres():
+    """The same check on PostgreSQL: Spider gold transpiled from SQLite, validated in the postgres dialect."""
+    import os
+    import uuid
+
+    import sqlglot
+
+    from safety_backends import POSTGRES_ENV
+    from safety_corpora import load_spider_postgres
+
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.skip(f"{POSTGRES_ENV} is not set")
+    cap = 20
+    schemas = spider_schemas()
+    prefix = f"sg_spider_{uuid.uuid4().hex[:6]}"
+    admin = sa.create_engine(url)
+    loaded: dict[str, sa.Engine | None] = {}
+    compared = 0
+    try:
+        for entry in spider_dev():
+            db_id = entry["db_id"]
+            if db_id not in loaded:
+                schema = f"{prefix}_{db_id.lower()}"
+                raw = admin.raw_connection()
+                try:
+                    present = load_spider_postgres(raw.driver_connection, db_id, schema)
+                    raw.commit()
+                finally:
+                    raw.close()
+                loaded[db_id] = (
+                    open_readonly_engine(
+                        url, connect_args={"options": f"-c search_path={schema}"}, poolclass=sa.pool.QueuePool
+                    )
+                    if present
+                    else None
+                )
+            engine = loaded[db_id]
+            if engine is None:
+                continue
+            try:
+                original_sql = sqlglot.transpile(entry["query"], read="sqlite", write="postgres")[0]
+            except sqlglot.errors.SqlglotError:
+                continue
+            result = SqlValidator(
+                "postgres", SafetyPolicy(star="expand", max_limit=cap), schema={t.lower(): [c.lower() for c in cs] for t, cs in schemas[db_id].items()}
+            ).validate(original_sql)
+            assert result.ok, (original_sql, result.refusal)
+            with engine.connect() as conn:
+                try:
+                    original = [tuple(r) for r in conn.exec_driver_sql(original_sql.replace("%", "%%")).fetchall()]
+                except sa.exc.DBAPIError:
+                    continue  # SQLite-only semantics (loose GROUP BY, text vs number): nothing to compare
+            with engine.connect() as conn:
+                rewritten = [tuple(r) for r in conn.exec_driver_sql(result.sql.replace("%", "%%")).fetchall()]
+            assert len(rewritten) == min(len(original), cap), original_sql
+            assert not Counter(rewritten) - Counter(original), (original_sql, result.sql)
+            compared += 1
+    finally:
+        for engine in loaded.values():
+            if engine is not None:
+                engine.dispose()
+        with admin.begin() as conn:
+            for db_id, engine in loaded.items():
+                conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {prefix}_{db_id.lower()} CASCADE")
+        admin.dispose()
+    if not loaded:
+        pytest.skip("Spider databases (spider_dev_databases) are absent")
+    print(f"compared {compared} Spider queries on PostgreSQL")
+    assert compared > 500, compared
