@@ -53,6 +53,12 @@ class ReadOnlySettings(BaseModel):
     max_value_bytes: int = Field(
         default=16 * 1024 * 1024, ge=1024, description="SQLite: longest string or blob a query may build."
     )
+    postgres_role: str | None = Field(
+        default=None,
+        description="PostgreSQL: a SELECT-only role taken with SET LOCAL ROLE in every transaction, for "
+        "deployments whose URL user has more rights than reading.",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+    )
     sqlite_progress_steps: int = Field(
         default=1000, ge=1, description="SQLite: virtual-machine steps between deadline checks."
     )
@@ -182,6 +188,8 @@ def _postgres_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], f
         if raw.info.transaction_status == _PG_IDLE:
             raw.execute("SET TRANSACTION READ ONLY")
             raw.execute(f"SET LOCAL statement_timeout = {timeout_ms}")
+            if settings.postgres_role:
+                raw.execute(f'SET LOCAL ROLE "{settings.postgres_role}"')
 
     return engine
 

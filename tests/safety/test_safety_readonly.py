@@ -122,3 +122,27 @@ def test_unknown_database_is_refused():
 )
 def test_sqlite_authorizer(action, arg1, arg2, allowed):
     assert (sqlite_authorizer(action, arg1, arg2, "main", None) == sqlite3.SQLITE_OK) is allowed
+
+
+def test_postgres_role_setting_drops_superuser_rights(backends):
+    import os
+
+    from safety_backends import POSTGRES_ENV, READER
+
+    backend = backends("postgres")
+    engine = open_readonly_engine(
+        os.environ[POSTGRES_ENV], ReadOnlySettings(statement_timeout_s=2.0, postgres_role=READER)
+    )
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT current_user").scalar() == READER
+        assert conn.exec_driver_sql(f"SELECT COUNT(*) FROM {backend.table}").scalar() == 3
+        with pytest.raises(sa.exc.DBAPIError, match="permission denied"):
+            conn.exec_driver_sql("SELECT pg_read_file('/etc/passwd')")
+    engine.dispose()
+
+
+def test_role_name_is_an_identifier():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        ReadOnlySettings(postgres_role='x"; DROP TABLE t; --')
