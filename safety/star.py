@@ -69,7 +69,6 @@ def expand_stars(
 ) -> tuple[exp.Expression, list[exp.Select]]:
     """Replace each star of ``selects`` with explicit columns; return the selects left unresolved."""
     wanted = {id(s) for s in selects}
-    unresolved: list[exp.Select] = []
     for scope in traverse_scope(expression):  # innermost scopes first
         select = scope.expression
         if id(select) not in wanted:
@@ -81,11 +80,7 @@ def expand_stars(
                 select,
                 "rewrite",
             )
-        else:
-            unresolved.append(select)
-    found = {id(s) for s in unresolved}
-    unresolved += [s for s in selects if id(s) not in found and any(p.is_star for p in s.expressions)]
-    return expression, list({id(s): s for s in unresolved}.values())
+    return expression, [s for s in selects if any(p.is_star for p in s.expressions)]
 
 
 def star_message(select: exp.Select, star: exp.Expression, ctx: RuleContext, where: str) -> str:
