@@ -26,6 +26,7 @@ from ratelimit.backends.base import Backend, Clock
 from ratelimit.backends.memory import MemoryBackend
 from ratelimit.errors import LimiterConfigError, RateLimitExceeded
 from ratelimit.feedback import retry_after_from_headers
+from ratelimit.line import WaitingLine
 from ratelimit.rules import Charge, Limit, Limits, Verdict, as_limits, check_charge_fits
 
 Mode = Literal["fail_fast", "wait"]
@@ -67,9 +68,15 @@ class SlidingWindowLimiter:
         sleep, asleep: how to wait (defaults ``time.sleep`` / ``asyncio.sleep``). When only
             ``sleep`` is given, the async API calls it too and then yields to the loop once,
             which suits virtual clocks such as :class:`ManualClock`.
-        mode: ``"fail_fast"`` raises :class:`RateLimitExceeded` at once; ``"wait"`` sleeps until
-            admitted, re-checking on waking, and raises only when admission would take longer
-            than ``max_wait`` seconds in total.
+        mode: ``"fail_fast"`` raises :class:`RateLimitExceeded` at once and never sleeps;
+            ``"wait"`` sleeps until admitted, re-checking on waking, and raises only when
+            admission would take longer than ``max_wait`` seconds in total.
+
+    Fairness in wait mode: the threads and tasks waiting on one limiter object form a line and
+    are admitted in arrival order; only the front of the line waits for a slot, re-checking
+    exactly when the slot it needs frees. Fail-fast callers do not queue. Across processes
+    sharing a backend there is no common line: whoever re-checks first after a slot frees is
+    admitted, and each waiter still gives up after ``max_wait``.
         margin: the safety margin, in seconds, added to every window. Grants are exact on their
             commit stamps; a caller sees its grant a little later (a round trip, scheduling) and
             its request leaves later still. If every request leaves within ``margin`` of its
@@ -108,6 +115,7 @@ class SlidingWindowLimiter:
         self.backend = backend if backend is not None else MemoryBackend()
         self.mode: Mode = mode
         self.max_wait = float(max_wait)
+        self._line = WaitingLine()
         self._unit_charge = Charge(1, 0)
         check_charge_fits(self.limits, self._unit_charge)
         self._clock = clock
@@ -143,18 +151,26 @@ class SlidingWindowLimiter:
         :class:`CostExceedsLimit` (can never fit) or :class:`BackendUnavailable` (fail closed).
         """
         charge = self._charge(cost, tokens)
-        verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
-        if verdict.granted:
-            return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0)
-        started = self._timer()
-        slept = 0.0
-        while True:
-            self._refuse_unless_waiting(verdict, max(slept, self._timer() - started))
-            self._sleep(verdict.retry_after)
-            slept += verdict.retry_after
+        if self.mode == "fail_fast":
             verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
             if verdict.granted:
-                return self._grant(verdict, charge, max(slept, self._timer() - started))
+                return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0)
+            raise RateLimitExceeded(verdict.retry_after, self.limit, self.window)
+        started = self._timer()
+        if not self._line.join(timeout=self.max_wait):
+            raise self._still_queued()
+        try:
+            slept = 0.0
+            while True:
+                verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
+                waited = max(slept, self._timer() - started)
+                if verdict.granted:
+                    return self._grant(verdict, charge, waited)
+                self._refuse_unless_waiting(verdict, waited)
+                self._sleep(verdict.retry_after)
+                slept += verdict.retry_after
+        finally:
+            self._line.leave()
 
     def try_acquire(self, cost: int = 1, *, tokens: int = 0) -> Grant | None:
         """Fail-fast without an exception: the grant, or None when refused now. Never sleeps."""
@@ -170,16 +186,31 @@ class SlidingWindowLimiter:
         A task cancelled while waiting leaves no stamp: grants are recorded only at admission.
         """
         charge = self._charge(cost, tokens)
-        started = self._timer()
-        slept = 0.0
-        while True:
+        if self.mode == "fail_fast":
             verdict = await self._run(self.backend.acquire, self.key, self._enforced, charge, self._clock)
             if verdict.granted:
-                return self._grant(verdict, charge, max(slept, self._timer() - started))
-            waited = max(slept, self._timer() - started)
-            self._refuse_unless_waiting(verdict, waited)
-            await self._asleep(verdict.retry_after)
-            slept += verdict.retry_after
+                return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0)
+            raise RateLimitExceeded(verdict.retry_after, self.limit, self.window)
+        started = self._timer()
+        if not await self._line.ajoin(timeout=self.max_wait):
+            raise self._still_queued()
+        try:
+            slept = 0.0
+            while True:
+                verdict = await self._run(self.backend.acquire, self.key, self._enforced, charge, self._clock)
+                waited = max(slept, self._timer() - started)
+                if verdict.granted:
+                    return self._grant(verdict, charge, waited)
+                self._refuse_unless_waiting(verdict, waited)
+                await self._asleep(verdict.retry_after)
+                slept += verdict.retry_after
+        finally:
+            self._line.leave()
+
+    def _still_queued(self) -> RateLimitExceeded:
+        return RateLimitExceeded(
+            self.max_wait, self.limit, self.window, reason=f"still queued behind earlier waiters after max_wait={self.max_wait:g} s"
+        )
 
     def _charge(self, cost: int, tokens: int) -> Charge:
         if cost == 1 and tokens == 0 and type(cost) is int and type(tokens) is int:

@@ -4,7 +4,7 @@ import ratelimit
 def test_all_is_sorted_and_complete():
     assert ratelimit.__all__ == sorted(ratelimit.__all__)
     public = {name for name in dir(ratelimit) if not name.startswith("_")}
-    exported_modules = {"backends", "clock", "errors", "feedback", "limiter", "rules"}
+    exported_modules = {"backends", "clock", "errors", "feedback", "limiter", "line", "rules"}
     assert public - exported_modules == set(ratelimit.__all__)
 
 
