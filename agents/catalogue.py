@@ -26,14 +26,16 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 
 from agents.schema_explorer import TableInfo
 
 __all__ = [
     "CatalogueIndex",
     "DEFAULT_MAX_TABLES",
+    "batch_catalogue",
     "compact_catalogue",
     "index_for",
     "rank_tables",
@@ -293,7 +295,33 @@ def compact_catalogue(
     """
     if len(tables) <= always_include_all_below:
         return _lines(tables.values())
-    shown = (index or index_for(tables)).rank(question, max_tables)
+    return _pruned(tables, (index or index_for(tables)).rank(question, max_tables))
+
+
+def batch_catalogue(
+    questions: Sequence[str],
+    tables: Mapping[str, TableInfo],
+    *,
+    max_tables: int = DEFAULT_MAX_TABLES,
+    always_include_all_below: int = 40,
+    index: CatalogueIndex | None = None,
+) -> str:
+    """One catalogue for a reasoning call that plans several questions at once.
+
+    Every question's ``max_tables`` best tables are shown (merged in turn: each question's best,
+    then each one's second, ...), then the names of the rest; one question gives exactly
+    ``compact_catalogue``'s text, and small schemas the whole catalogue.
+    """
+    if len(tables) <= always_include_all_below:
+        return _lines(tables.values())
+    ranked = index or index_for(tables)
+    shown: dict[str, None] = {}
+    for row in zip_longest(*(ranked.rank(q, max_tables) for q in questions)):
+        shown.update((name, None) for name in row if name is not None)
+    return _pruned(tables, list(shown))
+
+
+def _pruned(tables: Mapping[str, TableInfo], shown: list[str]) -> str:
     chosen = set(shown)
     rest = [name for name in tables if name not in chosen]
     text = _lines(tables[name] for name in shown)

@@ -31,7 +31,13 @@ import sqlalchemy as sa  # noqa: E402
 import sqlglot  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
-from agents.catalogue import DEFAULT_MAX_TABLES, CatalogueIndex, compact_catalogue, rank_tables  # noqa: E402
+from agents.catalogue import (  # noqa: E402
+    DEFAULT_MAX_TABLES,
+    CatalogueIndex,
+    batch_catalogue,
+    compact_catalogue,
+    rank_tables,
+)
 from agents.reasoning import ReasoningAgent  # noqa: E402
 from agents.schema_explorer import ColumnInfo, ForeignKeyInfo, SchemaExplorer, TableInfo  # noqa: E402
 from orchestrator.erp_db import ERP_QUESTIONS, build_erp_database  # noqa: E402
@@ -101,6 +107,16 @@ def erp(max_tables: int, per_question: bool) -> None:
     print(f"  time: index {index_ms:.1f} ms once per schema; catalogue per question "
           f"{statistics.median(rank_ms):.2f} ms median with the index "
           f"({warm_ms:.2f} ms mean through the cached index), {cold_ms:.1f} ms re-indexing every time")
+    for k in (5, 10):
+        chunks = [ERP_QUESTIONS[i:i + k] for i in range(0, len(ERP_QUESTIONS), k)]
+        texts = [batch_catalogue([q for q, _ in chunk], tables, max_tables=max_tables, index=index)
+                 for chunk in chunks]
+        batch_shares = [len(text) / len(whole) for text in texts]
+        kept = sum(len(gold & {line.split("(")[0] for line in text.splitlines()[:-1]})
+                   for chunk, text in zip(chunks, texts) for _, gold in chunk)
+        print(f"  {k} questions per Batch-1 call (batch_catalogue): one catalogue per call, share of whole "
+              f"mean {statistics.mean(batch_shares):.1%} max {max(batch_shares):.1%}, "
+              f"gold recall {kept}/{total_gold}")
     print("  sizes in characters: tiktoken needs a network download of its encodings, so no token counts")
 
 

@@ -8,6 +8,7 @@ import agents.catalogue
 from agents.catalogue import (
     DEFAULT_MAX_TABLES,
     CatalogueIndex,
+    batch_catalogue,
     compact_catalogue,
     index_for,
     rank_tables,
@@ -166,3 +167,20 @@ def test_public_names() -> None:
 
 def test_docstring_examples_run() -> None:
     assert doctest.testmod(agents.catalogue).failed == 0
+
+
+def test_batch_catalogue_shows_every_questions_best_tables(erp_tables: dict[str, TableInfo]) -> None:
+    questions = [q for q, _ in ERP_QUESTIONS[:10]]
+    assert batch_catalogue(questions[:1], erp_tables) == compact_catalogue(questions[0], erp_tables)
+    lines = batch_catalogue(questions, erp_tables).splitlines()
+    shown = [line.split("(")[0] for line in lines[:-1]]
+    assert len(shown) == len(set(shown))
+    for question, gold in ERP_QUESTIONS[:10]:
+        assert set(rank_tables(question, erp_tables, limit=DEFAULT_MAX_TABLES)) <= set(shown)
+        assert gold <= set(shown)
+    assert lines[-1].startswith(f"-- {len(erp_tables) - len(shown)} more tables")
+
+
+def test_batch_catalogue_keeps_small_schemas_whole(demo_engine: sa.Engine) -> None:
+    explorer = SchemaExplorer(demo_engine)
+    assert batch_catalogue(["a", "b"], explorer.tables()) == explorer.catalogue()
