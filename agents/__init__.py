@@ -7,6 +7,13 @@ engine they are given: ``SchemaExplorer``, ``DataExplorer``, ``SQLExecutor``, ``
 The twelfth, SafetyValidator, is ``safety.SqlValidator``.
 """
 
+from agents.catalogue import (
+    DEFAULT_MAX_TABLES,
+    CatalogueIndex,
+    batch_catalogue,
+    compact_catalogue,
+    rank_tables,
+)
 from agents.data_explorer import DataContext, DataExplorer
 from agents.errors import AgentError, AgentOutputError, ExecutionError, SchemaInspectionError
 from agents.llm_agent import LLMAgent
@@ -49,10 +56,12 @@ __all__ = [
     "AGENT_NAMES",
     "AgentError",
     "AgentOutputError",
+    "CatalogueIndex",
     "Clarification",
     "ClarifyingQuestion",
     "ColumnInfo",
     "CorrectedSQL",
+    "DEFAULT_MAX_TABLES",
     "DataContext",
     "DataExplorer",
     "Decomposition",
@@ -78,4 +87,7 @@ __all__ = [
     "SelfCorrection",
     "SynthesizedAnswer",
     "TableInfo",
+    "batch_catalogue",
+    "compact_catalogue",
+    "rank_tables",
 ]

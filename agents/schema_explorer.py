@@ -203,8 +203,13 @@ class SchemaExplorer:
         """The whole schema as CREATE-TABLE-like text."""
         return self.explore(None).render()
 
-    def explore(self, tables: Iterable[str] | None, neighbours: bool = True) -> SchemaContext:
+    def explore(
+        self, tables: Iterable[str] | None, neighbours: bool = True, *, incoming: bool = True
+    ) -> SchemaContext:
         """The planned ``tables`` plus, with ``neighbours``, every table one foreign key away.
+
+        With ``incoming=False`` only the tables the planned ones refer to are added (not the
+        tables referring to them): on large schemas a look-up table is referred to by hundreds.
 
         ``None`` means every table. Names that match nothing are ignored and listed in
         ``unknown_tables``.
@@ -229,7 +234,7 @@ class SchemaExplorer:
                 for fk in info.foreign_keys:
                     if info.name in wanted and fk.referred_table in everything:
                         extra.add(fk.referred_table)
-                    if fk.referred_table in wanted:
+                    if incoming and fk.referred_table in wanted:
                         extra.add(info.name)
             extra -= wanted
         added = sorted(extra)

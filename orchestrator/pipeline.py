@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agents import (
+    DEFAULT_MAX_TABLES,
     DataExplorer,
     ExecutionError,
     Intent,
@@ -29,11 +30,13 @@ from agents import (
     SelfCorrection,
     SQLExecutor,
     SQLGenerator,
+    compact_catalogue,
+    rank_tables,
 )
 from agents.response_synthesizer import describe_failure, describe_result, describe_schema
 from approvals import ApprovalCancelled, ApprovalGate, ApprovalItem
 from orchestrator.database import TargetDatabase
-from orchestrator.errors import DatabaseError, LLMError, SqlgateError
+from orchestrator.errors import DatabaseError, LLMError
 from orchestrator.llm import LLMCall, LLMClient, TokenUsage, redact
 from orchestrator.result import (
     ApprovalRecord,
@@ -50,6 +53,10 @@ from safety import SafetyPolicy, SqlValidator
 CORRECTABLE_REFUSALS = frozenset({"select_star", "parse_error", "unknown_table", "unknown_column"})
 
 Progress = Callable[[str], None]
+
+#: Above this many tables, Batch 1 sees a ranked, pruned catalogue and Batch 2 only the planned
+#: tables plus the tables they refer to.
+LARGE_SCHEMA_TABLES = 40
 
 
 class PipelineConfig(BaseModel):
@@ -134,7 +141,9 @@ class Pipeline:
 
         self.progress("reasoning")
         started = self.clock()
-        catalogue = self.db.schema.catalogue()
+        all_tables = self.db.schema.tables()
+        large = len(all_tables) > LARGE_SCHEMA_TABLES
+        catalogue = compact_catalogue(question, all_tables, always_include_all_below=LARGE_SCHEMA_TABLES)
         catalogue_ms = (self.clock() - started) * 1000.0
         agent = ReasoningAgent()
         reasoning, call = self.llm.call(agent, agent.build_messages(question, catalogue, self.db.dialect))
@@ -148,11 +157,10 @@ class Pipeline:
         self.progress("exploring schema")
         started = self.clock()
         tables = list(reasoning.plan.tables)
-        if reasoning.intent.intent == Intent.META_QUERY and not tables:
-            tables = self.db.schema.table_names()
-        schema = self.db.schema.explore(tables)
-        if not schema.tables:
-            schema = self.db.schema.explore(self.db.schema.table_names())
+        if not tables or not self.db.schema.explore(tables, neighbours=False).tables:
+            # Nothing usable planned: the whole schema if small, else the best-ranked tables.
+            tables = rank_tables(question, all_tables, limit=DEFAULT_MAX_TABLES) if large else list(all_tables)
+        schema = self.db.schema.explore(tables, incoming=not large)
         run.trace(
             "SchemaExplorer",
             None,
@@ -464,4 +472,4 @@ def _rewrites(validation: Any) -> str:
     return f" (rewrites: {', '.join(rewrites)})" if rewrites else ""
 
 
-__all__ = ["Pipeline", "PipelineConfig", "SqlgateError"]
+__all__ = ["CORRECTABLE_REFUSALS", "LARGE_SCHEMA_TABLES", "Pipeline", "PipelineConfig"]
