@@ -1,10 +1,12 @@
 """PostgreSQL backend: processes on many hosts share a limiter through one database.
 
 Each acquisition is one transaction that first takes a transaction-scoped advisory lock on the
-key (``pg_advisory_xact_lock``), then reads the *server's* ``clock_timestamp()`` (not ``now()``,
-which is the transaction's start, taken before the lock wait), decides and records. The lock is
-held until commit, so acquisitions on one key are serialised and stamped in commit order by one
-clock; clients' clocks are never read.
+key (``pg_advisory_xact_lock``), then, in the next statement (whose snapshot therefore sees every
+earlier commit), reads the *server's* ``clock_timestamp()`` (not ``now()``, which is the
+transaction's start, taken before the lock wait), prunes, and sums each limit's usage; then it
+records and commits. The lock is held until commit, so acquisitions on one key are serialised
+and stamped in commit order by one clock; clients' clocks are never read. Statements are
+pipelined: two round trips per acquisition.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import psycopg
 
 from ratelimit.backends.base import Backend, Clock
 from ratelimit.errors import BackendUnavailable
-from ratelimit.rules import Charge, Limits, Verdict, decide, fits_now, usage_query
+from ratelimit.rules import Charge, Limits, Verdict, decide, fits_now
 
 #: schema changes, applied in order once each; a new change is appended, never edited
 MIGRATIONS: tuple[str, ...] = (
@@ -74,7 +76,7 @@ class PostgresBackend(Backend):
         if held is not None and held[0] == os.getpid() and not held[1].closed:
             return held[1]
         try:
-            conn = psycopg.connect(self.url, connect_timeout=max(1, round(self.connect_timeout)))
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout)))
         except psycopg.Error as exc:
             raise BackendUnavailable(self.name, str(exc).strip()) from exc
         self._local.held = (os.getpid(), conn)
@@ -115,49 +117,79 @@ class PostgresBackend(Backend):
             return self._clock()
         return conn.execute(_SERVER_NOW).fetchone()[0]
 
-    def _decide(self, conn, key, rules, charge, clock):  # type: ignore[no-untyped-def]
-        conn.execute(_LOCK, (key,))
-        now = self._now(conn, clock)  # after the lock: commit order is stamp order
-        longest = rules.longest_window
-        conn.execute(
-            "DELETE FROM ratelimit_grants WHERE key = %s AND stamp <= %s AND stamp + %s <= %s",
-            (key, now - longest + 1.0, longest, now),
+    def _read_sql(self, rules: Limits) -> str:
+        now = "%(now)s::float8" if self._clock is not None else "extract(epoch FROM clock_timestamp())::float8"
+        sums = ", ".join(
+            f"COALESCE(SUM(CASE WHEN g.stamp + %(w{i})s::float8 > t.now THEN g.{rule.unit} ELSE 0 END), 0)::bigint"
+            for i, rule in enumerate(rules)
         )
-        row = conn.execute("SELECT until FROM ratelimit_pauses WHERE key = %s", (key,)).fetchone()
-        paused_until = row[0] if row else None
-        # fast path: the sums alone say whether it fits; rows are read only to time a refusal
-        select, _ = usage_query(rules, "%s::float8")
-        params = [value for rule in rules for value in (rule.window, now)]
-        used = tuple(
-            int(u) for u in conn.execute(f"SELECT {select} FROM ratelimit_grants WHERE key = %s", (*params, key)).fetchone()
-        )
-        if fits_now(rules, used, charge, now, paused_until):
-            return now, (True, 0.0, used)
-        entries = conn.execute(
-            "SELECT stamp, requests, tokens FROM ratelimit_grants WHERE key = %s ORDER BY stamp", (key,)
-        ).fetchall()
-        return now, decide(entries, rules, charge, now, paused_until)
+        # One statement, run after the lock statement so that its snapshot sees every earlier
+        # commit: the clock reading, the pruning, the pause and each limit's usage at that reading.
+        return f"""
+            WITH t AS MATERIALIZED (SELECT {now} AS now),
+            pruned AS (
+                DELETE FROM ratelimit_grants d USING t
+                WHERE d.key = %(key)s AND d.stamp <= t.now - %(longest)s::float8 + 1.0
+                  AND d.stamp + %(longest)s::float8 <= t.now
+            )
+            SELECT t.now, (SELECT until FROM ratelimit_pauses WHERE key = %(key)s), {sums}
+            FROM t LEFT JOIN ratelimit_grants g ON g.key = %(key)s
+            GROUP BY t.now
+        """
+
+    def _decide(self, key: str, rules: Limits, charge: Charge, clock: Clock | None, record: bool) -> Verdict:
+        conn = self._connect()
+        params: dict[str, object] = {"key": key, "longest": rules.longest_window}
+        params.update({f"w{i}": rule.window for i, rule in enumerate(rules)})
+        if self._clock is not None:
+            params["now"] = self._clock()
+        try:
+            with conn.pipeline():  # BEGIN, lock, read: one round trip
+                conn.execute("BEGIN")
+                conn.execute(_LOCK, (key,))
+                cursor = conn.execute(self._read_sql(rules), params)
+            now, paused_until, *sums = cursor.fetchone()
+            used = tuple(int(u) for u in sums)
+            if fits_now(rules, used, charge, now, paused_until):
+                granted, retry_after = True, 0.0
+            else:  # time the refusal from the rows themselves
+                entries = conn.execute(
+                    "SELECT stamp, requests, tokens FROM ratelimit_grants WHERE key = %s ORDER BY stamp", (key,)
+                ).fetchall()
+                granted, retry_after, used = decide(entries, rules, charge, now, paused_until)
+            grant_id = uuid.uuid4().hex if granted and record else None
+            with conn.pipeline():  # record and commit: one round trip
+                if grant_id is not None:
+                    conn.execute(
+                        "INSERT INTO ratelimit_grants (key, grant_id, stamp, requests, tokens) VALUES (%s, %s, %s, %s, %s)",
+                        (key, grant_id, now, charge.requests, charge.tokens),
+                    )
+                conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            self._abandon(conn)
+            raise BackendUnavailable(self.name, str(exc).strip()) from exc
+        except BaseException:
+            self._abandon(conn)
+            raise
+        return Verdict(granted, now, retry_after, grant_id, used)
+
+    def _abandon(self, conn: psycopg.Connection) -> None:
+        """Roll back after a failure; drop the connection if even that fails."""
+        try:
+            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+        except psycopg.Error:
+            self._local.held = None
+            try:
+                conn.close()
+            except psycopg.Error:
+                pass
 
     def acquire(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
-        def body(conn: psycopg.Connection) -> Verdict:
-            now, (granted, retry_after, used) = self._decide(conn, key, rules, charge, clock)
-            if not granted:
-                return Verdict(False, now, retry_after, None, used)
-            grant_id = uuid.uuid4().hex
-            conn.execute(
-                "INSERT INTO ratelimit_grants (key, grant_id, stamp, requests, tokens) VALUES (%s, %s, %s, %s, %s)",
-                (key, grant_id, now, charge.requests, charge.tokens),
-            )
-            return Verdict(True, now, 0.0, grant_id, used)
-
-        return self._run(body)
+        return self._decide(key, rules, charge, clock, record=True)
 
     def peek(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
-        def body(conn: psycopg.Connection) -> Verdict:
-            now, (granted, retry_after, used) = self._decide(conn, key, rules, charge, clock)
-            return Verdict(granted, now, retry_after, None, used)
-
-        return self._run(body)
+        return self._decide(key, rules, charge, clock, record=False)
 
     def pause(self, key: str, seconds: float, clock: Clock | None) -> None:
         def body(conn: psycopg.Connection) -> None:

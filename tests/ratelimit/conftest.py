@@ -4,11 +4,16 @@ when ``SQLGATE_TEST_POSTGRES_URL`` / ``SQLGATE_TEST_REDIS_URL`` are set."""
 from __future__ import annotations
 
 import os
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
-from ratelimit_workers import open_backend
+# the helper modules beside this file (windows, ratelimit_workers) import under any import mode
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ratelimit_workers import open_backend  # noqa: E402
 
 from ratelimit import MemoryBackend
 
