@@ -62,26 +62,26 @@ class SlidingWindowLimiter:
         limits: one or several limits, e.g. ``RequestLimit(5, 60) & TokenLimit(30_000, 60)``.
         key: the name of the shared budget (e.g. one provider account) in the backend.
         backend: where grants are recorded; defaults to a private :class:`MemoryBackend`.
-        clock: the limiter's clock; local backends stamp with it unless they have their own.
-            Also measures how long a waiter has waited. Default: the backend's clock for
-            stamps, ``time.monotonic`` for waiting.
+        clock: the limiter's clock. The memory backend stamps with it (unless given its own);
+            shared backends never do, they stamp with their own clock. It also measures how
+            long a waiter has waited. Default: ``time.monotonic``.
         sleep, asleep: how to wait (defaults ``time.sleep`` / ``asyncio.sleep``). When only
             ``sleep`` is given, the async API calls it too and then yields to the loop once,
             which suits virtual clocks such as :class:`ManualClock`.
         mode: ``"fail_fast"`` raises :class:`RateLimitExceeded` at once and never sleeps;
             ``"wait"`` sleeps until admitted, re-checking on waking, and raises only when
             admission would take longer than ``max_wait`` seconds in total.
+        margin: the safety margin, in seconds, added to every window. Grants are exact on their
+            commit stamps; a caller sees its grant a little later (a round trip, scheduling) and
+            its request leaves later still. If every request leaves within ``margin`` of its
+            grant's commit, the requests themselves never exceed a limit in any window of its
+            length. Default 0: exact on commit stamps only.
 
     Fairness in wait mode: the threads and tasks waiting on one limiter object form a line and
     are admitted in arrival order; only the front of the line waits for a slot, re-checking
     exactly when the slot it needs frees. Fail-fast callers do not queue. Across processes
     sharing a backend there is no common line: whoever re-checks first after a slot frees is
     admitted, and each waiter still gives up after ``max_wait``.
-        margin: the safety margin, in seconds, added to every window. Grants are exact on their
-            commit stamps; a caller sees its grant a little later (a round trip, scheduling) and
-            its request leaves later still. If every request leaves within ``margin`` of its
-            grant's commit, the requests themselves never exceed a limit in any window of its
-            length. Default 0: exact on commit stamps only.
     """
 
     def __init__(
@@ -184,6 +184,8 @@ class SlidingWindowLimiter:
         """Async twin of :meth:`acquire`; waiting never blocks the event loop.
 
         A task cancelled while waiting leaves no stamp: grants are recorded only at admission.
+        (With a shared backend, a task cancelled during the round trip itself may still be
+        granted; the grant then counts, which errs on the safe side.)
         """
         charge = self._charge(cost, tokens)
         if self.mode == "fail_fast":
