@@ -17,6 +17,7 @@ from agents.catalogue import (
 from agents.data_explorer import DataContext, DataExplorer
 from agents.errors import AgentError, AgentOutputError, ExecutionError, SchemaInspectionError
 from agents.llm_agent import LLMAgent
+from agents.llm_batch import QuestionInput, SplitResults, split_results
 from agents.reasoning import (
     Clarification,
     ClarifyingQuestion,
@@ -27,14 +28,15 @@ from agents.reasoning import (
     PlannedJoin,
     QueryPlan,
     ReasoningAgent,
+    ReasoningBatch,
     ReasoningOutput,
 )
-from agents.response_synthesizer import ResponseSynthesizer, SynthesizedAnswer
+from agents.response_synthesizer import AnswerBatch, ResponseSynthesizer, SynthesizedAnswer
 from agents.result_validator import ResultValidator
 from agents.schema_explorer import ColumnInfo, ForeignKeyInfo, SchemaContext, SchemaExplorer, TableInfo
-from agents.self_correction import CorrectedSQL, SelfCorrection
+from agents.self_correction import CorrectedSQL, CorrectionBatch, SelfCorrection
 from agents.sql_executor import ExecutionResult, SQLExecutor
-from agents.sql_generator import GeneratedSQL, SQLGenerator
+from agents.sql_generator import GeneratedSQL, SQLBatch, SQLGenerator
 
 #: The logical agents, in pipeline order, as they appear in a run's trace.
 AGENT_NAMES = (
@@ -56,11 +58,13 @@ __all__ = [
     "AGENT_NAMES",
     "AgentError",
     "AgentOutputError",
+    "AnswerBatch",
     "CatalogueIndex",
     "Clarification",
     "ClarifyingQuestion",
     "ColumnInfo",
     "CorrectedSQL",
+    "CorrectionBatch",
     "DEFAULT_MAX_TABLES",
     "DataContext",
     "DataExplorer",
@@ -75,19 +79,24 @@ __all__ = [
     "PlannedFilter",
     "PlannedJoin",
     "QueryPlan",
+    "QuestionInput",
     "ReasoningAgent",
+    "ReasoningBatch",
     "ReasoningOutput",
     "ResponseSynthesizer",
     "ResultValidator",
+    "SQLBatch",
     "SQLExecutor",
     "SQLGenerator",
     "SchemaContext",
     "SchemaExplorer",
     "SchemaInspectionError",
     "SelfCorrection",
+    "SplitResults",
     "SynthesizedAnswer",
     "TableInfo",
     "batch_catalogue",
     "compact_catalogue",
     "rank_tables",
+    "split_results",
 ]

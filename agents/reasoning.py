@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from agents.llm_agent import LLMAgent
+from agents.llm_batch import QuestionInput, sections
 
 
 class Intent(str, Enum):
@@ -89,6 +90,7 @@ class QueryPlan(BaseModel):
 
 
 class ReasoningOutput(BaseModel):
+    question_id: str = Field(description="The id of the question this reasoning is for, e.g. q1.")
     intent: IntentAnalysis = Field(description="IntentAnalyzer: what kind of question this is.")
     clarification: Clarification = Field(
         description="ClarificationAgent: assumptions, or questions when the ambiguity is unresolvable."
@@ -97,8 +99,14 @@ class ReasoningOutput(BaseModel):
     plan: QueryPlan = Field(description="QueryPlanner: tables, joins, filters, data context need.")
 
 
-class ReasoningAgent(LLMAgent[ReasoningOutput]):
-    """Classify, clarify, decompose and plan one question against a schema catalogue."""
+class ReasoningBatch(BaseModel):
+    results: list[ReasoningOutput] = Field(
+        description="One entry per question, each with its question_id; every question answered once."
+    )
+
+
+class ReasoningAgent(LLMAgent[ReasoningBatch]):
+    """Classify, clarify, decompose and plan one or several questions against a catalogue."""
 
     agents: ClassVar[tuple[str, ...]] = (
         "IntentAnalyzer",
@@ -107,10 +115,10 @@ class ReasoningAgent(LLMAgent[ReasoningOutput]):
         "QueryPlanner",
     )
     batch: ClassVar[int] = 1
-    output_model: ClassVar[type[BaseModel]] = ReasoningOutput
+    output_model: ClassVar[type[BaseModel]] = ReasoningBatch
     instructions: ClassVar[str] = """
-You are the reasoning stage of a text-to-SQL system used by data analysts. For the analyst's
-question and the database catalogue below, do four jobs at once:
+You are the reasoning stage of a text-to-SQL system used by data analysts. For EACH analyst
+question below (each has an id) and the database catalogue, do four jobs at once:
 1. intent: DATA_QUERY, META_QUERY or AMBIGUOUS.
 2. clarification: prefer stating reasonable assumptions and resolving the question; set
    resolved=false with clarifying questions only when no reasonable reading exists (e.g. the
@@ -120,9 +128,10 @@ question and the database catalogue below, do four jobs at once:
 4. plan: the exact table names from the catalogue, joins, filters, aggregates, ordering, and
    whether sample values of filtered columns are needed to write correct SQL.
 For META_QUERY, plan the tables the answer is about (all of them for "which tables exist").
+Questions are independent: reason about each on its own, and return one result per question id.
 """
 
-    def build_messages(self, question: str, catalogue: str, dialect: str) -> list[dict[str, str]]:
+    def build_messages(self, items: list[QuestionInput], catalogue: str, dialect: str) -> list[dict[str, str]]:
         return [
             self.system_message(),
             {
@@ -130,7 +139,7 @@ For META_QUERY, plan the tables the answer is about (all of them for "which tabl
                 "content": (
                     f"SQL dialect: {dialect}\n"
                     f"Database catalogue (table: columns):\n{catalogue}\n\n"
-                    f"Analyst's question: {question}"
+                    f"{sections(items)}"
                 ),
             },
         ]

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from agents.llm_agent import LLMAgent
+from agents.llm_batch import QuestionInput, sections
 
 #: Rows and characters per cell shown to the model: the answer must not depend on sending it all.
 PREVIEW_ROWS = 20
@@ -15,12 +16,19 @@ PREVIEW_CELL_CHARS = 80
 
 
 class SynthesizedAnswer(BaseModel):
+    question_id: str = Field(description="The id of the question this answers, e.g. q1.")
     answer: str = Field(
         description="The answer to the analyst's question in plain language, with the key numbers."
     )
     caveats: list[str] = Field(
         default_factory=list,
         description="Limits of the answer the analyst should know (assumptions, truncation, errors).",
+    )
+
+
+class AnswerBatch(BaseModel):
+    results: list[SynthesizedAnswer] = Field(
+        description="One entry per question, each with its question_id; every question answered once."
     )
 
 
@@ -38,38 +46,33 @@ def render_preview(columns: list[str], rows: list[list[Any]], row_count: int) ->
     return body + (f"\n({more} more rows not shown)" if more > 0 else "")
 
 
-class ResponseSynthesizer(LLMAgent[SynthesizedAnswer]):
-    """Write the final answer from the question, the SQL and a result preview, or the failure."""
+class ResponseSynthesizer(LLMAgent[AnswerBatch]):
+    """Write each final answer from the question, the SQL and a result preview, or the failure."""
 
     agents: ClassVar[tuple[str, ...]] = ("ResponseSynthesizer",)
     batch: ClassVar[int] = 4
-    output_model: ClassVar[type[BaseModel]] = SynthesizedAnswer
+    output_model: ClassVar[type[BaseModel]] = AnswerBatch
     instructions: ClassVar[str] = """
-You answer a data analyst's question in plain language from what the database returned. Use only
-the facts given: the result preview, the row count, warnings, or the schema for questions about the
-database itself. State key numbers exactly as given. If the query failed or was rejected, say so
-plainly and what it means for the question; never invent results.
+You answer data analysts' questions in plain language from what the database returned. For EACH
+question below (each has an id), use only the facts given in its section: the result preview, the
+row count, warnings, or the schema for questions about the database itself. State key numbers
+exactly as given. If the query failed or was rejected, say so plainly and what it means for the
+question; never invent results. Return one result per question id.
 """
 
-    def build_messages(
-        self,
-        question: str,
-        outcome: str,
-        assumptions: list[str] | None = None,
-        warnings: list[str] | None = None,
-    ) -> list[dict[str, str]]:
+    @staticmethod
+    def question_context(
+        outcome: str, assumptions: list[str] | None = None, warnings: list[str] | None = None
+    ) -> str:
         extra = ""
         if assumptions:
             extra += "Assumptions made:\n" + "\n".join(f"- {a}" for a in assumptions) + "\n"
         if warnings:
             extra += "Warnings:\n" + "\n".join(f"- {w}" for w in warnings) + "\n"
-        return [
-            self.system_message(),
-            {
-                "role": "user",
-                "content": f"Analyst's question: {question}\n{extra}\n{outcome}",
-            },
-        ]
+        return f"{extra}{outcome}"
+
+    def build_messages(self, items: list[QuestionInput]) -> list[dict[str, str]]:
+        return [self.system_message(), {"role": "user", "content": sections(items)}]
 
 
 def describe_result(sql: str, columns: list[str], rows: list[list[Any]], row_count: int) -> str:

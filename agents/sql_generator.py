@@ -1,4 +1,4 @@
-"""Batch 2: SQLGenerator writes one read-only query for the plan, in the target dialect."""
+"""Batch 2: SQLGenerator writes one read-only query per question, in the target dialect."""
 
 from __future__ import annotations
 
@@ -7,12 +7,20 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from agents.llm_agent import LLMAgent
+from agents.llm_batch import QuestionInput, sections
 from agents.reasoning import ReasoningOutput
 
 
 class GeneratedSQL(BaseModel):
+    question_id: str = Field(description="The id of the question this SQL answers, e.g. q1.")
     sql: str = Field(description="Exactly one SELECT statement (WITH ... SELECT allowed), no comments.")
     explanation: str = Field(description="One or two sentences on how the query answers the question.")
+
+
+class SQLBatch(BaseModel):
+    results: list[GeneratedSQL] = Field(
+        description="One entry per question, each with its question_id; every question answered once."
+    )
 
 
 def render_plan(reasoning: ReasoningOutput) -> str:
@@ -29,38 +37,33 @@ def render_plan(reasoning: ReasoningOutput) -> str:
     return "\n".join(lines)
 
 
-class SQLGenerator(LLMAgent[GeneratedSQL]):
-    """Turn a plan plus the explored schema (and sample values) into SQL."""
+class SQLGenerator(LLMAgent[SQLBatch]):
+    """Turn each question's plan plus the explored schema (and sample values) into SQL."""
 
     agents: ClassVar[tuple[str, ...]] = ("SQLGenerator",)
     batch: ClassVar[int] = 2
-    output_model: ClassVar[type[BaseModel]] = GeneratedSQL
+    output_model: ClassVar[type[BaseModel]] = SQLBatch
     instructions: ClassVar[str] = """
-You write SQL for data analysts. Write exactly ONE read-only query (SELECT, or WITH ... SELECT) in
-the given dialect that answers the question following the plan. Rules: use only tables and columns
-shown in the schema; name every output column explicitly (never SELECT *); give computed columns
-clear aliases; qualify columns when more than one table is involved; add ORDER BY when the question
-implies ranking; add LIMIT for "top N" questions. Never modify data.
+You write SQL for data analysts. For EACH question below (each has an id and a plan), write
+exactly ONE read-only query (SELECT, or WITH ... SELECT) in the given dialect that answers it
+following its plan. Rules: use only tables and columns shown in the schema; name every output
+column explicitly (never SELECT *); give computed columns clear aliases; qualify columns when more
+than one table is involved; add ORDER BY when the question implies ranking; add LIMIT for "top N"
+questions. Never modify data. Return one result per question id.
 """
 
+    @staticmethod
+    def question_context(reasoning: ReasoningOutput) -> str:
+        return f"Plan:\n{render_plan(reasoning)}"
+
     def build_messages(
-        self,
-        question: str,
-        reasoning: ReasoningOutput,
-        schema: str,
-        data_context: str,
-        dialect: str,
+        self, items: list[QuestionInput], schema: str, data_context: str, dialect: str
     ) -> list[dict[str, str]]:
         context = f"\nSample values of filtered columns:\n{data_context}\n" if data_context else ""
         return [
             self.system_message(),
             {
                 "role": "user",
-                "content": (
-                    f"SQL dialect: {dialect}\n"
-                    f"Schema:\n{schema}\n{context}\n"
-                    f"Plan:\n{render_plan(reasoning)}\n\n"
-                    f"Analyst's question: {question}"
-                ),
+                "content": f"SQL dialect: {dialect}\nSchema:\n{schema}\n{context}\n{sections(items)}",
             },
         ]

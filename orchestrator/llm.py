@@ -24,6 +24,7 @@ from tenacity import (
 
 from agents.llm_agent import AgentOutputError, LLMAgent
 from orchestrator.errors import (
+    LLMError,
     LLMOutputInvalid,
     LLMRequestRejected,
     LLMUnavailable,
@@ -126,6 +127,16 @@ class LLMClient:
         self.calls += 1
         started = self._clock()
         requests_before = self.http_requests
+        try:
+            return self._call(agent, messages, started, requests_before)
+        except LLMError as exc:
+            exc.call_index = self.calls  # type: ignore[attr-defined]
+            exc.http_requests = self.http_requests - requests_before  # type: ignore[attr-defined]
+            raise
+
+    def _call(
+        self, agent: LLMAgent[Any], messages: list[dict[str, str]], started: float, requests_before: int
+    ) -> tuple[Any, LLMCall]:
         text, tokens = self._complete(agent, messages)
         repaired = False
         try:

@@ -1,18 +1,22 @@
-"""The pipeline for one question, step by step as the design's table gives it.
+"""The pipeline, for one question or many, step by step as the design's table gives it.
 
     Batch 1 (reasoning) -> SchemaExplorer -> DataExplorer? -> [META: Batch 4]
-    -> Batch 2 (SQL) -> SafetyValidator -> approval gate -> SQLExecutor
-    -> [error: Batch 3, re-validate, re-approve; at most twice] -> ResultValidator -> Batch 4
+    -> Batch 2 (SQL) -> SafetyValidator -> ONE approval cycle -> SQLExecutor (parallel)
+    -> [errors: Batch 3, re-validate, ONE re-approval cycle; at most twice] -> ResultValidator
+    -> Batch 4
 
-Call budget: simple data question 3, meta question 2, one correction 4, two corrections 5,
-unresolved ambiguity 1.
+A single question is a batch of one, so its call budget is the seed's: simple data question 3,
+meta question 2, one correction 4, two corrections 5, unresolved ambiguity 1. With N questions
+each batch packs up to ``k`` questions per call (fewer when the prompt would grow past
+``max_prompt_chars``), so the calls grow as about 3·⌈N/k⌉.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -23,40 +27,35 @@ from agents import (
     ExecutionError,
     Intent,
     ReasoningAgent,
-    ReasoningOutput,
     ResponseSynthesizer,
     ResultValidator,
     SchemaContext,
+    SchemaInspectionError,
     SelfCorrection,
     SQLExecutor,
     SQLGenerator,
-    compact_catalogue,
+    batch_catalogue,
     rank_tables,
 )
+from agents.llm_agent import LLMAgent
+from agents.llm_batch import QuestionInput, split_results
 from agents.response_synthesizer import describe_failure, describe_result, describe_schema
-from approvals import ApprovalCancelled, ApprovalGate, ApprovalItem
+from approvals import ApprovalCancelled, ApprovalGate, ApprovalItem, DecisionError
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import DatabaseError, LLMError
 from orchestrator.llm import LLMCall, LLMClient, TokenUsage, redact
-from orchestrator.result import (
-    ApprovalRecord,
-    ClarifyingQuestionOut,
-    RunError,
-    RunResult,
-    RunStatus,
-    TraceEntry,
-)
+from orchestrator.result import ApprovalRecord, ClarifyingQuestionOut, RunError, RunResult, RunStatus, TraceEntry
 from ratelimit import RateLimitExceeded
 from safety import SafetyPolicy, SqlValidator
 
 #: Validator refusals a model can fix by rewriting (the others are attacks: they are not retried).
 CORRECTABLE_REFUSALS = frozenset({"select_star", "parse_error", "unknown_table", "unknown_column"})
 
-Progress = Callable[[str], None]
-
 #: Above this many tables, Batch 1 sees a ranked, pruned catalogue and Batch 2 only the planned
 #: tables plus the tables they refer to.
 LARGE_SCHEMA_TABLES = 40
+
+Progress = Callable[[str], None]
 
 
 class PipelineConfig(BaseModel):
@@ -66,22 +65,130 @@ class PipelineConfig(BaseModel):
     max_question_chars: int = Field(default=2000, ge=1)
     star: str = Field(default="reject", description="SELECT * policy: reject or expand")
     preview_rows: int = Field(default=20, ge=0, description="rows kept in the result object")
+    k: int = Field(default=10, ge=1, description="questions per LLM call at most")
+    max_prompt_chars: int = Field(
+        default=60_000, ge=1000, description="a batched prompt is split before it grows past this"
+    )
+    parallelism: int = Field(default=4, ge=1, description="queries executed at once")
 
 
-class _Stop(Exception):
-    """Ends a run early with a status (and, for failures, an error)."""
+class _Question:
+    """One question's state as it moves through the stages."""
 
-    def __init__(self, status: RunStatus, error: RunError | None = None) -> None:
-        super().__init__(status.value)
-        self.status = status
-        self.error = error
+    def __init__(self, run_id: str, qid: str, text: str, clock: Callable[[], float]) -> None:
+        self.run_id = run_id
+        self.qid = qid
+        self.text = text
+        self.clock = clock
+        self.started = clock()
+        self.status: RunStatus | None = None  # set once the question is finished
+        self.error: RunError | None = None
+        self.reasoning: Any = None
+        self.schema: SchemaContext | None = None
+        self.data_context = ""
+        self.pending_sql: str | None = None  # SQL waiting for the next approval cycle
+        self.sql: str | None = None
+        self.failure: str | None = None  # why there is no result, for the answer
+        self.after_synthesis: RunStatus | None = None  # the status once the answer is written
+        self.correction_error: str | None = None
+        self.meta_outcome: str | None = None  # the schema, for a question about the database itself
+        self.corrections = 0
+        self.result: Any = None
+        self.answer: str | None = None
+        self.assumptions: list[str] = []
+        self.warnings: list[str] = []
+        self.clarification_questions: list[ClarifyingQuestionOut] = []
+        self.approvals: list[ApprovalRecord] = []
+        self.trace: list[TraceEntry] = []
+        self.tokens = TokenUsage()
+        self.calls: set[int] = set()
+        self.http_requests = 0
+
+    @property
+    def active(self) -> bool:
+        return self.status is None
+
+    def finish(self, status: RunStatus, error: RunError | None = None) -> None:
+        if self.status is None:
+            self.status, self.error = status, error
+
+    def took_part(self, call: LLMCall, call_index: int, shared_by: int) -> None:
+        if call_index not in self.calls:
+            self.calls.add(call_index)
+            self.http_requests += call.http_requests
+            self.tokens = self.tokens + TokenUsage(
+                prompt=call.tokens.prompt // shared_by, completion=call.tokens.completion // shared_by
+            )
+
+    def took_part_in_failed(self, exc: LLMError) -> None:
+        """A call that ended in an error still cost requests: count them."""
+        index = getattr(exc, "call_index", None)
+        if index is not None and index not in self.calls:
+            self.calls.add(index)
+            self.http_requests += getattr(exc, "http_requests", 0)
+
+    def note(
+        self,
+        agent: str,
+        input_summary: str,
+        output_summary: str,
+        *,
+        started: float | None = None,
+        batch: int | None = None,
+        call: tuple[LLMCall, int] | None = None,
+        ok: bool = True,
+        extra_ms: float = 0.0,
+    ) -> None:
+        if call is not None:
+            duration, tokens, index = call[0].duration_ms, call[0].tokens, call[1]
+        else:
+            duration, tokens, index = (self.clock() - (started or self.clock())) * 1000.0 + extra_ms, None, None
+        self.trace.append(
+            TraceEntry(
+                agent=agent,
+                batch=batch,
+                llm_call=index,
+                tokens=tokens,
+                duration_ms=round(duration, 3),
+                input_summary=_short(input_summary),
+                output_summary=_short(output_summary),
+                ok=ok,
+            )
+        )
+
+    def to_result(self, dialect: str, preview_rows: int) -> RunResult:
+        result = self.result
+        return RunResult(
+            run_id=self.run_id,
+            question=self.text,
+            status=self.status or RunStatus.LLM_ERROR,
+            answer=self.answer,
+            sql=self.sql,
+            row_count=result.row_count if result is not None else None,
+            columns=list(result.columns) if result is not None else [],
+            rows_preview=[list(r) for r in result.rows[:preview_rows]] if result is not None else [],
+            truncated=bool(result.truncated) if result is not None else False,
+            warnings=self.warnings,
+            assumptions=self.assumptions,
+            clarification_questions=self.clarification_questions,
+            approvals=self.approvals,
+            corrections=self.corrections,
+            error=self.error,
+            llm_calls=len(self.calls),
+            http_requests=self.http_requests,
+            tokens=self.tokens,
+            dialect=dialect,
+            duration_ms=round((self.clock() - self.started) * 1000.0, 3),
+            trace=self.trace,
+        )
 
 
 class Pipeline:
     """Answers questions about one database, with every SQL statement approved before it runs.
 
-    ``reviewer`` is an approvals strategy (``TerminalReviewer``, ``ApproveAll``, ...); ``progress``
-    receives a short stage name as the run moves on (for a spinner).
+    ``reviewer`` is an approvals strategy (``TerminalReviewer``, ``ApproveAll``, ...) asked ONCE
+    per approval cycle for every statement waiting; ``progress`` receives a short stage name as
+    the run moves on (for a spinner or progress bars).
     """
 
     def __init__(
@@ -103,351 +210,415 @@ class Pipeline:
         self.progress = progress or (lambda stage: None)
         self.clock = clock
 
+    # -- public API --------------------------------------------------------------------------------
+
     def ask(self, question: str) -> RunResult:
-        run = _Run(self, question)
+        """Answer one question (a batch of one)."""
+        return self.run_batch([question])[0]
+
+    def run_batch(self, questions: Sequence[str]) -> list[RunResult]:
+        """Answer many questions with batched LLM calls and ONE approval cycle per round."""
+        run_id = "run_" + uuid.uuid4().hex[:16]
+        calls_before = self.llm.calls
+        qs = [_Question(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
+        self._run(qs, run_id, calls_before)
+        return [q.to_result(self.db.dialect, self.config.preview_rows) for q in qs]
+
+    # -- the stages ---------------------------------------------------------------------------------
+
+    def _run(self, qs: list[_Question], run_id: str, calls_before: int) -> None:
+        self._calls_before = calls_before
+        for q in qs:
+            self._check_input(q)
         try:
-            self._run(run)
-        except _Stop as stop:
-            run.status, run.error = stop.status, stop.error
+            self._reason([q for q in qs if q.active])
+            self._explore([q for q in qs if q.active])
+            self._generate([q for q in qs if q.active and q.after_synthesis is None])
+            self._approve_and_execute(qs, run_id)
+            self._synthesize([q for q in qs if q.active and q.after_synthesis is not None])
         except RateLimitExceeded as exc:
-            run.status = RunStatus.RATE_LIMITED
-            run.error = RunError(code="rate_limited", message=str(exc), retry_after=exc.retry_after)
+            for q in qs:
+                q.finish(
+                    RunStatus.RATE_LIMITED,
+                    RunError(code="rate_limited", message=str(exc), retry_after=exc.retry_after),
+                )
         except ApprovalCancelled:
-            run.status = RunStatus.CANCELLED
-            run.error = RunError(code="approval_cancelled", message="the approval was cancelled; nothing ran")
-        except LLMError as exc:
-            run.status = RunStatus.LLM_ERROR
-            run.error = RunError(code=exc.code, message=redact(exc.message))
-        except DatabaseError as exc:
-            run.status = RunStatus.DATABASE_ERROR
-            run.error = RunError(code=exc.code, message=exc.message)
-        return run.result()
+            for q in qs:
+                q.finish(
+                    RunStatus.CANCELLED,
+                    RunError(code="approval_cancelled", message="the approval was cancelled; nothing ran"),
+                )
+        except (DatabaseError, SchemaInspectionError) as exc:
+            for q in qs:
+                q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
 
-    # -- the steps ---------------------------------------------------------------------------------
-
-    def _run(self, run: _Run) -> None:
-        question = run.question.strip()
-        if not question:
-            raise _Stop(RunStatus.INVALID_INPUT, RunError(code="empty_question", message="the question is empty"))
-        if len(question) > self.config.max_question_chars:
-            raise _Stop(
+    def _check_input(self, q: _Question) -> None:
+        text = q.text.strip()
+        if not text:
+            q.finish(RunStatus.INVALID_INPUT, RunError(code="empty_question", message="the question is empty"))
+        elif len(text) > self.config.max_question_chars:
+            q.finish(
                 RunStatus.INVALID_INPUT,
                 RunError(
                     code="question_too_long",
-                    message=f"the question has {len(question)} characters; the limit is "
+                    message=f"the question has {len(text)} characters; the limit is "
                     f"{self.config.max_question_chars}",
                 ),
             )
 
+    def _reason(self, qs: list[_Question]) -> None:
+        if not qs:
+            return
         self.progress("reasoning")
         started = self.clock()
+        tables = self.db.schema.tables()
+        self._catalogue_ms = (self.clock() - started) * 1000.0
+        agent = ReasoningAgent()
+
+        def build(items: list[QuestionInput]) -> list[dict[str, str]]:
+            catalogue = batch_catalogue(
+                [i.question for i in items], tables, always_include_all_below=LARGE_SCHEMA_TABLES
+            )
+            return agent.build_messages(items, catalogue, self.db.dialect)
+
+        for q, reasoning, call in self._call(agent, qs, build, lambda q: QuestionInput(q.qid, q.text.strip())):
+            q.reasoning = reasoning
+            c = reasoning.clarification
+            outputs = {
+                "IntentAnalyzer": f"{reasoning.intent.intent.value} ({reasoning.intent.confidence:.2f})",
+                "ClarificationAgent": (
+                    f"resolved, {len(c.assumptions)} assumption(s)"
+                    if c.resolved
+                    else f"unresolved, {len(c.questions)} question(s)"
+                ),
+                "QueryDecomposer": f"{reasoning.decomposition.complexity}, "
+                f"{len(reasoning.decomposition.steps)} step(s)",
+                "QueryPlanner": f"tables: {', '.join(reasoning.plan.tables) or '-'}; "
+                f"data context: {'yes' if reasoning.plan.needs_data_context else 'no'}",
+            }
+            for name in ReasoningAgent.agents:
+                q.note(name, q.text, outputs[name], batch=1, call=call)
+            q.assumptions = list(c.assumptions)
+            if not c.resolved:
+                q.clarification_questions = _unique_questions(c.questions)
+                q.finish(RunStatus.NEEDS_CLARIFICATION)
+
+    def _explore(self, qs: list[_Question]) -> None:
+        if not qs:
+            return
+        self.progress("exploring schema")
         all_tables = self.db.schema.tables()
         large = len(all_tables) > LARGE_SCHEMA_TABLES
-        catalogue = compact_catalogue(question, all_tables, always_include_all_below=LARGE_SCHEMA_TABLES)
-        catalogue_ms = (self.clock() - started) * 1000.0
-        agent = ReasoningAgent()
-        reasoning, call = self.llm.call(agent, agent.build_messages(question, catalogue, self.db.dialect))
-        run.trace_reasoning(question, reasoning, call)
-        run.assumptions = list(reasoning.clarification.assumptions)
-
-        if not reasoning.clarification.resolved:
-            run.clarification_questions = _unique_questions(reasoning)
-            raise _Stop(RunStatus.NEEDS_CLARIFICATION)
-
-        self.progress("exploring schema")
-        started = self.clock()
-        tables = list(reasoning.plan.tables)
-        if not tables or not self.db.schema.explore(tables, neighbours=False).tables:
-            # Nothing usable planned: the whole schema if small, else the best-ranked tables.
-            tables = rank_tables(question, all_tables, limit=DEFAULT_MAX_TABLES) if large else list(all_tables)
-        schema = self.db.schema.explore(tables, incoming=not large)
-        run.trace(
-            "SchemaExplorer",
-            None,
-            started,
-            f"planned tables: {', '.join(tables) or '-'}",
-            schema.summary(),
-            extra_ms=catalogue_ms,
-        )
-
-        if reasoning.intent.intent == Intent.META_QUERY:
-            self._synthesize(run, question, describe_schema(schema.render()))
-            run.status = RunStatus.ANSWERED
-            return
-
-        data_context = ""
-        filters = [(f.table, f.column) for f in reasoning.plan.filters]
-        if reasoning.plan.needs_data_context and filters:
-            self.progress("sampling data")
+        for q in qs:
             started = self.clock()
-            explored = DataExplorer(self.db.engine).explore(filters, schema=schema)
-            data_context = explored.render()
-            run.trace("DataExplorer", None, started, f"{len(filters)} filter column(s)", explored.summary())
+            planned = list(q.reasoning.plan.tables)
+            if not planned or not self.db.schema.explore(planned, neighbours=False).tables:
+                # Nothing usable planned: the whole schema if small, else the best-ranked tables.
+                planned = rank_tables(q.text, all_tables, limit=DEFAULT_MAX_TABLES) if large else list(all_tables)
+            q.schema = self.db.schema.explore(planned, incoming=not large)
+            q.note(
+                "SchemaExplorer",
+                f"planned tables: {', '.join(planned) or '-'}",
+                q.schema.summary(),
+                started=started,
+                extra_ms=getattr(self, "_catalogue_ms", 0.0),
+            )
+            if q.reasoning.intent.intent == Intent.META_QUERY:
+                q.failure = None
+                q.after_synthesis = RunStatus.ANSWERED
+                q.meta_outcome = describe_schema(q.schema.render())
+                continue
+            filters = list(q.reasoning.plan.filters)
+            if q.reasoning.plan.needs_data_context and filters:
+                started = self.clock()
+                explored = DataExplorer(self.db.engine).explore(filters, schema=q.schema)
+                q.data_context = explored.render()
+                q.note("DataExplorer", f"{len(filters)} filter column(s)", explored.summary(), started=started)
 
+    def _generate(self, qs: list[_Question]) -> None:
+        if not qs:
+            return
         self.progress("writing SQL")
-        generator = SQLGenerator()
-        draft, call = self.llm.call(
-            generator,
-            generator.build_messages(question, reasoning, schema.render(), data_context, self.db.dialect),
-        )
-        run.trace("SQLGenerator", 2, call, question, _short(draft.sql), llm=call)
+        agent = SQLGenerator()
 
-        result = self._validate_approve_execute(run, question, draft.sql, schema)
+        def build(items: list[QuestionInput]) -> list[dict[str, str]]:
+            chunk = [by_id[i.id] for i in items]
+            return agent.build_messages(items, self._schema_text(chunk), _joined(q.data_context for q in chunk), self.db.dialect)
 
-        started = self.clock()
-        run.warnings += ResultValidator().check(result)
-        run.trace(
-            "ResultValidator",
-            None,
-            started,
-            f"{result.row_count} row(s)",
-            "; ".join(run.warnings) or "no warnings",
-        )
-        run.absorb(result, self.config.preview_rows)
-        self._synthesize(
-            run,
-            question,
-            describe_result(run.sql or "", result.columns, result.rows, result.row_count),
-        )
-        run.status = RunStatus.ANSWERED
+        by_id = {q.qid: q for q in qs}
+        inputs = lambda q: QuestionInput(q.qid, q.text.strip(), SQLGenerator.question_context(q.reasoning))  # noqa: E731
+        for q, draft, call in self._call(agent, qs, build, inputs):
+            q.pending_sql = draft.sql
+            q.note("SQLGenerator", q.text, draft.sql, batch=2, call=call)
 
-    def _validate_approve_execute(self, run: _Run, question: str, sql: str, schema: SchemaContext) -> Any:
-        """Validate, approve and run ``sql``; on failure correct it (at most twice) and go again."""
+    def _approve_and_execute(self, qs: list[_Question], run_id: str) -> None:
+        """Approval cycles: validate, ONE review for everything waiting, run; correct; repeat."""
         validator = SqlValidator(
             dialect=self.db.dialect,
             policy=SafetyPolicy(max_limit=self.config.max_limit, star=self.config.star),
-            schema=schema.columns_by_table(),
+            schema={name: info.column_names() for name, info in self.db.schema.tables().items()},
         )
-        gate = ApprovalGate(reviewer=self.reviewer, validate=validator.validate, store=self.approval_store)
+        gate = ApprovalGate(
+            reviewer=self.reviewer, validate=validator.validate, store=self.approval_store, run_id=run_id
+        )
         executor = SQLExecutor(self.db.engine, row_cap=self.config.row_cap)
         cycle = 0
         while True:
+            waiting = [q for q in qs if q.active and q.pending_sql is not None]
+            if not waiting:
+                return
             cycle += 1
+            runnable = self._review(waiting, validator, gate, cycle)
+            self._execute(runnable, executor, gate)
+            needing = [q for q in qs if q.active and q.correction_error is not None]
+            if needing:
+                self._correct(needing)
+
+    def _review(
+        self, qs: list[_Question], validator: SqlValidator, gate: ApprovalGate, cycle: int
+    ) -> list[tuple[_Question, Any, str]]:
+        items: dict[str, tuple[_Question, ApprovalItem, Any]] = {}
+        for q in qs:
+            sql, q.pending_sql = q.pending_sql, None
             started = self.clock()
             validation = validator.validate(sql)
             refusal = validation.refusal
-            run.trace(
+            q.note(
                 "SafetyValidator",
-                None,
-                started,
-                _short(sql),
-                "accepted" + _rewrites(validation) if validation.ok else f"refused: {refusal.code}",
+                sql,
+                "accepted" + _rewrites(validation) if validation.ok else f"refused: {refusal.code}: {refusal.message}",
+                started=started,
                 ok=validation.ok,
             )
-            run.sql = validation.sql if validation.ok else sql
-
-            self.progress("waiting for approval")
+            q.sql = validation.sql if validation.ok else sql
             item = ApprovalItem.new(
-                question_id=run.run_id,
-                question=question,
-                sql=validation.sql if validation.ok else sql,
+                question_id=f"{q.run_id}:{q.qid}",
+                question=q.text,
+                sql=q.sql,
                 findings=list(validation.findings),
                 refused=not validation.ok,
                 cycle=cycle,
             )
-            outcome = gate.review([item])
-            resolution = outcome.resolutions[item.call_id]
-            run.approvals.append(
+            items[item.call_id] = (q, item, validation)
+
+        self.progress("waiting for approval")
+        try:
+            outcome = gate.review([item for _, item, _ in items.values()])
+        except DecisionError as exc:
+            raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
+
+        runnable = []
+        for call_id, (q, item, validation) in items.items():
+            resolution = outcome.resolutions[call_id]
+            status = str(getattr(resolution.status, "value", resolution.status))
+            q.approvals.append(
                 ApprovalRecord(
                     cycle=cycle,
                     batch_id=outcome.batch_id,
-                    call_id=item.call_id,
-                    status=str(getattr(resolution.status, "value", resolution.status)),
+                    call_id=call_id,
+                    status=status,
                     sql=resolution.sql,
                     reason=resolution.reason,
                 )
             )
-
             if not validation.ok:
-                if refusal.code in CORRECTABLE_REFUSALS and run.corrections < self.config.max_corrections:
-                    sql = self._correct(run, question, sql, f"{refusal.code}: {refusal.message}", schema)
+                refusal = validation.refusal
+                if refusal.code in CORRECTABLE_REFUSALS and q.corrections < self.config.max_corrections:
+                    q.correction_error = f"{refusal.code}: {refusal.message}"
                     continue
-                run.answer = (
-                    f"sqlgate refused the generated SQL ({refusal.code}): {refusal.message} "
-                    "Nothing was run."
-                )
-                raise _Stop(RunStatus.UNSAFE, RunError(code=refusal.code, message=refusal.message))
-
-            status = str(getattr(resolution.status, "value", resolution.status))
-            if status == "rejected":
+                q.answer = f"sqlgate refused the generated SQL ({refusal.code}): {refusal.message} Nothing was run."
+                q.finish(RunStatus.UNSAFE, RunError(code=refusal.code, message=refusal.message))
+            elif status == "rejected":
                 reason = resolution.reason or "no reason given"
-                self._synthesize(run, question, describe_failure(run.sql, f"a reviewer rejected it: {reason}"))
-                raise _Stop(RunStatus.REJECTED, RunError(code="rejected_by_reviewer", message=reason))
+                q.failure = f"a reviewer rejected it: {reason}"
+                q.after_synthesis = RunStatus.REJECTED
+                q.error = RunError(code="rejected_by_reviewer", message=reason)
+            else:
+                runnable.append((q, outcome, call_id))
+        return runnable
 
-            to_run = outcome.runnable(item.call_id)
-            run.sql = to_run
-            self.progress("running SQL")
+    def _execute(self, runnable: list[tuple[_Question, Any, str]], executor: SQLExecutor, gate: ApprovalGate) -> None:
+        if not runnable:
+            return
+        self.progress("running SQL")
+
+        def run_one(entry: tuple[_Question, Any, str]) -> tuple[_Question, Any, BaseException | None, float]:
+            q, outcome, call_id = entry
             started = self.clock()
             try:
-                result = executor.run(to_run)
+                with gate.ledger.executing(outcome, call_id) as sql:
+                    q.sql = sql  # byte-for-byte what was approved (or edited)
+                    return q, executor.run(sql), None, started
             except ExecutionError as exc:
-                run.trace("SQLExecutor", None, started, _short(to_run), _short(f"{exc.code}: {exc.message}"), ok=False)
-                if exc.code == "database_unreachable":
-                    raise _Stop(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message)) from exc
-                if exc.timed_out:
-                    self._synthesize(run, question, describe_failure(to_run, f"statement timeout: {exc.message}"))
-                    raise _Stop(RunStatus.TIMED_OUT, RunError(code=exc.code, message=exc.message)) from exc
-                if run.corrections < self.config.max_corrections:
-                    sql = self._correct(run, question, to_run, exc.message, schema)
-                    continue
-                self._synthesize(run, question, describe_failure(to_run, exc.message))
-                raise _Stop(RunStatus.EXECUTION_FAILED, RunError(code=exc.code, message=exc.message)) from exc
-            run.trace(
-                "SQLExecutor",
-                None,
-                started,
-                _short(to_run),
-                f"{result.row_count} row(s)" + (" (row cap hit)" if result.truncated else ""),
-            )
-            return result
+                return q, None, exc, started
 
-    def _correct(self, run: _Run, question: str, sql: str, error: str, schema: SchemaContext) -> str:
-        run.corrections += 1
-        self.progress(f"correcting SQL ({run.corrections})")
+        if len(runnable) == 1:
+            done = [run_one(runnable[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.config.parallelism, len(runnable))) as pool:
+                done = list(pool.map(run_one, runnable))
+
+        for q, result, exc, started in done:
+            if exc is None:
+                q.note(
+                    "SQLExecutor",
+                    q.sql or "",
+                    f"{result.row_count} row(s)" + (" (row cap hit)" if result.truncated else ""),
+                    started=started,
+                )
+                q.result = result
+                self._check_result(q)
+                continue
+            q.note("SQLExecutor", q.sql or "", f"{exc.code}: {exc.message}", started=started, ok=False)
+            if exc.code == "database_unreachable":
+                q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
+            elif exc.timed_out:
+                q.failure = f"statement timeout: {exc.message}"
+                q.after_synthesis = RunStatus.TIMED_OUT
+                q.error = RunError(code=exc.code, message=exc.message)
+            elif q.corrections < self.config.max_corrections:
+                q.correction_error = exc.message
+            else:
+                q.failure = exc.message
+                q.after_synthesis = RunStatus.EXECUTION_FAILED
+                q.error = RunError(code=exc.code, message=exc.message)
+
+    def _check_result(self, q: _Question) -> None:
+        started = self.clock()
+        q.warnings += ResultValidator().check(q.result)
+        q.note("ResultValidator", f"{q.result.row_count} row(s)", "; ".join(q.warnings) or "no warnings", started=started)
+        q.after_synthesis = RunStatus.ANSWERED
+
+    def _correct(self, qs: list[_Question]) -> None:
+        self.progress("correcting SQL")
         agent = SelfCorrection()
-        fix, call = self.llm.call(
-            agent,
-            agent.build_messages(question, sql, error, schema.render(), self.db.dialect, run.corrections),
-        )
-        run.trace("SelfCorrection", 3, call, _short(error), _short(fix.sql), llm=call)
-        return fix.sql
+        for q in qs:
+            q.corrections += 1
+        by_id = {q.qid: q for q in qs}
 
-    def _synthesize(self, run: _Run, question: str, outcome: str) -> None:
+        def build(items: list[QuestionInput]) -> list[dict[str, str]]:
+            return agent.build_messages(items, self._schema_text([by_id[i.id] for i in items]), self.db.dialect)
+
+        def inputs(q: _Question) -> QuestionInput:
+            return QuestionInput(
+                q.qid, q.text.strip(), SelfCorrection.question_context(q.sql or "", q.correction_error or "", q.corrections)
+            )
+
+        for q, fix, call in self._call(agent, qs, build, inputs):
+            q.note("SelfCorrection", q.correction_error or "", fix.sql, batch=3, call=call)
+            q.pending_sql = fix.sql
+        for q in qs:
+            q.correction_error = None
+
+    def _synthesize(self, qs: list[_Question]) -> None:
+        if not qs:
+            return
         self.progress("writing the answer")
         agent = ResponseSynthesizer()
-        answer, call = self.llm.call(
-            agent, agent.build_messages(question, outcome, run.assumptions, run.warnings)
-        )
-        run.answer = answer.answer
-        run.warnings += [c for c in answer.caveats if c not in run.warnings]
-        run.trace("ResponseSynthesizer", 4, call, _short(outcome), _short(answer.answer), llm=call)
 
+        def outcome(q: _Question) -> str:
+            if q.meta_outcome is not None:
+                return q.meta_outcome
+            if q.result is not None:
+                return describe_result(q.sql or "", q.result.columns, q.result.rows, q.result.row_count)
+            return describe_failure(q.sql, q.failure or "unknown failure")
 
-class _Run:
-    """The mutable state of one run, turned into a ``RunResult`` at the end."""
+        def inputs(q: _Question) -> QuestionInput:
+            return QuestionInput(
+                q.qid, q.text.strip(), ResponseSynthesizer.question_context(outcome(q), q.assumptions, q.warnings)
+            )
 
-    def __init__(self, pipeline: Pipeline, question: str) -> None:
-        self.pipeline = pipeline
-        self.clock = pipeline.clock
-        self.started = self.clock()
-        self.calls_before = pipeline.llm.calls
-        self.requests_before = pipeline.llm.http_requests
-        self.run_id = "run_" + uuid.uuid4().hex[:16]
-        self.question = question
-        self.status = RunStatus.LLM_ERROR
-        self.error: RunError | None = None
-        self.answer: str | None = None
-        self.sql: str | None = None
-        self.assumptions: list[str] = []
-        self.warnings: list[str] = []
-        self.clarification_questions: list[ClarifyingQuestionOut] = []
-        self.approvals: list[ApprovalRecord] = []
-        self.corrections = 0
-        self.tokens = TokenUsage()
-        self.entries: list[TraceEntry] = []
-        self.columns: list[str] = []
-        self.rows: list[list[Any]] = []
-        self.row_count: int | None = None
-        self.truncated = False
+        for q, answer, call in self._call(agent, qs, agent.build_messages, inputs):
+            q.answer = answer.answer
+            q.warnings += [c for c in answer.caveats if c not in q.warnings]
+            q.note("ResponseSynthesizer", outcome(q), answer.answer, batch=4, call=call)
+            q.finish(q.after_synthesis or RunStatus.ANSWERED, q.error)
 
-    def trace(
+    # -- batched LLM calls --------------------------------------------------------------------------
+
+    def _call(
         self,
-        agent: str,
-        batch: int | None,
-        started: float | LLMCall,
-        input_summary: str,
-        output_summary: str,
-        *,
-        llm: LLMCall | None = None,
-        ok: bool = True,
-        extra_ms: float = 0.0,
-    ) -> None:
-        if llm is not None:
-            duration = llm.duration_ms
-            self.tokens = self.tokens + llm.tokens
-        else:
-            duration = (self.clock() - started) * 1000.0 + extra_ms  # type: ignore[operator]
-        self.entries.append(
-            TraceEntry(
-                agent=agent,
-                batch=batch,
-                llm_call=llm.index - self.calls_before if llm else None,
-                tokens=llm.tokens if llm else None,
-                duration_ms=round(duration, 3),
-                input_summary=input_summary,
-                output_summary=output_summary,
-                ok=ok,
-            )
-        )
+        agent: LLMAgent[Any],
+        qs: list[_Question],
+        build: Callable[[list[QuestionInput]], list[dict[str, str]]],
+        inputs: Callable[[_Question], QuestionInput],
+    ) -> Iterable[tuple[_Question, Any, tuple[LLMCall, int]]]:
+        """Call ``agent`` for ``qs`` in chunks; yield each question with its part of a reply.
 
-    def trace_reasoning(self, question: str, reasoning: ReasoningOutput, call: LLMCall) -> None:
-        self.tokens = self.tokens + call.tokens
-        c = reasoning.clarification
-        outputs = {
-            "IntentAnalyzer": f"{reasoning.intent.intent.value} ({reasoning.intent.confidence:.2f})",
-            "ClarificationAgent": (
-                f"resolved, {len(c.assumptions)} assumption(s)"
-                if c.resolved
-                else f"unresolved, {len(c.questions)} question(s)"
-            ),
-            "QueryDecomposer": f"{reasoning.decomposition.complexity}, {len(reasoning.decomposition.steps)} step(s)",
-            "QueryPlanner": f"tables: {', '.join(reasoning.plan.tables) or '-'}; "
-            f"data context: {'yes' if reasoning.plan.needs_data_context else 'no'}",
-        }
-        for agent in ReasoningAgent.agents:
-            self.entries.append(
-                TraceEntry(
-                    agent=agent,
-                    batch=1,
-                    llm_call=call.index - self.calls_before,
-                    tokens=call.tokens,
-                    duration_ms=round(call.duration_ms, 3),
-                    input_summary=_short(question),
-                    output_summary=outputs[agent],
+        A question the reply leaves out, answers twice or that a failed call carried is retried
+        alone; a question that fails alone ends with ``llm_error`` and never fails the others.
+        """
+        prepared = {q.qid: inputs(q) for q in qs}
+        for chunk in self._chunks(qs, prepared):
+            yield from self._call_chunk(agent, chunk, build, prepared)
+
+    def _call_chunk(
+        self,
+        agent: LLMAgent[Any],
+        chunk: list[_Question],
+        build: Callable[[list[QuestionInput]], list[dict[str, str]]],
+        prepared: dict[str, QuestionInput],
+    ) -> Iterable[tuple[_Question, Any, tuple[LLMCall, int]]]:
+        try:
+            reply, call = self.llm.call(agent, build([prepared[q.qid] for q in chunk]))
+        except LLMError as exc:
+            for q in chunk:
+                q.took_part_in_failed(exc)
+            if len(chunk) > 1:
+                for q in chunk:
+                    yield from self._call_chunk(agent, [q], build, prepared)
+                return
+            chunk[0].finish(RunStatus.LLM_ERROR, RunError(code=exc.code, message=redact(exc.message)))
+            return
+        index = call.index - self._calls_before
+        for q in chunk:
+            q.took_part(call, index, len(chunk))
+        split = split_results(list(reply.results), [q.qid for q in chunk])
+        if len(chunk) == 1 and not split.by_id and len(reply.results) == 1:
+            split.by_id[chunk[0].qid] = reply.results[0]  # one question, one answer: the id is a formality
+            split.missing = []
+        for q in chunk:
+            if q.qid in split.by_id:
+                yield q, split.by_id[q.qid], (call, index)
+            elif len(chunk) > 1:
+                yield from self._call_chunk(agent, [q], build, prepared)
+            else:
+                q.finish(
+                    RunStatus.LLM_ERROR,
+                    RunError(code="invalid_model_output", message="the model's reply did not answer this question"),
                 )
-            )
 
-    def absorb(self, result: Any, preview_rows: int) -> None:
-        self.columns = list(result.columns)
-        self.rows = [list(r) for r in result.rows[:preview_rows]]
-        self.row_count = result.row_count
-        self.truncated = bool(result.truncated)
+    def _chunks(self, qs: list[_Question], prepared: dict[str, QuestionInput]) -> Iterable[list[_Question]]:
+        """Up to ``k`` questions per call, fewer when their contexts would make the prompt too big."""
+        chunk: list[_Question] = []
+        size = 0
+        for q in qs:
+            item = prepared[q.qid]
+            cost = len(item.question) + len(item.context) + 40
+            if chunk and (len(chunk) >= self.config.k or size + cost > self.config.max_prompt_chars):
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(q)
+            size += cost
+        if chunk:
+            yield chunk
 
-    def result(self) -> RunResult:
-        llm = self.pipeline.llm
-        return RunResult(
-            run_id=self.run_id,
-            question=self.question,
-            status=self.status,
-            answer=self.answer,
-            sql=self.sql,
-            row_count=self.row_count,
-            columns=self.columns,
-            rows_preview=self.rows,
-            truncated=self.truncated,
-            warnings=self.warnings,
-            assumptions=self.assumptions,
-            clarification_questions=self.clarification_questions,
-            approvals=self.approvals,
-            corrections=self.corrections,
-            error=self.error,
-            llm_calls=llm.calls - self.calls_before,
-            http_requests=llm.http_requests - self.requests_before,
-            tokens=self.tokens,
-            dialect=self.pipeline.db.dialect,
-            duration_ms=round((self.clock() - self.started) * 1000.0, 3),
-            trace=self.entries,
-        )
+    def _schema_text(self, qs: list[_Question]) -> str:
+        """The explored tables of several questions, each table once."""
+        tables: dict[str, Any] = {}
+        for q in qs:
+            for table in q.schema.tables if q.schema else ():
+                tables.setdefault(table.name, table)
+        if len(qs) == 1 and qs[0].schema is not None:
+            return qs[0].schema.render()
+        return SchemaContext(dialect=self.db.dialect, tables=list(tables.values())).render()
 
 
-def _unique_questions(reasoning: ReasoningOutput) -> list[ClarifyingQuestionOut]:
-    """The clarifying questions with ids unique within the run (models repeat ids)."""
-    questions = reasoning.clarification.questions
+def _unique_questions(questions: list[Any]) -> list[ClarifyingQuestionOut]:
+    """The clarifying questions with ids unique within the question (models repeat ids)."""
     if not questions:
         return [
-            ClarifyingQuestionOut(
-                id="c1", text="Could you restate the question naming the measure and the data you mean?"
-            )
+            ClarifyingQuestionOut(id="c1", text="Could you restate the question naming the measure and the data you mean?")
         ]
     seen: set[str] = set()
     out = []
@@ -460,6 +631,15 @@ def _unique_questions(reasoning: ReasoningOutput) -> list[ClarifyingQuestionOut]
         seen.add(qid)
         out.append(ClarifyingQuestionOut(id=qid, text=q.text))
     return out
+
+
+def _joined(parts: Iterable[str]) -> str:
+    seen: list[str] = []
+    for part in parts:
+        for line in part.splitlines():
+            if line not in seen:
+                seen.append(line)
+    return "\n".join(seen)
 
 
 def _short(text: str, limit: int = 160) -> str:

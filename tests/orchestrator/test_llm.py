@@ -14,7 +14,7 @@ from orchestrator.llm import LLMClient, LLMSettings, redact, retry_after_seconds
 from ratelimit import ManualClock, RateLimitExceeded, SlidingWindowLimiter
 from tests.scripted_llm.server import ScriptedLLMServer, ScriptedQueue, ScriptedReply
 
-GOOD = json.dumps({"sql": "SELECT 1 AS one", "explanation": "constant"})
+GOOD = json.dumps({"results": [{"question_id": "q1", "sql": "SELECT 1 AS one", "explanation": "constant"}]})
 MESSAGES = [{"role": "system", "content": "x"}, {"role": "user", "content": "Analyst's question: q"}]
 
 
@@ -59,7 +59,7 @@ def test_json_schema_unsupported_falls_back_to_json_mode_for_good(serve, clock) 
     first, call = llm.call(SQLGenerator(), MESSAGES)
     second, _ = llm.call(SQLGenerator(), MESSAGES)
 
-    assert first.sql == second.sql == "SELECT 1 AS one"
+    assert first.results[0].sql == second.results[0].sql == "SELECT 1 AS one"
     formats = [r["response_format"]["type"] for r in server.requests]
     assert formats == ["json_schema", "json_object", "json_object"]
     assert call.http_requests == 2 and llm.limiter.usage().used == 3

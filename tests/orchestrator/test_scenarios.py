@@ -152,7 +152,7 @@ def test_sixth_request_in_a_minute_is_refused(harness: Harness, demo_url: str, v
     assert second.status == RunStatus.RATE_LIMITED
     assert second.error.code == "rate_limited"
     assert 0 < second.error.retry_after <= 60.0
-    assert second.llm_calls == 3 and second.http_requests == 2  # the third request never left
+    assert second.llm_calls == 2 and second.http_requests == 2  # the third request never left
     assert interactions(vcr) == 5
 
 

@@ -68,16 +68,16 @@ class Scenario:
 
 
 _BATCH_BY_SCHEMA = {
-    "ReasoningOutput": "reasoning",
-    "GeneratedSQL": "sql",
-    "CorrectedSQL": "correction",
-    "SynthesizedAnswer": "answer",
+    "ReasoningBatch": "reasoning",
+    "SQLBatch": "sql",
+    "CorrectionBatch": "correction",
+    "AnswerBatch": "answer",
 }
 _BATCH_BY_PROMPT = (
     ("reasoning stage", "reasoning"),
-    ("failed. Diagnose", "correction"),
+    ("SQL queries written for data analysts failed", "correction"),
     ("You write SQL", "sql"),
-    ("You answer a data analyst", "answer"),
+    ("You answer data analysts", "answer"),
 )
 
 
@@ -93,54 +93,77 @@ def batch_of(request: dict[str, Any]) -> str:
     raise LookupError("request matches no sqlgate batch")
 
 
-def question_of(request: dict[str, Any]) -> str:
-    user = request["messages"][1]["content"]
-    match = re.search(r"^Analyst's question: (.*)$", user, re.MULTILINE)
-    if not match:
-        raise LookupError("request carries no analyst question")
-    return match.group(1).strip()
+_SECTION = re.compile(r"^### \[(\w+)\] Question: (.*)$", re.MULTILINE)
 
 
-def preview_of(request: dict[str, Any]) -> dict[str, Any]:
-    """What sqlgate put in the synthesis prompt: the result preview, or the failure."""
+def sections_of(request: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(question id, question, section body) for every question in the request."""
     user = request["messages"][1]["content"]
-    match = re.search(r"Result preview:\n(\{.*\})", user)
-    count = re.search(r"Row count: (\d+)", user)
-    failure = re.search(r"The query did not produce a result: (.*)", user)
+    found = list(_SECTION.finditer(user))
+    if not found:
+        raise LookupError("request carries no question section")
+    out = []
+    for n, match in enumerate(found):
+        end = found[n + 1].start() if n + 1 < len(found) else len(user)
+        out.append((match.group(1), match.group(2).strip(), user[match.end() : end]))
+    return out
+
+
+def preview_of(body: str) -> dict[str, Any]:
+    """What sqlgate put in a question's synthesis section: the result preview, or the failure."""
+    match = re.search(r"Result preview:\n(\{.*\})", body)
+    count = re.search(r"Row count: (\d+)", body)
+    failure = re.search(r"The query did not produce a result: (.*)", body)
     return {
         "columns": json.loads(match.group(1))["columns"] if match else [],
         "rows": json.loads(match.group(1))["rows"] if match else [],
         "row_count": int(count.group(1)) if count else 0,
         "failure": failure.group(1) if failure else None,
-        "schema": user.split("Schema:\n", 1)[1] if "about the database itself" in user else None,
+        "schema": body.split("Schema:\n", 1)[1] if "about the database itself" in body else None,
     }
 
 
 class ScenarioScript:
-    """A responder for ``ScriptedLLMServer``: routes each request to its scenario and batch."""
+    """A responder for ``ScriptedLLMServer``: answers each question of a request from its scenario.
 
-    def __init__(self, scenarios: dict[str, Scenario]) -> None:
+    ``drop`` and ``duplicate`` name questions whose answer the scripted reply leaves out or
+    repeats when the request carries several questions (to test recovery).
+    """
+
+    def __init__(
+        self, scenarios: dict[str, Scenario], *, drop: set[str] = frozenset(), duplicate: set[str] = frozenset()
+    ) -> None:
         self.scenarios = scenarios
+        self.drop = set(drop)
+        self.duplicate = set(duplicate)
         self._faults = {q: {b: list(r) for b, r in s.faults.items()} for q, s in scenarios.items()}
 
     def __call__(self, request: dict[str, Any]) -> ScriptedReply:
-        question = question_of(request)
-        scenario = self.scenarios[question]
         batch = batch_of(request)
-        pending = self._faults[question].get(batch)
-        if pending:
-            return pending.pop(0)
-        return ScriptedReply(json.dumps(self._content(scenario, batch, request)))
+        parts = sections_of(request)
+        for _, question, _ in parts:
+            pending = self._faults[question].get(batch)
+            if pending:
+                return pending.pop(0)
+        results = []
+        for qid, question, body in parts:
+            if len(parts) > 1 and question in self.drop:
+                continue
+            entry = {"question_id": qid, **self._content(self.scenarios[question], batch, body)}
+            results.append(entry)
+            if len(parts) > 1 and question in self.duplicate:
+                results.append(entry)
+        return ScriptedReply(json.dumps({"results": results}))
 
-    def _content(self, scenario: Scenario, batch: str, request: dict[str, Any]) -> dict[str, Any]:
+    def _content(self, scenario: Scenario, batch: str, body: str) -> dict[str, Any]:
         if batch == "reasoning":
             return scenario.reasoning
         if batch == "sql":
             return {"sql": scenario.sql, "explanation": "Scripted SQL for this scenario."}
         if batch == "correction":
-            attempt = int(re.search(r"\(attempt (\d+)\)", request["messages"][1]["content"]).group(1))
+            attempt = int(re.search(r"\(attempt (\d+)\)", body).group(1))
             return {"diagnosis": "Scripted diagnosis of the error.", "sql": scenario.corrections[attempt - 1]}
-        preview = preview_of(request)
+        preview = preview_of(body)
         if preview["failure"]:
             text = f"The question could not be answered: {preview['failure']}"
         elif scenario.answer is not None:
