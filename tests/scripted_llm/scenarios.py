@@ -363,4 +363,39 @@ SCENARIOS.update(
     }
 )
 
-__all__ = ["DEMO_QUESTIONS", "SCENARIOS", "Scenario", "ScenarioScript", "reasoning"]
+
+def _month_question(month: int) -> str:
+    return f"How many orders were placed in 2025-{month:02d}?"
+
+
+def _category_question(category: str) -> str:
+    return f"How many products are in the {category} category?"
+
+
+CATEGORIES = ["Electronics", "Clothing", "Home & Kitchen", "Sports & Outdoors", "Office Supplies",
+              "Toys & Games", "Beauty", "Books"]
+MONTH_QUESTIONS = [_month_question(m) for m in range(1, 13)]
+CATEGORY_QUESTIONS = [_category_question(c) for c in CATEGORIES]
+#: Twenty simple questions for batch tests and benchmarks.
+COUNT_QUESTIONS = MONTH_QUESTIONS + CATEGORY_QUESTIONS
+
+for _month, _q in enumerate(MONTH_QUESTIONS, start=1):
+    SCENARIOS[_q] = Scenario(
+        reasoning=reasoning(tables=["orders"], filters=[("orders", "order_date", f"in 2025-{_month:02d}")]),
+        sql=f"SELECT COUNT(*) AS orders FROM orders WHERE order_date >= '2025-{_month:02d}-01' "
+        f"AND order_date < '{'2026-01' if _month == 12 else f'2025-{_month + 1:02d}'}-01'",
+        answer=_count_answer(f"orders in 2025-{_month:02d}"),
+    )
+for _category, _q in zip(CATEGORIES, CATEGORY_QUESTIONS):
+    SCENARIOS[_q] = Scenario(
+        reasoning=reasoning(
+            tables=["products", "categories"],
+            filters=[("categories", "name", f"= '{_category}'")],
+            needs_data_context=True,
+        ),
+        sql="SELECT COUNT(p.product_id) AS products FROM products AS p JOIN categories AS c "
+        f"ON c.category_id = p.category_id WHERE c.name = '{_category}'",
+        answer=_count_answer(f"products in {_category}"),
+    )
+
+__all__ = ["COUNT_QUESTIONS", "DEMO_QUESTIONS", "SCENARIOS", "Scenario", "ScenarioScript", "reasoning"]
