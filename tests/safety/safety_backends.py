@@ -21,6 +21,7 @@ POSTGRES_ENV = "SQLGATE_TEST_POSTGRES_URL"
 MYSQL_ENV = "SQLGATE_TEST_MYSQL_URL"
 READER = "sqlgate_reader"  # least-privilege login role created for the tests (SELECT on the victim only)
 SERVER_TIMEOUT_S = 0.5
+ATTACK_TABLES = frozenset({"sg_new", "sg_copy", "sg_stolen"})  # tables the attack matrix tries to create
 
 
 class TickingClock:
@@ -44,6 +45,7 @@ class Backend:
     tmp: Path
     reader: Engine | None = None
     extra_state: list = field(default_factory=list)
+    lock: int = field(default_factory=lambda: uuid.uuid4().int % 1_000_000_000)  # per run: runs may share a server
 
     def engine(self, role: str) -> Engine:
         if role == "reader":
@@ -57,7 +59,8 @@ class Backend:
         engine = self.owner if self.dialect == "duckdb" else self.admin
         with engine.connect() as conn:
             rows = conn.exec_driver_sql(f"SELECT COUNT(*), SUM(a) FROM {self.table}").one()
-            tables = sorted(t for t in sa.inspect(conn).get_table_names() if t.startswith("sg_"))
+            # Only names this run owns or its attacks would create: other test runs may share the server.
+            tables = sorted(t for t in sa.inspect(conn).get_table_names() if t in {self.table, *ATTACK_TABLES})
             locks = tuple(conn.exec_driver_sql(sql).scalar() for sql in self.extra_state)
         files = sorted(p.name for p in self.tmp.iterdir())
         return tuple(rows), tables, files, locks
@@ -119,7 +122,7 @@ def make_postgres(tmp: Path) -> Backend:
     files = tmp / "files"
     files.mkdir()
     backend = Backend("postgres", admin, owner, table, files, open_readonly_engine(reader_url, settings))
-    backend.extra_state = ["SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory'"]
+    backend.extra_state = [f"SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = {backend.lock}"]
     return backend
 
 
@@ -141,7 +144,7 @@ def make_mysql(tmp: Path) -> Backend:
     files = tmp / "files"
     files.mkdir()
     backend = Backend("mysql", admin, owner, table, files, open_readonly_engine(reader_url, settings))
-    backend.extra_state = ["SELECT IS_FREE_LOCK('sg_lock')"]
+    backend.extra_state = [f"SELECT IS_FREE_LOCK('sg_lock_{backend.lock}')"]
     return backend
 
 

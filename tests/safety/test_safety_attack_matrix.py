@@ -75,7 +75,7 @@ ATTACKS: dict[str, list[Attack]] = {
         Attack("pg_ls_dir", 3, "SELECT pg_ls_dir('/')", role="reader"),
         Attack("lo_import", 3, "SELECT lo_get(lo_import('/etc/passwd'))", role="reader"),
         Attack("set_config", 3, "SELECT set_config('default_transaction_read_only', 'off', false)", expect="harmless"),
-        Attack("advisory lock", 3, "SELECT pg_advisory_lock(4242)", expect="harmless"),
+        Attack("advisory lock", 3, "SELECT pg_advisory_lock({lock})", expect="harmless"),
         Attack("pg_notify", 3, "SELECT pg_notify('sg_channel', 'x')", expect="harmless"),
         Attack("query_to_xml", 3, "SELECT query_to_xml('DELETE FROM {t} RETURNING a', true, true, '')"),
         Attack("pg_terminate_backend", 3, "SELECT pg_terminate_backend(0)", expect="harmless", role="reader"),
@@ -101,7 +101,7 @@ ATTACKS: dict[str, list[Attack]] = {
         Attack("benchmark", 3, "SELECT BENCHMARK(10000000000, MD5('a'))", expect="bounded"),
         Attack("executable comment", 4, "SELECT a FROM {t} /*!50000 ; DROP TABLE {t} */", validator="defuse"),
         Attack("load_file", 3, "SELECT LOAD_FILE('/etc/passwd')", expect="null", role="reader"),
-        Attack("get_lock", 3, "SELECT GET_LOCK('sg_lock', 0)", expect="harmless"),
+        Attack("get_lock", 3, "SELECT GET_LOCK('sg_lock_{lock}', 0)", expect="harmless"),
         Attack("for update", 4, "SELECT a FROM {t} FOR UPDATE", expect="harmless"),
         Attack("lock tables", 4, "LOCK TABLES {t} WRITE", expect="harmless"),
         Attack("recursive cte", 5,
@@ -138,8 +138,8 @@ CASES = [(dialect, attack) for dialect, attacks in ATTACKS.items() for attack in
 IDS = [f"{dialect}-class{attack.cls}-{attack.name}" for dialect, attack in CASES]
 
 
-def render(attack: Attack, table: str = "sg_victim", files: str = "/tmp/sg_files") -> str:
-    return attack.sql.replace("{t}", table).replace("{files}", files)
+def render(attack: Attack, table: str = "sg_victim", files: str = "/tmp/sg_files", lock: int = 4242) -> str:
+    return attack.sql.replace("{t}", table).replace("{files}", files).replace("{lock}", str(lock))
 
 
 def test_every_class_is_covered_on_every_database():
@@ -175,7 +175,7 @@ def backends(tmp_path_factory):
 def test_connection_is_harmless_with_validator_off(backends, dialect, attack):
     backend = backends(dialect)
     before = backend.state()
-    sql = render(attack, backend.table, str(backend.tmp))
+    sql = render(attack, backend.table, str(backend.tmp), backend.lock)
     error: BaseException | None = None
     rows = None
     started = time.monotonic()
