@@ -97,7 +97,7 @@ class _Spinner:
         if self.status:
             self.status.stop()
 
-    def __call__(self, stage: str) -> None:
+    def __call__(self, stage: str, done: int = 0, total: int = 0) -> None:
         if self.status is None:
             return
         if stage == "waiting for approval":

@@ -39,7 +39,7 @@ from agents import (
 )
 from agents.llm_agent import LLMAgent
 from agents.llm_batch import QuestionInput, split_results
-from agents.response_synthesizer import describe_failure, describe_result, describe_schema
+from agents.response_synthesizer import PREVIEW_ROWS, describe_failure, describe_result, describe_schema
 from approvals import ApprovalCancelled, ApprovalGate, ApprovalItem, DecisionError
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import DatabaseError, LLMError
@@ -55,7 +55,8 @@ CORRECTABLE_REFUSALS = frozenset({"select_star", "parse_error", "unknown_table",
 #: tables plus the tables they refer to.
 LARGE_SCHEMA_TABLES = 40
 
-Progress = Callable[[str], None]
+#: ``progress(stage, done, total)``: the stage's name and how many of its questions are done.
+Progress = Callable[[str, int, int], None]
 
 
 class PipelineConfig(BaseModel):
@@ -207,7 +208,7 @@ class Pipeline:
         self.reviewer = reviewer
         self.config = config or PipelineConfig()
         self.approval_store = approval_store
-        self.progress = progress or (lambda stage: None)
+        self.progress: Progress = progress or (lambda stage, done=0, total=0: None)
         self.clock = clock
 
     # -- public API --------------------------------------------------------------------------------
@@ -216,13 +217,32 @@ class Pipeline:
         """Answer one question (a batch of one)."""
         return self.run_batch([question])[0]
 
-    def run_batch(self, questions: Sequence[str]) -> list[RunResult]:
-        """Answer many questions with batched LLM calls and ONE approval cycle per round."""
+    def run_batch(
+        self, questions: Sequence[str], *, on_result: Callable[[int, RunResult], None] | None = None
+    ) -> list[RunResult]:
+        """Answer many questions with batched LLM calls and ONE approval cycle per round.
+
+        ``on_result(index, result)`` is called as soon as each question is finished (early for
+        questions that stop early), so results can be streamed out before the batch ends.
+        """
         run_id = "run_" + uuid.uuid4().hex[:16]
         calls_before = self.llm.calls
         qs = [_Question(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
+        self._on_result = on_result
+        self._emitted: set[str] = set()
+        self._all = qs
         self._run(qs, run_id, calls_before)
+        self._emit()
         return [q.to_result(self.db.dialect, self.config.preview_rows) for q in qs]
+
+    def _emit(self) -> None:
+        """Hand every newly finished question to ``on_result``."""
+        if self._on_result is None:
+            return
+        for index, q in enumerate(self._all):
+            if q.status is not None and q.qid not in self._emitted:
+                self._emitted.add(q.qid)
+                self._on_result(index, q.to_result(self.db.dialect, self.config.preview_rows))
 
     # -- the stages ---------------------------------------------------------------------------------
 
@@ -230,11 +250,15 @@ class Pipeline:
         self._calls_before = calls_before
         for q in qs:
             self._check_input(q)
+        self._emit()
         try:
             self._reason([q for q in qs if q.active])
+            self._emit()
             self._explore([q for q in qs if q.active])
             self._generate([q for q in qs if q.active and q.after_synthesis is None])
+            self._emit()
             self._approve_and_execute(qs, run_id)
+            self._emit()
             self._synthesize([q for q in qs if q.active and q.after_synthesis is not None])
         except RateLimitExceeded as exc:
             for q in qs:
@@ -269,7 +293,6 @@ class Pipeline:
     def _reason(self, qs: list[_Question]) -> None:
         if not qs:
             return
-        self.progress("reasoning")
         started = self.clock()
         tables = self.db.schema.tables()
         self._catalogue_ms = (self.clock() - started) * 1000.0
@@ -281,7 +304,8 @@ class Pipeline:
             )
             return agent.build_messages(items, catalogue, self.db.dialect)
 
-        for q, reasoning, call in self._call(agent, qs, build, lambda q: QuestionInput(q.qid, q.text.strip())):
+        inputs = lambda q: QuestionInput(q.qid, q.text.strip())  # noqa: E731
+        for q, reasoning, call in self._call("reasoning", agent, qs, build, inputs):
             q.reasoning = reasoning
             c = reasoning.clarification
             outputs = {
@@ -306,10 +330,10 @@ class Pipeline:
     def _explore(self, qs: list[_Question]) -> None:
         if not qs:
             return
-        self.progress("exploring schema")
         all_tables = self.db.schema.tables()
         large = len(all_tables) > LARGE_SCHEMA_TABLES
-        for q in qs:
+        for done, q in enumerate(qs, start=1):
+            self.progress("exploring schema", done - 1, len(qs))
             started = self.clock()
             planned = list(q.reasoning.plan.tables)
             if not planned or not self.db.schema.explore(planned, neighbours=False).tables:
@@ -338,7 +362,6 @@ class Pipeline:
     def _generate(self, qs: list[_Question]) -> None:
         if not qs:
             return
-        self.progress("writing SQL")
         agent = SQLGenerator()
 
         def build(items: list[QuestionInput]) -> list[dict[str, str]]:
@@ -347,7 +370,7 @@ class Pipeline:
 
         by_id = {q.qid: q for q in qs}
         inputs = lambda q: QuestionInput(q.qid, q.text.strip(), SQLGenerator.question_context(q.reasoning))  # noqa: E731
-        for q, draft, call in self._call(agent, qs, build, inputs):
+        for q, draft, call in self._call("writing SQL", agent, qs, build, inputs):
             q.pending_sql = draft.sql
             q.note("SQLGenerator", q.text, draft.sql, batch=2, call=call)
 
@@ -401,7 +424,7 @@ class Pipeline:
             )
             items[item.call_id] = (q, item, validation)
 
-        self.progress("waiting for approval")
+        self.progress("waiting for approval", 0, len(items))
         try:
             outcome = gate.review([item for _, item, _ in items.values()])
         except DecisionError as exc:
@@ -440,7 +463,8 @@ class Pipeline:
     def _execute(self, runnable: list[tuple[_Question, Any, str]], executor: SQLExecutor, gate: ApprovalGate) -> None:
         if not runnable:
             return
-        self.progress("running SQL")
+        self.progress("running SQL", 0, len(runnable))
+        finished = [0]
 
         def run_one(entry: tuple[_Question, Any, str]) -> tuple[_Question, Any, BaseException | None, float]:
             q, outcome, call_id = entry
@@ -451,6 +475,9 @@ class Pipeline:
                     return q, executor.run(sql), None, started
             except ExecutionError as exc:
                 return q, None, exc, started
+            finally:
+                finished[0] += 1
+                self.progress("running SQL", finished[0], len(runnable))
 
         if len(runnable) == 1:
             done = [run_one(runnable[0])]
@@ -486,11 +513,12 @@ class Pipeline:
     def _check_result(self, q: _Question) -> None:
         started = self.clock()
         q.warnings += ResultValidator().check(q.result)
+        # Keep what the answer and the result object use, not every fetched row.
+        q.result.rows = q.result.rows[: max(self.config.preview_rows, PREVIEW_ROWS)]
         q.note("ResultValidator", f"{q.result.row_count} row(s)", "; ".join(q.warnings) or "no warnings", started=started)
         q.after_synthesis = RunStatus.ANSWERED
 
     def _correct(self, qs: list[_Question]) -> None:
-        self.progress("correcting SQL")
         agent = SelfCorrection()
         for q in qs:
             q.corrections += 1
@@ -504,7 +532,7 @@ class Pipeline:
                 q.qid, q.text.strip(), SelfCorrection.question_context(q.sql or "", q.correction_error or "", q.corrections)
             )
 
-        for q, fix, call in self._call(agent, qs, build, inputs):
+        for q, fix, call in self._call("correcting SQL", agent, qs, build, inputs):
             q.note("SelfCorrection", q.correction_error or "", fix.sql, batch=3, call=call)
             q.pending_sql = fix.sql
         for q in qs:
@@ -513,7 +541,6 @@ class Pipeline:
     def _synthesize(self, qs: list[_Question]) -> None:
         if not qs:
             return
-        self.progress("writing the answer")
         agent = ResponseSynthesizer()
 
         def outcome(q: _Question) -> str:
@@ -528,16 +555,18 @@ class Pipeline:
                 q.qid, q.text.strip(), ResponseSynthesizer.question_context(outcome(q), q.assumptions, q.warnings)
             )
 
-        for q, answer, call in self._call(agent, qs, agent.build_messages, inputs):
+        for q, answer, call in self._call("writing the answer", agent, qs, agent.build_messages, inputs):
             q.answer = answer.answer
             q.warnings += [c for c in answer.caveats if c not in q.warnings]
             q.note("ResponseSynthesizer", outcome(q), answer.answer, batch=4, call=call)
             q.finish(q.after_synthesis or RunStatus.ANSWERED, q.error)
+            self._emit()
 
     # -- batched LLM calls --------------------------------------------------------------------------
 
     def _call(
         self,
+        stage: str,
         agent: LLMAgent[Any],
         qs: list[_Question],
         build: Callable[[list[QuestionInput]], list[dict[str, str]]],
@@ -549,8 +578,12 @@ class Pipeline:
         alone; a question that fails alone ends with ``llm_error`` and never fails the others.
         """
         prepared = {q.qid: inputs(q) for q in qs}
+        done = 0
+        self.progress(stage, 0, len(qs))
         for chunk in self._chunks(qs, prepared):
             yield from self._call_chunk(agent, chunk, build, prepared)
+            done += len(chunk)
+            self.progress(stage, done, len(qs))
 
     def _call_chunk(
         self,
