@@ -76,8 +76,9 @@ class Ours:
         self.stamps.append(grant.stamp)
         return True
 
-    def close(self):
-        self.backend.clear(self.lim.key)
+    def close(self, clear=True):
+        if clear:
+            self.backend.clear(self.lim.key)
         self.backend.close()
 
 
@@ -105,7 +106,7 @@ class Limits:
     def __call__(self) -> bool:
         return self.lim.hit(self.item, self.key)
 
-    def close(self):
+    def close(self, clear=True):
         pass
 
 
@@ -137,10 +138,8 @@ class Pyrate:
     def __call__(self) -> bool:
         return bool(self.lim.try_acquire(self.key, blocking=False))
 
-    def close(self):
-        pool = getattr(self, "pool", None)
-        if pool is not None:
-            pool.close()
+    def close(self, clear=True):
+        pass  # pyrate's leak thread still uses the pool; it goes when the process ends
 
 
 def libraries():
@@ -259,7 +258,7 @@ def hammer(lib, kind, limit, window, key, location, start_at, seconds, threads, 
         w.join()
     stamps = list(lim.stamps)
     if shared is None:
-        lim.close()
+        lim.close(clear=False)  # other processes may still be running: the caller clears
     return returns, stamps
 
 
