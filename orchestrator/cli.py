@@ -67,7 +67,7 @@ def _dump(result: RunResult) -> dict[str, Any]:
     return result.model_dump(mode="json")
 
 
-def _reviewer(yes: bool, as_json: bool) -> Any:
+def _reviewer(yes: bool, as_json: bool = False) -> Any:
     from approvals import ApproveAll, TerminalReviewer
 
     if yes:
@@ -107,73 +107,184 @@ class _Spinner:
             self.status.start()
 
 
-@app.command()
-def ask(
-    question: Annotated[str, typer.Argument(help="The question, in plain language.")],
-    db: DbOpt = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve the generated SQL without a prompt.")] = False,
-    as_json: JsonOpt = False,
-    model: Annotated[str | None, typer.Option(help="Model name. Env: SQLGATE_MODEL.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint. Env: OPENAI_BASE_URL.")] = None,
-    rate_limit: Annotated[
-        str | None, typer.Option(help="LLM requests per window, e.g. 5/60 (default) or 500/min.")
-    ] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="Wait for the rate limiter instead of failing fast.")] = False,
-    row_cap: Annotated[int, typer.Option(help="Rows fetched at most.")] = 1000,
-    max_limit: Annotated[int, typer.Option(help="LIMIT added to (or lowered in) every query.")] = 1000,
-    timeout: Annotated[float | None, typer.Option(help="Statement timeout in seconds (default 30).")] = None,
-    trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
-) -> None:
-    """Answer one question from a database, with ONE approval of the SQL before it runs.
+ModelOpt = Annotated[str | None, typer.Option(help="Model name. Env: SQLGATE_MODEL.")]
+BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint. Env: OPENAI_BASE_URL.")]
+RateOpt = Annotated[str | None, typer.Option(help="LLM requests per window, e.g. 5/60 (default) or 500/min.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve the generated SQL without a prompt.")]
+RowCapOpt = Annotated[int, typer.Option(help="Rows fetched at most per query.")]
+MaxLimitOpt = Annotated[int, typer.Option(help="LIMIT added to (or lowered in) every query.")]
+TimeoutOpt = Annotated[float | None, typer.Option(help="Statement timeout in seconds (default 30).")]
 
-    Example: sqlgate ask "Top 5 customers by revenue in 2025" --db sqlite:///shop.db
-    """
+
+def _open(
+    *,
+    db: str | None,
+    model: str | None,
+    base_url: str | None,
+    rate_limit: str | None,
+    wait: bool,
+    timeout: float | None,
+    pipeline_config: Any,
+    as_json: bool,
+) -> tuple[Any, Any]:
+    """Settings, the read-only database and the model client, or a clear error and exit."""
     from orchestrator.config import Settings, parse_rate
     from orchestrator.database import TargetDatabase
     from orchestrator.llm import LLMClient
-    from orchestrator.pipeline import Pipeline, PipelineConfig
     from ratelimit import SlidingWindowLimiter
 
     try:
         settings = Settings.from_env()
-        if db:
-            settings.db = db
-        if model:
-            settings.llm.model = model
-        if base_url:
-            settings.llm.base_url = base_url
+        settings.db = db or settings.db
+        settings.llm.model = model or settings.llm.model
+        settings.llm.base_url = base_url or settings.llm.base_url
         if rate_limit:
             settings.rate_limit, settings.rate_window_s = parse_rate(rate_limit)
         if timeout is not None:
             settings.statement_timeout_s = timeout
-        settings.pipeline = PipelineConfig(row_cap=row_cap, max_limit=max_limit)
         settings.require_credentials()
-        if not question.strip():
-            _fail("the question is empty", as_json=as_json, error_code="empty_question")
-        reviewer = _reviewer(yes, as_json)
         database = TargetDatabase(settings.db or "", statement_timeout_s=settings.statement_timeout_s)
     except SqlgateError as exc:
         _fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
-        return
+        raise  # unreachable: _fail exits
     limiter = SlidingWindowLimiter(
         limit=settings.rate_limit,
         window=settings.rate_window_s,
         mode="wait" if wait else "fail_fast",
         max_wait=settings.max_wait_s,
     )
-    llm = LLMClient(settings.llm, limiter=limiter)
+    return database, LLMClient(settings.llm, limiter=limiter)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in plain language.")],
+    db: DbOpt = None,
+    yes: YesOpt = False,
+    as_json: JsonOpt = False,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    rate_limit: RateOpt = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the rate limiter instead of failing fast.")] = False,
+    row_cap: RowCapOpt = 1000,
+    max_limit: MaxLimitOpt = 1000,
+    timeout: TimeoutOpt = None,
+    trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
+) -> None:
+    """Answer one question from a database, with ONE approval of the SQL before it runs.
+
+    Example: sqlgate ask "Top 5 customers by revenue in 2025" --db sqlite:///shop.db
+    """
+    from orchestrator.pipeline import Pipeline, PipelineConfig
+
+    if not question.strip():
+        _fail("the question is empty", as_json=as_json, error_code="empty_question")
+    config = PipelineConfig(row_cap=row_cap, max_limit=max_limit)
+    database, llm = _open(
+        db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=wait, timeout=timeout,
+        pipeline_config=config, as_json=as_json,
+    )
+    reviewer = _reviewer(yes, as_json)
     with _Spinner(enabled=True) as spinner:
-        pipeline = Pipeline(database, llm, reviewer, config=settings.pipeline, progress=spinner)
-        result = pipeline.ask(question)
+        result = Pipeline(database, llm, reviewer, config=config, progress=spinner).ask(question)
     database.dispose()
     if as_json:
         _emit_json(_dump(result))
     else:
-        render_console = Console()
         from orchestrator.render import render_result
 
-        render_result(render_console, result, trace=trace)
+        render_result(Console(), result, trace=trace)
     raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def batch(
+    questions_file: Annotated[Path, typer.Argument(help="Questions: .txt (one per line), .csv (a 'question' column) or .jsonl.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Results file: .jsonl or .csv. A re-run resumes it.")],
+    db: DbOpt = None,
+    yes: YesOpt = False,
+    k: Annotated[int, typer.Option(help="Questions per LLM call at most.")] = 10,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    rate_limit: RateOpt = None,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="Stop when the rate limit is reached instead of waiting.")
+    ] = False,
+    row_cap: RowCapOpt = 1000,
+    max_limit: MaxLimitOpt = 1000,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Answer a file of questions with batched LLM calls and ONE approval for the whole batch.
+
+    Results are written to --out as each question finishes. Run the same command again after an
+    interruption: questions already answered are skipped.
+
+    Example: sqlgate batch questions.txt --db sqlite:///shop.db --out results.jsonl
+    """
+    from orchestrator.batch_io import ResultWriter, pending_questions, read_questions
+    from orchestrator.pipeline import Pipeline, PipelineConfig
+
+    try:
+        questions = read_questions(questions_file)
+        writer = ResultWriter(out)
+        done = writer.resume()
+    except SqlgateError as exc:
+        _fail(exc.message, error_code=exc.code)
+        return
+    todo = list(pending_questions(questions, done))
+    err.print(f"{len(questions)} question(s) in {questions_file}; {len(done)} already answered in {out}; "
+              f"{len(todo)} to go.")
+    if not todo:
+        raise typer.Exit(0)
+    config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, k=k)
+    database, llm = _open(
+        db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=not fail_fast, timeout=timeout,
+        pipeline_config=config, as_json=False,
+    )
+    reviewer = _reviewer(yes, as_json=False)
+    counts: dict[str, int] = {}
+
+    def written(index: int, result: RunResult) -> None:
+        writer.write(result)
+        counts[result.status.value] = counts.get(result.status.value, 0) + 1
+
+    with writer, _StageBars() as bars:
+        pipeline = Pipeline(database, llm, reviewer, config=config, progress=bars)
+        pipeline.run_batch([q for _, q in todo], on_result=written)
+    database.dispose()
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    err.print(f"[bold]{sum(counts.values())} result(s) written to {out}[/]: {summary}; {llm.calls} LLM call(s).")
+
+
+class _StageBars:
+    """One progress bar per pipeline stage, on stderr; paused while the reviewer decides."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err, transient=False,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _StageBars:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, stage: str, done: int = 0, total: int = 0) -> None:
+        if stage == "waiting for approval":
+            self.progress.stop()  # the prompt needs the terminal
+            err.print(f"[bold]{total} statement(s) in one approval batch[/]")
+            return
+        if not self.progress.live.is_started:
+            self.progress.start()
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(stage, total=total or None)
+        self.progress.update(self.tasks[stage], completed=done, total=total or None)
 
 
 @app.command()

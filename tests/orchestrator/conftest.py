@@ -154,8 +154,14 @@ def demo_url(demo_db: Path) -> str:
 
 
 def interactions(cassette: Any) -> int:
+    """Recorded interactions of the cassette (at a test's end: the requests the test made)."""
     return len(cassette.data)
 
 
+def requests_so_far(cassette: Any) -> int:
+    """Model requests made so far in this test, whether replaying or recording."""
+    return cassette.play_count if str(cassette.record_mode) in ("none", "RecordMode.NONE") else len(cassette.data)
+
+
 CassetteCount = Callable[[Any], int]
-__all__ = ["Harness", "interactions"]
+__all__ = ["Harness", "interactions", "requests_so_far"]
