@@ -180,11 +180,11 @@ def ask(
     if not question.strip():
         _fail("the question is empty", as_json=as_json, error_code="empty_question")
     config = PipelineConfig(row_cap=row_cap, max_limit=max_limit)
+    reviewer = _reviewer(yes, as_json)  # before anything is opened: the gate fails closed first
     database, llm = _open(
         db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=wait, timeout=timeout,
         pipeline_config=config, as_json=as_json,
     )
-    reviewer = _reviewer(yes, as_json)
     with _Spinner(enabled=True) as spinner:
         result = Pipeline(database, llm, reviewer, config=config, progress=spinner).ask(question)
     database.dispose()
@@ -237,11 +237,11 @@ def batch(
     if not todo:
         raise typer.Exit(0)
     config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, k=k)
+    reviewer = _reviewer(yes, as_json=False)
     database, llm = _open(
         db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=not fail_fast, timeout=timeout,
         pipeline_config=config, as_json=False,
     )
-    reviewer = _reviewer(yes, as_json=False)
     counts: dict[str, int] = {}
 
     def written(index: int, result: RunResult) -> None:
