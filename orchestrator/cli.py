@@ -124,7 +124,6 @@ def _open(
     rate_limit: str | None,
     wait: bool,
     timeout: float | None,
-    pipeline_config: Any,
     as_json: bool,
 ) -> tuple[Any, Any]:
     """Settings, the read-only database and the model client, or a clear error and exit."""
@@ -183,7 +182,7 @@ def ask(
     reviewer = _reviewer(yes, as_json)  # before anything is opened: the gate fails closed first
     database, llm = _open(
         db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=wait, timeout=timeout,
-        pipeline_config=config, as_json=as_json,
+        as_json=as_json,
     )
     with _Spinner(enabled=True) as spinner:
         result = Pipeline(database, llm, reviewer, config=config, progress=spinner).ask(question)
@@ -240,7 +239,7 @@ def batch(
     reviewer = _reviewer(yes, as_json=False)
     database, llm = _open(
         db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=not fail_fast, timeout=timeout,
-        pipeline_config=config, as_json=False,
+        as_json=False,
     )
     counts: dict[str, int] = {}
 
