@@ -127,7 +127,7 @@ class ApprovalGate:
         ids = [i.call_id for i in items]
         if len(set(ids)) != len(ids):
             raise ValueError("two items share a call_id; build each with ApprovalItem.new")
-        cycle = len(self.store.list_batches(run_id=self.run_id)) + 1
+        cycle = self.store.last_cycle(self.run_id) + 1
         now = self.clock()
         categorised = [self._categorise(item, cycle) for item in items]
         batch = ApprovalBatch(

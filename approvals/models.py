@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -307,6 +308,38 @@ class BatchRecord(_Frozen):
     @property
     def batch_id(self) -> str:
         return self.batch.batch_id
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSummary:
+    """One line of a listing: what a reviewer needs to pick a batch, without loading it."""
+
+    batch_id: str
+    run_id: str
+    cycle: int
+    status: str
+    version: int
+    created_at: datetime
+    deadline: datetime | None
+    pending: int
+    votes: int
+    quorum: int
+
+    @classmethod
+    def of(cls, record: BatchRecord) -> BatchSummary:
+        batch = record.batch
+        return cls(
+            batch_id=batch.batch_id,
+            run_id=batch.run_id,
+            cycle=batch.cycle,
+            status=record.status,
+            version=record.version,
+            created_at=batch.created_at,
+            deadline=batch.deadline,
+            pending=len(batch.pending_ids),
+            votes=len(record.votes),
+            quorum=batch.quorum,
+        )
 
 
 ExecutionState = Literal["started", "done", "failed", "in_doubt"]

@@ -10,7 +10,7 @@ Example:
     >>> store = SqlApprovalStore("sqlite://")
     >>> store.setup(); store.setup()
     >>> store.schema_version()
-    2
+    3
 """
 
 from __future__ import annotations
@@ -28,7 +28,16 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
 from .errors import SchemaVersionError
-from .models import ApprovalBatch, ApprovalOutcome, AuditEvent, BatchRecord, BatchStatus, ExecutionRecord, Vote
+from .models import (
+    ApprovalBatch,
+    ApprovalOutcome,
+    AuditEvent,
+    BatchRecord,
+    BatchStatus,
+    BatchSummary,
+    ExecutionRecord,
+    Vote,
+)
 from .store import ApprovalStore, CallLocation
 
 _VOTES = TypeAdapter(list[Vote])
@@ -46,7 +55,7 @@ schema_versions = sa.Table(
 )
 
 
-def _batches_table(meta: sa.MetaData, *, with_votes: bool) -> sa.Table:
+def _batches_table(meta: sa.MetaData, *, with_votes: bool, with_counts: bool = False) -> sa.Table:
     return sa.Table(
         "sqlgate_approval_batches",
         meta,
@@ -63,6 +72,15 @@ def _batches_table(meta: sa.MetaData, *, with_votes: bool) -> sa.Table:
         sa.Column("idempotency_key", sa.String(200), nullable=True),
         sa.Column("decision_digest", sa.String(64), nullable=True),
         *([sa.Column("votes", sa.Text, nullable=True)] if with_votes else []),
+        *(
+            [
+                sa.Column("pending_count", sa.Integer, nullable=False, server_default="0"),
+                sa.Column("vote_count", sa.Integer, nullable=False, server_default="0"),
+                sa.Column("quorum", sa.Integer, nullable=False, server_default="1"),
+            ]
+            if with_counts
+            else []
+        ),
         sa.Index("ix_sqlgate_approval_batches_status_id", "status", "id"),
     )
 
@@ -110,7 +128,7 @@ def _executions_table(meta: sa.MetaData) -> sa.Table:
     )
 
 
-batches = _batches_table(metadata, with_votes=True)
+batches = _batches_table(metadata, with_votes=True, with_counts=True)
 calls = _calls_table(metadata)
 audit = _audit_table(metadata)
 executions = _executions_table(metadata)
@@ -129,8 +147,28 @@ def _v2(conn: Connection) -> None:
     _executions_table(sa.MetaData()).create(conn, checkfirst=True)
 
 
+def _v3(conn: Connection) -> None:
+    """Counts on the batch row, so listing thousands of batches needs no JSON parsing."""
+    for column, default in (("pending_count", 0), ("vote_count", 0), ("quorum", 1)):
+        conn.exec_driver_sql(
+            f"ALTER TABLE sqlgate_approval_batches ADD COLUMN {column} INTEGER NOT NULL DEFAULT {default}"
+        )
+    rows = conn.execute(sa.select(batches.c.batch_id, batches.c.batch, batches.c.votes)).all()
+    for row in rows:
+        batch = ApprovalBatch.model_validate_json(row.batch)
+        conn.execute(
+            sa.update(batches)
+            .where(batches.c.batch_id == row.batch_id)
+            .values(
+                pending_count=len(batch.pending_ids),
+                vote_count=len(_VOTES.validate_json(row.votes)) if row.votes else 0,
+                quorum=batch.quorum,
+            )
+        )
+
+
 # Append only; never edit a migration that has shipped.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3)
 
 
 def default_store_url() -> str:
@@ -280,6 +318,9 @@ class SqlApprovalStore(ApprovalStore):
                         deadline=_iso(batch.deadline) if batch.deadline else None,
                         batch=batch.model_dump_json(),
                         outcome=record.outcome.model_dump_json() if record.outcome else None,
+                        pending_count=len(batch.pending_ids),
+                        vote_count=len(record.votes),
+                        quorum=batch.quorum,
                     )
                 )
                 if batch.items:
@@ -318,6 +359,7 @@ class SqlApprovalStore(ApprovalStore):
                     idempotency_key=record.idempotency_key,
                     decision_digest=record.decision_digest,
                     votes=_VOTES.dump_json(record.votes).decode() if record.votes else None,
+                    vote_count=len(record.votes),
                 )
             )
             if updated.rowcount != 1:
@@ -343,6 +385,34 @@ class SqlApprovalStore(ApprovalStore):
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(calls).where(calls.c.call_id == call_id)).first()
         return CallLocation(row.batch_id, row.run_id, row.cycle) if row is not None else None
+
+    def list_summaries(
+        self, *, status: BatchStatus | None = "pending", run_id: str | None = None, limit: int | None = None
+    ) -> list[BatchSummary]:
+        c = batches.c
+        query = sa.select(
+            c.batch_id, c.run_id, c.cycle, c.status, c.version, c.created_at, c.deadline,
+            c.pending_count, c.vote_count, c.quorum,
+        ).order_by(c.id)
+        if status is not None:
+            query = query.where(c.status == status)
+        if run_id is not None:
+            query = query.where(c.run_id == run_id)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [
+            BatchSummary(
+                batch_id, run_id_, cycle, status_, version, _time(created), _time(deadline), pending, votes, quorum
+            )
+            for batch_id, run_id_, cycle, status_, version, created, deadline, pending, votes, quorum in rows
+        ]
+
+    def last_cycle(self, run_id: str) -> int:
+        with self.engine.connect() as conn:
+            query = sa.select(sa.func.max(batches.c.cycle)).where(batches.c.run_id == run_id)
+            return conn.execute(query).scalar() or 0
 
     def due_batches(self, now: datetime, *, limit: int | None = None) -> list[BatchRecord]:
         query = (

@@ -16,7 +16,16 @@ from datetime import datetime
 from typing import NamedTuple
 
 from .errors import BatchExpired, BatchNotFound, DecisionConflict, IdempotencyConflict
-from .models import ApprovalBatch, ApprovalOutcome, AuditEvent, BatchRecord, BatchStatus, ExecutionRecord, Vote
+from .models import (
+    ApprovalBatch,
+    ApprovalOutcome,
+    AuditEvent,
+    BatchRecord,
+    BatchStatus,
+    BatchSummary,
+    ExecutionRecord,
+    Vote,
+)
 
 
 class CallLocation(NamedTuple):
@@ -106,6 +115,16 @@ class ApprovalStore(ABC):
         self, *, status: BatchStatus | None = None, run_id: str | None = None, limit: int | None = None
     ) -> list[BatchRecord]:
         return self._select(status, run_id, limit)
+
+    def list_summaries(
+        self, *, status: BatchStatus | None = "pending", run_id: str | None = None, limit: int | None = None
+    ) -> list[BatchSummary]:
+        """A light listing (no items, no SQL), oldest first: for ``approvals list``."""
+        return [BatchSummary.of(r) for r in self._select(status, run_id, limit)]
+
+    def last_cycle(self, run_id: str) -> int:
+        """The highest cycle number of the run's batches, 0 when it has none."""
+        return max((r.batch.cycle for r in self._select(None, run_id, None)), default=0)
 
     def pending_batches(self, *, run_id: str | None = None, limit: int | None = None) -> list[BatchRecord]:
         return self._select("pending", run_id, limit)

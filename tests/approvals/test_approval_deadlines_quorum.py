@@ -158,6 +158,8 @@ def test_two_of_three_resolves_on_the_second_distinct_vote(store):
     batch = gate.open([a, b])
     first = gate.submit(batch.batch_id, {a.call_id: Approve(), b.call_id: Approve()}, actor="alice")
     assert (first.status, first.votes, first.quorum, first.resolutions) == ("pending", 1, 2, {})
+    (summary,) = store.list_summaries()
+    assert (summary.pending, summary.votes, summary.quorum, summary.version) == (2, 1, 2, 2)
     before = store.get_batch(batch.batch_id)
     with pytest.raises(DuplicateVote) as err:
         gate.submit(batch.batch_id, {a.call_id: Approve(), b.call_id: Reject(reason="changed my mind")}, actor="alice")

@@ -234,7 +234,7 @@ def test_a_killed_worker_is_finished_by_a_fresh_process(backend, crash_at, tmp_p
 # -- schema versions (SQL stores) -----------------------------------------------------------
 
 
-def test_a_version_1_store_is_migrated_in_place(tmp_path):
+def test_a_version_1_store_is_migrated_to_the_latest(tmp_path):
     url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
     engine = sa.create_engine(url)
     a = item()
@@ -253,8 +253,10 @@ def test_a_version_1_store_is_migrated_in_place(tmp_path):
     store = SqlApprovalStore(url)
     store.setup()
     store.setup()
-    assert store.schema_version() == 2
+    assert store.schema_version() == 3
     assert store.get_batch(batch.batch_id).votes == []
+    (summary,) = store.list_summaries()
+    assert (summary.batch_id, summary.pending, summary.votes, summary.quorum) == (batch.batch_id, 1, 0, 1)
     gate = ApprovalGate(None, fake_validate, store=store)
     assert gate.submit(batch.batch_id, {a.call_id: Approve()}).runnable(a.call_id) == a.sql
     store.close()

@@ -24,6 +24,7 @@ from approvals import (
     ApproveAll,
     AuditEvent,
     BatchNotFound,
+    BatchSummary,
     CallLocation,
     DecisionConflict,
     DecisionError,
@@ -105,6 +106,11 @@ def test_list_filters_in_creation_order(store):
     assert [r.batch_id for r in store.list_batches(run_id="run_a")] == [b1.batch_id, b3.batch_id]
     assert [r.batch_id for r in store.list_batches(status="resolved")] == [b1.batch_id]
     assert [r.batch_id for r in store.pending_batches(limit=1)] == [b2.batch_id]
+    assert (store.last_cycle("run_a"), store.last_cycle("run_b"), store.last_cycle("run_none")) == (2, 1, 0)
+    summaries = store.list_summaries()
+    assert summaries == [BatchSummary.of(store.get_batch(b.batch_id)) for b in (b2, b3)]
+    assert summaries[0].created_at == datetime(2026, 1, 1, tzinfo=UTC) and summaries[0].pending == 1
+    assert [s.batch_id for s in store.list_summaries(status=None, run_id="run_a", limit=1)] == [b1.batch_id]
 
 
 def test_locate_call(store):
