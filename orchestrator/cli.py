@@ -129,8 +129,8 @@ def _open(
     """Settings, the read-only database and the model client, or a clear error and exit."""
     from orchestrator.config import Settings, parse_rate
     from orchestrator.database import TargetDatabase
+    from orchestrator.limits import build_limiter
     from orchestrator.llm import LLMClient
-    from ratelimit import SlidingWindowLimiter
 
     try:
         settings = Settings.from_env()
@@ -146,12 +146,11 @@ def _open(
     except SqlgateError as exc:
         _fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
         raise  # unreachable: _fail exits
-    limiter = SlidingWindowLimiter(
-        limit=settings.rate_limit,
-        window=settings.rate_window_s,
-        mode="wait" if wait else "fail_fast",
-        max_wait=settings.max_wait_s,
-    )
+    try:
+        limiter = build_limiter(settings, mode="wait" if wait else "fail_fast")
+    except SqlgateError as exc:
+        _fail(exc.message, as_json=as_json, error_code=exc.code)
+        raise
     return database, LLMClient(settings.llm, limiter=limiter)
 
 
@@ -435,6 +434,48 @@ def validate(
     else:
         render_validation(Console(), result, text)
     raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command()
+def limits(
+    as_json: JsonOpt = False,
+    base_url: BaseUrlOpt = None,
+) -> None:
+    """Show the shared LLM rate limit: requests (and tokens) used in the window, and the next free slot.
+
+    The window is shared by every sqlgate process using the same backend (SQLGATE_RATE_BACKEND;
+    default: a SQLite file in the state folder) and the same endpoint and key.
+    """
+    from orchestrator.config import Settings
+    from orchestrator.limits import build_limiter
+
+    try:
+        settings = Settings.from_env()
+        settings.llm.base_url = base_url or settings.llm.base_url
+        limiter = build_limiter(settings, mode="fail_fast")
+        usages = limiter.usages()
+    except SqlgateError as exc:
+        _fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
+    except Exception as exc:  # a shared backend that is down: say so, never guess
+        _fail(f"the rate-limit backend is unavailable: {exc}", as_json=as_json, error_code="backend_unavailable")
+        return
+    rows = [
+        {"unit": u.unit, "used": u.used, "limit": u.limit, "window_s": u.window, "next_free_in_s": round(u.retry_after, 3)}
+        for u in usages
+    ]
+    if as_json:
+        _emit_json({"key": limiter.key, "limits": rows})
+        return
+    from orchestrator.render import rows_table
+
+    Console().print(
+        rows_table(
+            ["unit", "used", "limit", "window (s)", "next free in (s)"],
+            [[r["unit"], r["used"], r["limit"], r["window_s"], r["next_free_in_s"]] for r in rows],
+            title=f"rate limit for {settings.llm.base_url or 'OpenAI'}",
+        )
+    )
 
 
 def main() -> None:

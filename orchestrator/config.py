@@ -6,6 +6,10 @@
     SQLGATE_DB          database URL used when --db is not given
     SQLGATE_RATE_LIMIT  requests per window, e.g. "5/60" (5 per 60 s, the default) or "500/min"
     SQLGATE_STATEMENT_TIMEOUT  seconds a query may run (default 30)
+    SQLGATE_TOKEN_LIMIT tokens per rate window as well (estimated, then corrected by the reply)
+    SQLGATE_RATE_BACKEND where the window is kept: a SQLite file in the state folder (default),
+                        memory, another file path, postgresql://... or redis://...
+    SQLGATE_STATE_DIR   sqlgate's state folder (default ~/.local/state/sqlgate)
 """
 
 from __future__ import annotations
@@ -51,7 +55,9 @@ class Settings(BaseModel):
     rate_limit: int = 5
     rate_window_s: float = 60.0
     rate_mode: Literal["fail_fast", "wait"] = "fail_fast"
-    max_wait_s: float = 120.0
+    max_wait_s: float = 600.0
+    token_limit: int | None = None
+    rate_backend: str | None = None
     statement_timeout_s: float = 30.0
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
 
@@ -64,6 +70,9 @@ class Settings(BaseModel):
         except ValueError as exc:
             raise ConfigurationError("SQLGATE_STATEMENT_TIMEOUT must be a number of seconds") from exc
         key = env.get("OPENAI_API_KEY")
+        tokens = env.get("SQLGATE_TOKEN_LIMIT")
+        if tokens is not None and not tokens.strip().isdigit():
+            raise ConfigurationError("SQLGATE_TOKEN_LIMIT must be a whole number of tokens per window")
         return cls(
             db=env.get("SQLGATE_DB") or None,
             llm=LLMSettings(
@@ -74,6 +83,8 @@ class Settings(BaseModel):
             rate_limit=limit,
             rate_window_s=window,
             statement_timeout_s=timeout,
+            token_limit=int(tokens) if tokens else None,
+            rate_backend=env.get("SQLGATE_RATE_BACKEND") or None,
         )
 
     def require_credentials(self) -> None:

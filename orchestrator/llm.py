@@ -69,6 +69,15 @@ class LLMCall(BaseModel):
     duration_ms: float
 
 
+#: Completion tokens assumed before a reply says how many were used.
+COMPLETION_ESTIMATE = 800
+
+
+def estimate_tokens(messages: list[dict[str, str]]) -> int:
+    """A request's tokens before it is sent: about four characters a token, plus the reply."""
+    return sum(len(m.get("content") or "") for m in messages) // 4 + COMPLETION_ESTIMATE
+
+
 def retry_after_seconds(exc: BaseException) -> float | None:
     """Seconds the server asked us to wait (``retry-after-ms`` or ``retry-after``), if any."""
     response = getattr(exc, "response", None)
@@ -89,8 +98,9 @@ def retry_after_seconds(exc: BaseException) -> float | None:
 class LLMClient:
     """Calls the model for an agent and returns its parsed output model.
 
-    ``limiter`` is anything with ``acquire()`` and ``pause(seconds)``; ``sleep`` is what tenacity
-    waits with (inject a virtual clock's sleep in tests and replays).
+    ``limiter`` is a ``ratelimit.SlidingWindowLimiter`` (requests, and tokens when configured),
+    acquired before every HTTP attempt; ``sleep`` is what tenacity waits with (inject a virtual
+    clock's sleep in tests and replays).
     """
 
     def __init__(
@@ -210,7 +220,7 @@ class LLMClient:
         return wait_exponential_jitter(initial=1.0, max=self.settings.max_backoff_s)(state)
 
     def _attempt(self, agent: LLMAgent[Any], messages: list[dict[str, str]]) -> tuple[str | None, TokenUsage]:
-        self.limiter.acquire()
+        grant = self.limiter.acquire(tokens=estimate_tokens(messages))
         self.http_requests += 1
         try:
             completion = self._client.chat.completions.create(
@@ -220,15 +230,16 @@ class LLMClient:
                 response_format=self._response_format(agent),  # type: ignore[arg-type]
             )
         except openai.RateLimitError as exc:
-            pause = retry_after_seconds(exc)
-            if pause:
-                self.limiter.pause(pause)  # everyone sharing the limiter backs off, not just us
+            # Everyone sharing the limiter backs off for as long as the provider asked, not just us.
+            self.limiter.pause_from_headers(exc.response.headers)
             raise
         usage = completion.usage
         tokens = TokenUsage(
             prompt=getattr(usage, "prompt_tokens", 0) or 0,
             completion=getattr(usage, "completion_tokens", 0) or 0,
         )
+        if tokens.total:
+            self.limiter.correct(grant, tokens.total)  # the estimate, replaced by what was used
         content = completion.choices[0].message.content if completion.choices else None
         return content, tokens
 

@@ -45,7 +45,7 @@ from orchestrator.database import TargetDatabase
 from orchestrator.errors import DatabaseError, LLMError
 from orchestrator.llm import LLMCall, LLMClient, TokenUsage, redact
 from orchestrator.result import ApprovalRecord, ClarifyingQuestionOut, RunError, RunResult, RunStatus, TraceEntry
-from ratelimit import RateLimitExceeded
+from ratelimit import RateLimitError
 from safety import SafetyPolicy, SqlValidator
 
 #: Validator refusals a model can fix by rewriting (the others are attacks: they are not retried).
@@ -260,11 +260,11 @@ class Pipeline:
             self._approve_and_execute(qs, run_id)
             self._emit()
             self._synthesize([q for q in qs if q.active and q.after_synthesis is not None])
-        except RateLimitExceeded as exc:
+        except RateLimitError as exc:  # exceeded, or a shared backend down: never unlimited
             for q in qs:
                 q.finish(
                     RunStatus.RATE_LIMITED,
-                    RunError(code="rate_limited", message=str(exc), retry_after=exc.retry_after),
+                    RunError(code=exc.code, message=str(exc), retry_after=getattr(exc, "retry_after", None)),
                 )
         except ApprovalCancelled:
             for q in qs:

@@ -112,3 +112,10 @@ def test_ask_json_end_to_end(monkeypatch: pytest.MonkeyPatch, demo_db: Path, mod
     assert body["status"] == "answered" and body["llm_calls"] == 3
     assert body["row_count"] == 8 or body["row_count"] > 0
     assert "sk-test" not in result.output
+
+    # The window is shared through the state folder: the next process sees these three requests.
+    limits = runner.invoke(app, ["limits", "--json"])
+    assert limits.exit_code == 0, limits.output
+    requests = _json(limits.stdout)["limits"][0]
+    assert (requests["used"], requests["limit"]) == (3, 5)
+    assert "sk-test" not in limits.stdout
