@@ -13,9 +13,11 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+import sqlalchemy as sa
 from approval_fakes import Backend, StepClock, fake_validate, item
 
 from approvals import (
+    AlreadyExecuted,
     ApprovalBatch,
     ApprovalGate,
     ApprovalOutcome,
@@ -233,43 +235,64 @@ def test_concurrent_submissions_in_threads_one_wins(backend):
     assert sum(e.event == "batch_resolved" for e in log) == 1
 
 
-def _race_in_process(backend: Backend, batch_id: str, call_id: str, n: int, barrier, results) -> None:
+SIDE_EFFECTS = "approval_side_effects"
+
+
+def _race_in_process(backend: Backend, batch_id: str, call_ids: list[str], n: int, barrier, results) -> None:
+    """Submit a decision (two identities, different decisions), then try to run what was approved."""
     store = backend.open()
     gate = ApprovalGate(None, fake_validate, store=store)
+    decision = {cid: Approve() if n % 2 else Edit(sql=f"SELECT {n} AS n") for cid in call_ids}
     barrier.wait()
     try:
-        gate.submit(batch_id, {call_id: Approve()}, actor=f"rev{n % 2}", idempotency_key=f"key-{n}")
-        results.put("won")
+        gate.submit(batch_id, decision, actor=f"rev{n % 2}", idempotency_key=f"key-{n}")
+        result = "won"
     except DecisionConflict:
-        results.put("conflict")
-    finally:
-        store.close()
+        result = "conflict"
+    outcome = gate.outcome(batch_id)
+    for call_id in outcome.runnable_ids:
+        try:
+            with gate.ledger.executing(outcome, call_id) as sql, store.engine.begin() as conn:
+                conn.execute(sa.text(f"INSERT INTO {SIDE_EFFECTS} (call_id, sql_text, worker) VALUES (:c, :s, :w)"),
+                             {"c": call_id, "s": sql, "w": n})
+        except AlreadyExecuted:
+            pass
+    results.put(result)
+    store.close()
 
 
 def test_concurrent_submissions_in_processes_one_wins(backend):
     if backend.kind == "memory":
         pytest.skip("a memory store lives in one process")
     store = backend.open()
-    a = item()
-    batch = ApprovalGate(None, fake_validate, store=store).open([a])
+    with store.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {SIDE_EFFECTS} (call_id VARCHAR(64), sql_text TEXT, worker INTEGER)"))
+    a, b = item(), item()
+    batch = ApprovalGate(None, fake_validate, store=store).open([a, b])
     store.engine.dispose()  # nothing pooled crosses the fork
     ctx = multiprocessing.get_context("fork")
     k = 4
     barrier, results = ctx.Barrier(k), ctx.Queue()
     procs = [
         ctx.Process(target=_race_in_process, args=(Backend(backend.kind, backend.url, backend.schema),
-                                                   batch.batch_id, a.call_id, n, barrier, results))
+                                                   batch.batch_id, [a.call_id, b.call_id], n, barrier, results))
         for n in range(k)
     ]
     for p in procs:
         p.start()
+    outcomes = sorted(results.get(timeout=60) for _ in range(k))
     for p in procs:
         p.join(60)
     assert [p.exitcode for p in procs] == [0] * k
-    assert sorted(results.get(timeout=5) for _ in range(k)) == ["conflict"] * (k - 1) + ["won"]
+    assert outcomes == ["conflict"] * (k - 1) + ["won"]
     log = store.audit_log(batch_id=batch.batch_id)
     assert sum(e.event == "batch_resolved" for e in log) == 1
-    assert store.get_batch(batch.batch_id).version == 2
+    record = store.get_batch(batch.batch_id)
+    assert record.version == 2
+    with store.engine.connect() as conn:
+        ran = conn.execute(sa.text(f"SELECT call_id, sql_text FROM {SIDE_EFFECTS} ORDER BY call_id")).all()
+    winner = record.outcome
+    assert sorted(ran) == sorted((cid, winner.runnable(cid)) for cid in (a.call_id, b.call_id))
 
 
 def test_gate_review_over_the_store(store):
