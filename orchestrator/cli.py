@@ -177,7 +177,7 @@ def ask(
 
     if not question.strip():
         _fail("the question is empty", as_json=as_json, error_code="empty_question")
-    config = PipelineConfig(row_cap=row_cap, max_limit=max_limit)
+    config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, admission=not wait)
     reviewer = _reviewer(yes, as_json)  # before anything is opened: the gate fails closed first
     database, llm = _open(
         db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=wait, timeout=timeout,

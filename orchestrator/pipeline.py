@@ -71,6 +71,11 @@ class PipelineConfig(BaseModel):
         default=60_000, ge=1000, description="a batched prompt is split before it grows past this"
     )
     parallelism: int = Field(default=4, ge=1, description="queries executed at once")
+    admission: bool = Field(
+        default=False,
+        description="refuse a run up front when its worst-case LLM requests do not fit the rate "
+        "limit now (fail-fast limiters), instead of stopping half-way",
+    )
 
 
 class _Question:
@@ -250,6 +255,7 @@ class Pipeline:
         self._calls_before = calls_before
         for q in qs:
             self._check_input(q)
+        self._admit(qs)
         self._emit()
         try:
             self._reason([q for q in qs if q.active])
@@ -275,6 +281,25 @@ class Pipeline:
         except (DatabaseError, SchemaInspectionError) as exc:
             for q in qs:
                 q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
+
+    def _admit(self, qs: list[_Question]) -> None:
+        """Admission control: the worst case is 5 requests per chunk of questions."""
+        active = [q for q in qs if q.active]
+        if not self.config.admission or not active or getattr(self.llm.limiter, "mode", "") != "fail_fast":
+            return
+        chunks = -(-len(active) // self.config.k)
+        worst = (3 + self.config.max_corrections) * chunks
+        wait = self.llm.limiter.fits(worst)
+        if wait > 0:
+            message = (
+                f"this run may need up to {worst} LLM requests and the rate limit has room for fewer "
+                "now; nothing was sent"
+            )
+            for q in active:
+                q.finish(
+                    RunStatus.RATE_LIMITED,
+                    RunError(code="rate_limited", message=message, retry_after=None if wait == float("inf") else wait),
+                )
 
     def _check_input(self, q: _Question) -> None:
         text = q.text.strip()

@@ -261,3 +261,21 @@ def test_bad_questions_cost_no_call(question: str, demo_url: str, tmp_path: Path
     assert result.status == RunStatus.INVALID_INPUT
     assert result.llm_calls == 0 and result.http_requests == 0
     assert result.exit_code == 2
+
+
+@pytest.mark.vcr  # allows building the client; the test proves no request is made at all
+def test_admission_control_refuses_up_front_when_the_worst_case_does_not_fit(
+    harness: Harness, demo_url: str
+) -> None:
+    limiter = harness.limiter(limit=5, window=60.0)
+    limiter.acquire()  # one request already spent in this window: a question may need five
+    llm = harness.llm(limiter)
+    from orchestrator.pipeline import PipelineConfig
+
+    result = harness.pipeline(demo_url, ApproveAll(), llm=llm, config=PipelineConfig(admission=True)).ask(
+        sc.TOP_CATEGORIES
+    )
+
+    assert result.status == RunStatus.RATE_LIMITED
+    assert result.llm_calls == 0 and result.http_requests == 0
+    assert result.error.retry_after == pytest.approx(60.0)
