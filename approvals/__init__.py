@@ -54,6 +54,7 @@ from .models import (
 )
 from .policy import AutoApprovePolicy
 from .reviewers import ApproveAll, MappingReviewer, RejectAll
+from .service import decide_batch, history, list_pending, reviewer_identity
 from .sql_store import SqlApprovalStore, default_store_url
 from .store import ApprovalStore, CallLocation, MemoryApprovalStore
 from .terminal import TerminalReviewer
@@ -104,10 +105,14 @@ __all__ = [
     "ValidationLike",
     "Vote",
     "combine_votes",
+    "decide_batch",
     "default_store_url",
+    "history",
+    "list_pending",
     "normalise_decisions",
     "parse_decision",
     "replay_audit",
     "resolve_decisions",
+    "reviewer_identity",
     "sql_hash",
 ]

@@ -67,7 +67,9 @@ class ApprovalGate:
     ``policy`` auto-approves explicitly (None: nothing is auto-approved). ``store`` defaults to
     a fresh ``MemoryApprovalStore``; ``clock`` returns aware datetimes. ``quorum``: distinct
     reviewers needed (default 1). ``ttl``: time a batch may wait before ``on_expiry`` applies
-    (None: no deadline). ``actor``: the reviewer identity recorded for ``review``.
+    (None: no deadline). ``actor``: the reviewer identity recorded for ``review``. ``context``:
+    stored with each batch for reviewers in other processes (e.g. ``{"dialect": "postgres"}``,
+    so they can validate edits as this run would).
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class ApprovalGate:
         quorum: int = 1,
         ttl: timedelta | None = None,
         on_expiry: ExpiryAction = "reject",
+        context: Mapping[str, Any] | None = None,
     ) -> None:
         if quorum < 1:
             raise ValueError("quorum must be at least 1")
@@ -96,6 +99,7 @@ class ApprovalGate:
         self.quorum = quorum
         self.ttl = ttl
         self.on_expiry = on_expiry
+        self.context = dict(context or {})
         self.ledger = ExecutionLedger(self.store, clock)
 
     # -- one whole cycle -------------------------------------------------------------------
@@ -141,6 +145,7 @@ class ApprovalGate:
             notes={item.call_id: note for item, _, note in categorised if note},
             quorum=self.quorum,
             on_expiry=self.on_expiry,
+            context=self.context,
         )
         record = self.store.create_batch(batch, [opened_event(batch, now)])
         if not batch.pending:

@@ -130,6 +130,10 @@ class ApprovalBatch(_Frozen):
     notes: dict[str, str] = Field(default_factory=dict, description="call_id -> why denied/auto-approved")
     quorum: int = Field(default=1, ge=1, description="Distinct reviewers whose votes resolve the batch")
     on_expiry: ExpiryAction = Field(default="reject", description="What the deadline does to pending items")
+    context: dict[str, Any] = Field(
+        default_factory=dict,
+        description="What another process needs to review it, e.g. the dialect to validate edits with",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ApprovalBatch:

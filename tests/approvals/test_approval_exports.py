@@ -11,7 +11,15 @@ import pytest
 import approvals
 import approvals.errors
 
-MODULES = ["approvals", "approvals.models", "approvals.policy", "approvals.reviewers", "approvals.sql_store"]
+MODULES = [
+    "approvals",
+    "approvals.expiry",
+    "approvals.models",
+    "approvals.policy",
+    "approvals.reviewers",
+    "approvals.service",
+    "approvals.sql_store",
+]
 
 
 def test_all_is_sorted_and_complete():
