@@ -4,7 +4,10 @@ The model is NEVER a live one: it is sqlgate's scripted OpenAI-compatible server
 (``tests/scripted_llm``), run in a child process and reached over real local HTTP through the
 real ``openai`` client. Its replies are fixed per question by scenarios; it adds no latency.
 Running it in its own process keeps its work (and the request bodies it keeps) out of the
-orchestrator's timings and memory figures.
+orchestrator's timings and memory figures. The child sets ``disable_nagle_algorithm`` on the
+server's request handler: left on, Nagle's algorithm meets the client's delayed ACK and every
+reply waits about 40 ms on the socket, which is the test server's artefact, not model latency
+(``--nagle`` leaves it on, for comparison).
 
 Besides the seed's scenarios, this module generates 50 distinct simple questions on the demo
 database (orders per month and status, customers per region and segment, products per category,
@@ -39,7 +42,7 @@ from ratelimit import ManualClock, SlidingWindowLimiter  # noqa: E402
 
 MODEL_NOTE = (
     "Model: sqlgate's scripted OpenAI-compatible server (tests/scripted_llm) over local HTTP in a "
-    "child process; scripted replies with no added latency, NOT a live model."
+    "child process (TCP_NODELAY set); scripted replies with no added latency, NOT a live model."
 )
 SCRIPTED_MODEL = "sqlgate-scripted-benchmark"
 
@@ -143,15 +146,17 @@ def scenarios(copies: int = 1) -> dict[str, Any]:
 class ScriptedModel:
     """The scripted server in a child process; ``base_url`` while running, ``served`` after."""
 
-    def __init__(self, copies: int = 1) -> None:
+    def __init__(self, copies: int = 1, *, nodelay: bool = True) -> None:
         self.copies = copies
+        self.nodelay = nodelay
         self.base_url = ""
         self.served: int | None = None
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> ScriptedModel:
         self._proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--serve", "--copies", str(self.copies)],
+            [sys.executable, str(Path(__file__).resolve()), "--serve", "--copies", str(self.copies)]
+            + ([] if self.nodelay else ["--nagle"]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -175,10 +180,13 @@ class ScriptedModel:
                 self.served = int(line.split()[1])
 
 
-def _serve(copies: int) -> None:
+def _serve(copies: int, nodelay: bool = True) -> None:
     from tests.scripted_llm.scenarios import ScenarioScript
+    from tests.scripted_llm import server as scripted_server
     from tests.scripted_llm.server import ScriptedLLMServer
 
+    if nodelay:
+        scripted_server._Handler.disable_nagle_algorithm = True
     with ScriptedLLMServer(ScenarioScript(scenarios(copies))) as server:
         print(server.base_url, flush=True)
         sys.stdin.read()  # until the parent closes our input
@@ -271,5 +279,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="serve the scripted model (used by the benchmarks)")
     parser.add_argument("--serve", action="store_true", required=True)
     parser.add_argument("--copies", type=int, default=1)
+    parser.add_argument("--nagle", action="store_true", help="leave Nagle's algorithm on (about 40 ms a reply)")
     args = parser.parse_args()
-    _serve(args.copies)
+    _serve(args.copies, nodelay=not args.nagle)
