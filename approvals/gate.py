@@ -183,9 +183,9 @@ class ApprovalGate:
             if deadline is not None and now >= deadline:
                 expire(self.store, record, now)
                 raise BatchExpired(batch_id, f"the deadline {deadline.isoformat()} passed before this decision")
-            resolutions = resolve_decisions(record.batch, pairs, self.validate, self.store.locate_call)
             if any(v.actor == actor for v in record.votes):
                 raise DuplicateVote(batch_id, f"{actor} already voted on this batch")
+            resolutions = resolve_decisions(record.batch, pairs, self.validate, self.store.locate_call)
             votes = [
                 *record.votes,
                 Vote(actor=actor, decisions=dict(pairs), decision_digest=digest, idempotency_key=idempotency_key, at=now),

@@ -52,12 +52,13 @@ class ItemFinding(_Frozen):
     @classmethod
     def _from_any(cls, value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: value.get(k) for k in ("code", "message", "severity", "node") if value.get(k) is not None}
+            fields = ("code", "message", "severity", "node")
+            return {k: str(getattr(value[k], "value", value[k])) for k in fields if value.get(k) is not None}
         if hasattr(value, "model_dump"):
             return cls._from_any(value.model_dump(mode="json"))
         if hasattr(value, "code") and hasattr(value, "message"):
             data = {k: getattr(value, k, None) for k in ("code", "message", "severity", "node")}
-            return {k: (str(v) if k == "severity" else v) for k, v in data.items() if v is not None}
+            return {k: str(getattr(v, "value", v)) for k, v in data.items() if v is not None}
         return value
 
 

@@ -104,3 +104,36 @@ def test_outcome_round_trips_and_still_checks_hashes():
     outcome = ApprovalGate(ApproveAll(), fake_validate).review([a])
     again = ApprovalOutcome.model_validate_json(outcome.model_dump_json())
     assert again == outcome and again.runnable(a.call_id) == a.sql
+
+
+def test_findings_with_enum_severities():
+    from enum import Enum
+
+    class Severity(Enum):
+        ERROR = "error"
+
+    a = item(findings=[FakeFinding("dml_in_tree", "no", Severity.ERROR), {"code": "c", "message": "m", "severity": Severity.ERROR}])
+    assert [f.severity for f in a.findings] == ["error", "error"]
+
+
+def test_findings_from_the_safety_package_when_present():
+    safety = pytest.importorskip("safety")
+    if not hasattr(safety, "SqlValidator"):
+        pytest.skip("safety.SqlValidator is not there yet")
+    from approvals import ApprovalGate, ApproveAll, ItemCategory
+
+    validator = safety.SqlValidator(dialect="sqlite", policy=safety.SafetyPolicy())
+    reviewer_saw = []
+
+    def reviewer(batch):
+        reviewer_saw.append(batch)
+        return ApproveAll()(batch)
+
+    ok, bad = item("SELECT name FROM regions"), item("WITH x AS (DELETE FROM t RETURNING id) SELECT id FROM x")
+    outcome = ApprovalGate(reviewer, validator.validate).review([ok, bad])
+    batch = reviewer_saw[0]
+    assert batch.categories[bad.call_id] is ItemCategory.DENIED
+    assert outcome.resolutions[bad.call_id].reason.startswith("dml_in_tree: ")
+    shown = batch.item(ok.call_id)
+    assert outcome.runnable(ok.call_id) == shown.sql == validator.validate(ok.sql).sql
+    assert "limit_added" in [f.code for f in shown.findings]
