@@ -1,5 +1,25 @@
 """The batched approval gate: every statement of a cycle reviewed at once, only approved SQL runs.
 
+One cycle, as the pipeline drives it::
+
+    gate = ApprovalGate(reviewer, validate=validator.validate, store=SqlApprovalStore(url), run_id=run_id)
+    outcome = gate.review(items)              # categorise; ask the reviewer ONCE; check; store
+    for call_id in gate.ledger.remaining(outcome):
+        with gate.ledger.executing(outcome, call_id) as sql:   # claimed once, hash checked
+            executor.run(sql)
+
+- Items (``ApprovalItem``) each get their own ``call_id``; the gate validates each again and
+  sorts it: denied (shown, not approvable), auto-approved (only by an explicit policy such as
+  ``AutoApprovePolicy``), needs approval. Only the last set reaches the reviewer.
+- A decision ``{call_id: Approve() | Reject(reason) | Edit(sql)}`` must cover the pending set
+  exactly; otherwise ``DecisionError`` lists every problem and nothing is accepted.
+- The store (``MemoryApprovalStore``; ``SqlApprovalStore`` on a SQLite file or PostgreSQL)
+  applies a decision with a conditional update on (status, version): exactly one submission
+  wins; the same idempotency key replays the first result. Deadlines (``ExpirySweeper``),
+  k-of-n quorum votes and the append-only audit log (``replay_audit``) live there too.
+- Reviewers: ``ApproveAll``, ``RejectAll``, ``MappingReviewer`` (dict / JSON file),
+  ``TerminalReviewer``; for a reviewer's command line see ``approvals.service``.
+
 Example:
     >>> from approvals import ApprovalGate, ApprovalItem, ApproveAll
     >>> class Accepted:

@@ -67,6 +67,8 @@ def decide_batch(
     return gate.submit(batch_id, decisions, actor=actor, idempotency_key=idempotency_key)
 
 
-def history(store: ApprovalStore, *, batch_id: str | None = None, run_id: str | None = None) -> list[AuditEvent]:
-    """The audit log, oldest first (``approvals history``)."""
-    return store.audit_log(batch_id=batch_id, run_id=run_id)
+def history(
+    store: ApprovalStore, *, batch_id: str | None = None, run_id: str | None = None, after: int | None = None
+) -> list[AuditEvent]:
+    """The audit log, oldest first (``approvals history``); ``after`` a seq to follow it."""
+    return store.audit_log(batch_id=batch_id, run_id=run_id, after=after)

@@ -334,7 +334,7 @@ class SqlApprovalStore(ApprovalStore):
             except sa.exc.IntegrityError as exc:
                 raise ValueError(f"batch {batch.batch_id} or one of its call_ids already exists") from exc
             if events:
-                conn.execute(sa.insert(audit), self._audit_rows(events))
+                self._append(conn, events)
 
     def _load(self, batch_id: str) -> BatchRecord | None:
         with self.engine.connect() as conn:
@@ -365,7 +365,7 @@ class SqlApprovalStore(ApprovalStore):
             if updated.rowcount != 1:
                 return False
             if events:
-                conn.execute(sa.insert(audit), self._audit_rows(events))
+                self._append(conn, events)
             return True
 
     def _select(
@@ -444,7 +444,7 @@ class SqlApprovalStore(ApprovalStore):
             with self._write() as conn:
                 conn.execute(sa.insert(executions).values(**self._execution_values(record)))
                 if events:
-                    conn.execute(sa.insert(audit), self._audit_rows(events))
+                    self._append(conn, events)
         except sa.exc.IntegrityError:
             return False
         return True
@@ -461,7 +461,7 @@ class SqlApprovalStore(ApprovalStore):
             if updated.rowcount != 1:
                 return False
             if events:
-                conn.execute(sa.insert(audit), self._audit_rows(events))
+                self._append(conn, events)
             return True
 
     def execution(self, call_id: str) -> ExecutionRecord | None:
@@ -479,13 +479,31 @@ class SqlApprovalStore(ApprovalStore):
             return [self._execution(row) for row in conn.execute(query)]
 
     def append_audit(self, events: Iterable[AuditEvent]) -> None:
-        rows = self._audit_rows(events)
-        if rows:
+        events = list(events)
+        if events:
             with self._write() as conn:
-                conn.execute(sa.insert(audit), rows)
+                self._append(conn, events)
 
-    def audit_log(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[AuditEvent]:
+    def _append(self, conn: Connection, events: Iterable[AuditEvent]) -> None:
+        """Append audit rows at the end of a write transaction.
+
+        On PostgreSQL the appends are serialised (a transaction-scoped advisory lock held until
+        commit), so ``seq`` order is commit order and a reader following ``after=seq`` never
+        skips an event committed late with a smaller number. SQLite has one writer anyway.
+        """
+        rows = self._audit_rows(events)
+        if not rows:
+            return
+        if self.dialect == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(7313200502)"))
+        conn.execute(sa.insert(audit), rows)
+
+    def audit_log(
+        self, *, batch_id: str | None = None, run_id: str | None = None, after: int | None = None
+    ) -> list[AuditEvent]:
         query = sa.select(audit).order_by(audit.c.seq)
+        if after is not None:
+            query = query.where(audit.c.seq > after)
         if batch_id is not None:
             query = query.where(audit.c.batch_id == batch_id)
         if run_id is not None:

@@ -96,8 +96,11 @@ class ApprovalStore(ABC):
         """Append events to the log (never updated, never deleted)."""
 
     @abstractmethod
-    def audit_log(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[AuditEvent]:
-        """Events in the order they were appended, each with its ``seq``."""
+    def audit_log(
+        self, *, batch_id: str | None = None, run_id: str | None = None, after: int | None = None
+    ) -> list[AuditEvent]:
+        """Events in the order they were appended, each with its ``seq``; ``after``: only those
+        with a larger ``seq`` (to follow the log, e.g. for notifications)."""
 
     # -- the shared rules ----------------------------------------------------------------
     def create_batch(self, batch: ApprovalBatch, events: Sequence[AuditEvent] = ()) -> BatchRecord:
@@ -286,10 +289,14 @@ class MemoryApprovalStore(ApprovalStore):
         with self._lock:
             self._append_locked(events)
 
-    def audit_log(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[AuditEvent]:
+    def audit_log(
+        self, *, batch_id: str | None = None, run_id: str | None = None, after: int | None = None
+    ) -> list[AuditEvent]:
         with self._lock:
             return [
                 e
                 for e in self._events
-                if (batch_id is None or e.batch_id == batch_id) and (run_id is None or e.run_id == run_id)
+                if (batch_id is None or e.batch_id == batch_id)
+                and (run_id is None or e.run_id == run_id)
+                and (after is None or (e.seq or 0) > after)
             ]

@@ -132,7 +132,7 @@ def test_decisions_may_be_loose_values():
     assert outcome.resolutions[b.call_id].reason == "no"
 
 
-def _refused(gate: ApprovalGate, items, decisions) -> DecisionError:
+def _refused(gate: ApprovalGate, items) -> DecisionError:
     store = gate.store
     with pytest.raises(DecisionError) as err:
         gate.review(items)
@@ -155,7 +155,7 @@ def _refused(gate: ApprovalGate, items, decisions) -> DecisionError:
 )
 def test_refused_decisions_change_nothing(make, code):
     a, b = item(), item(question_id="q2")
-    err = _refused(gate_with(lambda batch: make(a, b)), [a, b], None)
+    err = _refused(gate_with(lambda batch: make(a, b)), [a, b])
     assert err.code == code
     assert err.problems[0].code == code
 
@@ -163,7 +163,7 @@ def test_refused_decisions_change_nothing(make, code):
 def test_every_problem_is_reported_at_once():
     a, b, c = item(), item(question_id="q2"), item(question_id="q3")
     err = _refused(
-        gate_with(lambda batch: [(a.call_id, Approve()), (a.call_id, Approve()), ("call_x", Approve())]), [a, b, c], None
+        gate_with(lambda batch: [(a.call_id, Approve()), (a.call_id, Approve()), ("call_x", Approve())]), [a, b, c]
     )
     assert [(p.code, p.call_id) for p in err.problems] == [
         ("duplicate_call_id", a.call_id),
@@ -176,7 +176,7 @@ def test_every_problem_is_reported_at_once():
 
 def test_deciding_a_denied_item_is_refused():
     ok, denied = item(), item("DELETE FROM t", question_id="q2")
-    err = _refused(gate_with(lambda batch: {ok.call_id: Approve(), denied.call_id: Approve()}), [ok, denied], None)
+    err = _refused(gate_with(lambda batch: {ok.call_id: Approve(), denied.call_id: Approve()}), [ok, denied])
     assert (err.code, err.call_ids) == ("not_pending_call_id", (denied.call_id,))
 
 

@@ -162,6 +162,8 @@ def test_audit_log_is_ordered_and_filtered(store):
     assert log[0].at == datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)
     assert [e.event for e in store.audit_log(batch_id=b1.batch_id)] == ["batch_opened", "note"]
     assert [e.batch_id for e in store.audit_log(run_id="run_b")] == [b2.batch_id]
+    assert [e.event for e in store.audit_log(after=log[0].seq)] == ["batch_opened", "note"]
+    assert store.audit_log(after=log[2].seq) == []
 
 
 # -- the gate over every store --------------------------------------------------------------
