@@ -25,8 +25,10 @@ from agents import (
     DEFAULT_MAX_TABLES,
     DataExplorer,
     ExecutionError,
+    ExecutionResult,
     Intent,
     ReasoningAgent,
+    ReasoningOutput,
     ResponseSynthesizer,
     ResultValidator,
     SchemaContext,
@@ -40,10 +42,18 @@ from agents import (
 from agents.llm_agent import LLMAgent
 from agents.llm_batch import QuestionInput, split_results
 from agents.response_synthesizer import PREVIEW_ROWS, describe_failure, describe_result, describe_schema
-from approvals import ApprovalCancelled, ApprovalGate, ApprovalItem, DecisionError
+from approvals import (
+    AlreadyExecuted,
+    ApprovalCancelled,
+    ApprovalGate,
+    ApprovalItem,
+    DecisionError,
+    ExecutionInDoubt,
+)
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import DatabaseError, LLMError
 from orchestrator.llm import LLMCall, LLMClient, TokenUsage, redact
+from orchestrator.runs import RunConflict, RunStore
 from orchestrator.result import ApprovalRecord, ClarifyingQuestionOut, RunError, RunResult, RunStatus, TraceEntry
 from ratelimit import RateLimitError
 from safety import SafetyPolicy, SqlValidator
@@ -76,6 +86,21 @@ class PipelineConfig(BaseModel):
         description="refuse a run up front when its worst-case LLM requests do not fit the rate "
         "limit now (fail-fast limiters), instead of stopping half-way",
     )
+
+
+class _Pending:
+    """One statement in an approval cycle, with the validator's verdict on it."""
+
+    def __init__(self, q: _Question, item: ApprovalItem | None, ok: bool, code: str | None, message: str | None):
+        self.q, self.item, self.ok, self.code, self.message = q, item, ok, code, message
+
+
+class _Paused(Exception):
+    """The gate has no reviewer in this process: the run waits for a decision in the store."""
+
+    def __init__(self, batch_id: str, cycle: int, pending: dict[str, _Pending]) -> None:
+        super().__init__(batch_id)
+        self.batch_id, self.cycle, self.pending = batch_id, cycle, pending
 
 
 class _Question:
@@ -113,6 +138,47 @@ class _Question:
     @property
     def active(self) -> bool:
         return self.status is None
+
+    _PLAIN = (
+        "qid", "text", "data_context", "pending_sql", "sql", "failure", "correction_error",
+        "meta_outcome", "corrections", "answer", "assumptions", "warnings", "http_requests",
+    )
+
+    def to_state(self) -> dict[str, Any]:
+        """Everything needed to carry on in another process, as JSON-able data."""
+        state = {name: getattr(self, name) for name in self._PLAIN}
+        state.update(
+            status=self.status.value if self.status else None,
+            after_synthesis=self.after_synthesis.value if self.after_synthesis else None,
+            error=self.error.model_dump(mode="json") if self.error else None,
+            reasoning=self.reasoning.model_dump(mode="json") if self.reasoning is not None else None,
+            schema=self.schema.model_dump(mode="json") if self.schema is not None else None,
+            result=self.result.model_dump(mode="json") if self.result is not None else None,
+            clarification_questions=[c.model_dump(mode="json") for c in self.clarification_questions],
+            approvals=[a.model_dump(mode="json") for a in self.approvals],
+            trace=[t.model_dump(mode="json") for t in self.trace],
+            tokens=self.tokens.model_dump(mode="json"),
+            calls=sorted(self.calls),
+        )
+        return state
+
+    @classmethod
+    def from_state(cls, run_id: str, state: dict[str, Any], clock: Callable[[], float]) -> _Question:
+        q = cls(run_id, state["qid"], state["text"], clock)
+        for name in cls._PLAIN:
+            setattr(q, name, state[name])
+        q.status = RunStatus(state["status"]) if state["status"] else None
+        q.after_synthesis = RunStatus(state["after_synthesis"]) if state["after_synthesis"] else None
+        q.error = RunError.model_validate(state["error"]) if state["error"] else None
+        q.reasoning = ReasoningOutput.model_validate(state["reasoning"]) if state["reasoning"] else None
+        q.schema = SchemaContext.model_validate(state["schema"]) if state["schema"] else None
+        q.result = ExecutionResult.model_validate(state["result"]) if state["result"] else None
+        q.clarification_questions = [ClarifyingQuestionOut.model_validate(c) for c in state["clarification_questions"]]
+        q.approvals = [ApprovalRecord.model_validate(a) for a in state["approvals"]]
+        q.trace = [TraceEntry.model_validate(t) for t in state["trace"]]
+        q.tokens = TokenUsage.model_validate(state["tokens"])
+        q.calls = set(state["calls"])
+        return q
 
     def finish(self, status: RunStatus, error: RunError | None = None) -> None:
         if self.status is None:
@@ -193,8 +259,10 @@ class Pipeline:
     """Answers questions about one database, with every SQL statement approved before it runs.
 
     ``reviewer`` is an approvals strategy (``TerminalReviewer``, ``ApproveAll``, ...) asked ONCE
-    per approval cycle for every statement waiting; ``progress`` receives a short stage name as
-    the run moves on (for a spinner or progress bars).
+    per approval cycle for every statement waiting. With ``reviewer=None`` the run pauses at the
+    gate instead: it is checkpointed in ``run_store``, its statements wait in ``approval_store``
+    for a decision from anywhere (``sqlgate approvals decide``), and ``resume(run_id)`` finishes
+    it in any process. ``progress(stage, done, total)`` follows the stages (spinner, bars).
     """
 
     def __init__(
@@ -205,16 +273,24 @@ class Pipeline:
         *,
         config: PipelineConfig | None = None,
         approval_store: Any | None = None,
+        run_store: RunStore | None = None,
         progress: Progress | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        if reviewer is None and (approval_store is None or run_store is None):
+            raise ValueError("a pipeline without a reviewer pauses at the gate: give it approval_store and run_store")
         self.db = database
         self.llm = llm
         self.reviewer = reviewer
         self.config = config or PipelineConfig()
         self.approval_store = approval_store
+        self.run_store = run_store
+        for store in (approval_store, run_store):
+            if store is not None:
+                store.setup()  # idempotent: creates or migrates the tables
         self.progress: Progress = progress or (lambda stage, done=0, total=0: None)
         self.clock = clock
+        self._on_result: Callable[[int, RunResult], None] | None = None
 
     # -- public API --------------------------------------------------------------------------------
 
@@ -231,12 +307,54 @@ class Pipeline:
         questions that stop early), so results can be streamed out before the batch ends.
         """
         run_id = "run_" + uuid.uuid4().hex[:16]
-        calls_before = self.llm.calls
         qs = [_Question(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
+        self._start(qs, on_result, self.llm.calls)
+        for q in qs:
+            self._check_input(q)
+        self._admit(qs)
+        self._emit()
+        self._run(qs, run_id, resume=None, stored=None)
+        return self._results(qs)
+
+    def resume(self, run_id: str) -> list[RunResult]:
+        """Carry on with a run paused at the gate, once its batch is decided.
+
+        Still undecided: the results say ``awaiting_approval`` and nothing changes. Decided:
+        exactly one process wins the run (a conditional update), runs what was approved at most
+        once (the approvals ledger), and finishes or pauses at the next cycle. A finished run
+        returns its stored results; a statement whose execution was cut short is reported in
+        doubt, never run again silently.
+        """
+        if self.run_store is None or self.approval_store is None:
+            raise ValueError("resume needs the run_store and approval_store the run was paused in")
+        status, version, _database, checkpoint = self.run_store.load(run_id)
+        if status == "finished":
+            return [RunResult.model_validate(r) for r in checkpoint["results"]]
+        qs = [_Question.from_state(run_id, q, self.clock) for q in checkpoint["questions"]]
+        if status != "awaiting_approval":
+            raise RunConflict(f"run {run_id} is being resumed by another process")
+        gate = self._gate(run_id)
+        outcome = gate.outcome(checkpoint["batch_id"])
+        if str(outcome.status) == "pending":
+            return self._results(qs)
+        version = self.run_store.transition(run_id, expected=(status, version), status="resuming")
+        for q in qs:
+            if q.status == RunStatus.AWAITING_APPROVAL:
+                q.status = None
+                if q.error is not None and q.error.code == "awaiting_approval":
+                    q.error = None
+        self._start(qs, None, self.llm.calls - checkpoint["calls_made"])
+        self._final: list[RunResult] | None = None
+        self._run(qs, run_id, resume=(checkpoint, outcome), stored=version)
+        return self._final if self._final is not None else self._results(qs)
+
+    def _start(self, qs: list[_Question], on_result: Any, calls_before: int) -> None:
         self._on_result = on_result
         self._emitted: set[str] = set()
         self._all = qs
-        self._run(qs, run_id, calls_before)
+        self._calls_before = calls_before
+
+    def _results(self, qs: list[_Question]) -> list[RunResult]:
         self._emit()
         return [q.to_result(self.db.dialect, self.config.preview_rows) for q in qs]
 
@@ -245,27 +363,26 @@ class Pipeline:
         if self._on_result is None:
             return
         for index, q in enumerate(self._all):
-            if q.status is not None and q.qid not in self._emitted:
+            if q.status is not None and q.status != RunStatus.AWAITING_APPROVAL and q.qid not in self._emitted:
                 self._emitted.add(q.qid)
                 self._on_result(index, q.to_result(self.db.dialect, self.config.preview_rows))
 
     # -- the stages ---------------------------------------------------------------------------------
 
-    def _run(self, qs: list[_Question], run_id: str, calls_before: int) -> None:
-        self._calls_before = calls_before
-        for q in qs:
-            self._check_input(q)
-        self._admit(qs)
-        self._emit()
+    def _run(self, qs: list[_Question], run_id: str, *, resume: Any, stored: int | None) -> None:
         try:
-            self._reason([q for q in qs if q.active])
-            self._emit()
-            self._explore([q for q in qs if q.active])
-            self._generate([q for q in qs if q.active and q.after_synthesis is None])
-            self._emit()
-            self._approve_and_execute(qs, run_id)
+            if resume is None:
+                self._reason([q for q in qs if q.active])
+                self._emit()
+                self._explore([q for q in qs if q.active])
+                self._generate([q for q in qs if q.active and q.after_synthesis is None])
+                self._emit()
+            self._approve_and_execute(qs, run_id, resume=resume)
             self._emit()
             self._synthesize([q for q in qs if q.active and q.after_synthesis is not None])
+        except _Paused as pause:
+            self._pause(qs, run_id, pause, stored)
+            return
         except RateLimitError as exc:  # exceeded, or a shared backend down: never unlimited
             for q in qs:
                 q.finish(
@@ -281,6 +398,42 @@ class Pipeline:
         except (DatabaseError, SchemaInspectionError) as exc:
             for q in qs:
                 q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
+        if stored is not None and self.run_store is not None:
+            self._emit()
+            final = [q.to_result(self.db.dialect, self.config.preview_rows) for q in qs]
+            self.run_store.transition(
+                run_id,
+                expected=("resuming", stored),
+                status="finished",
+                checkpoint={"results": [r.model_dump(mode="json") for r in final]},
+            )
+            self._final = final
+
+    def _pause(self, qs: list[_Question], run_id: str, pause: _Paused, stored: int | None) -> None:
+        """Checkpoint the run at the gate; its questions wait with ``awaiting_approval``."""
+        waiting = {p.q.qid for p in pause.pending.values()}
+        for q in qs:
+            if q.active and (q.qid in waiting or q.after_synthesis is not None or q.correction_error):
+                q.status = RunStatus.AWAITING_APPROVAL
+                q.error = q.error or RunError(
+                    code="awaiting_approval",
+                    message=f"waiting for a decision on approval batch {pause.batch_id}; then: sqlgate resume {run_id}",
+                )
+        checkpoint = {
+            "run_id": run_id,
+            "dialect": self.db.dialect,
+            "calls_made": self.llm.calls - self._calls_before,
+            "cycle": pause.cycle,
+            "batch_id": pause.batch_id,
+            "pending": {cid: [p.q.qid, p.ok, p.code, p.message] for cid, p in pause.pending.items()},
+            "questions": [q.to_state() for q in qs],
+        }
+        assert self.run_store is not None
+        if stored is None:
+            self.run_store.create(run_id, self.db.safe_url, checkpoint)
+        else:
+            self.run_store.transition(run_id, expected=("resuming", stored), status="awaiting_approval",
+                                      checkpoint=checkpoint)
 
     def _admit(self, qs: list[_Question]) -> None:
         """Admission control: the worst case is 5 requests per chunk of questions."""
@@ -399,33 +552,54 @@ class Pipeline:
             q.pending_sql = draft.sql
             q.note("SQLGenerator", q.text, draft.sql, batch=2, call=call)
 
-    def _approve_and_execute(self, qs: list[_Question], run_id: str) -> None:
-        """Approval cycles: validate, ONE review for everything waiting, run; correct; repeat."""
-        validator = SqlValidator(
+    def _gate(self, run_id: str) -> ApprovalGate:
+        return ApprovalGate(
+            reviewer=self.reviewer, validate=self._validator().validate, store=self.approval_store, run_id=run_id
+        )
+
+    def _validator(self) -> SqlValidator:
+        return SqlValidator(
             dialect=self.db.dialect,
             policy=SafetyPolicy(max_limit=self.config.max_limit, star=self.config.star),
             schema={name: info.column_names() for name, info in self.db.schema.tables().items()},
         )
-        gate = ApprovalGate(
-            reviewer=self.reviewer, validate=validator.validate, store=self.approval_store, run_id=run_id
-        )
+
+    def _approve_and_execute(self, qs: list[_Question], run_id: str, *, resume: Any = None) -> None:
+        """Approval cycles: validate, ONE review for everything waiting, run; correct; repeat."""
+        validator = self._validator()
+        gate = self._gate(run_id)
         executor = SQLExecutor(self.db.engine, row_cap=self.config.row_cap)
         cycle = 0
+        if resume is not None:
+            checkpoint, outcome = resume
+            cycle = checkpoint["cycle"]
+            by_id = {q.qid: q for q in qs}
+            pending = {
+                cid: _Pending(by_id[qid], None, ok, code, message)
+                for cid, (qid, ok, code, message) in checkpoint["pending"].items()
+            }
+            gate.ledger.recover(run_id=run_id)  # claims of a worker that died mid-run: in doubt
+            self._after_review(pending, outcome, cycle, executor, gate, qs)
         while True:
             waiting = [q for q in qs if q.active and q.pending_sql is not None]
             if not waiting:
                 return
             cycle += 1
-            runnable = self._review(waiting, validator, gate, cycle)
-            self._execute(runnable, executor, gate)
-            needing = [q for q in qs if q.active and q.correction_error is not None]
-            if needing:
-                self._correct(needing)
+            pending = self._validate_all(waiting, validator, cycle)
+            outcome = self._decide(pending, gate, cycle)
+            self._after_review(pending, outcome, cycle, executor, gate, qs)
 
-    def _review(
-        self, qs: list[_Question], validator: SqlValidator, gate: ApprovalGate, cycle: int
-    ) -> list[tuple[_Question, Any, str]]:
-        items: dict[str, tuple[_Question, ApprovalItem, Any]] = {}
+    def _after_review(
+        self, pending: dict[str, _Pending], outcome: Any, cycle: int, executor: SQLExecutor, gate: ApprovalGate,
+        qs: list[_Question],
+    ) -> None:
+        self._execute(self._apply(pending, outcome, cycle), executor, gate)
+        needing = [q for q in qs if q.active and q.correction_error is not None]
+        if needing:
+            self._correct(needing)
+
+    def _validate_all(self, qs: list[_Question], validator: SqlValidator, cycle: int) -> dict[str, _Pending]:
+        pending: dict[str, _Pending] = {}
         for q in qs:
             sql, q.pending_sql = q.pending_sql, None
             started = self.clock()
@@ -447,16 +621,29 @@ class Pipeline:
                 refused=not validation.ok,
                 cycle=cycle,
             )
-            items[item.call_id] = (q, item, validation)
+            pending[item.call_id] = _Pending(
+                q, item, validation.ok, refusal.code if refusal else None, refusal.message if refusal else None
+            )
+        return pending
 
+    def _decide(self, pending: dict[str, _Pending], gate: ApprovalGate, cycle: int) -> Any:
+        """ONE review of every statement of the cycle; or, with no reviewer here, pause."""
+        items = [p.item for p in pending.values() if p.item is not None]
         self.progress("waiting for approval", 0, len(items))
+        if self.reviewer is None:
+            batch = gate.open(items)
+            if batch.pending:
+                raise _Paused(batch.batch_id, cycle, pending)
+            return gate.outcome(batch.batch_id)
         try:
-            outcome = gate.review([item for _, item, _ in items.values()])
+            return gate.review(items)
         except DecisionError as exc:
             raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
 
+    def _apply(self, pending: dict[str, _Pending], outcome: Any, cycle: int) -> list[tuple[_Question, Any, str]]:
         runnable = []
-        for call_id, (q, item, validation) in items.items():
+        for call_id, p in pending.items():
+            q = p.q
             resolution = outcome.resolutions[call_id]
             status = str(getattr(resolution.status, "value", resolution.status))
             q.approvals.append(
@@ -469,13 +656,12 @@ class Pipeline:
                     reason=resolution.reason,
                 )
             )
-            if not validation.ok:
-                refusal = validation.refusal
-                if refusal.code in CORRECTABLE_REFUSALS and q.corrections < self.config.max_corrections:
-                    q.correction_error = f"{refusal.code}: {refusal.message}"
+            if not p.ok:
+                if p.code in CORRECTABLE_REFUSALS and q.corrections < self.config.max_corrections:
+                    q.correction_error = f"{p.code}: {p.message}"
                     continue
-                q.answer = f"sqlgate refused the generated SQL ({refusal.code}): {refusal.message} Nothing was run."
-                q.finish(RunStatus.UNSAFE, RunError(code=refusal.code, message=refusal.message))
+                q.answer = f"sqlgate refused the generated SQL ({p.code}): {p.message} Nothing was run."
+                q.finish(RunStatus.UNSAFE, RunError(code=p.code or "refused", message=p.message or ""))
             elif status == "rejected":
                 reason = resolution.reason or "no reason given"
                 q.failure = f"a reviewer rejected it: {reason}"
@@ -500,6 +686,8 @@ class Pipeline:
                     return q, executor.run(sql), None, started
             except ExecutionError as exc:
                 return q, None, exc, started
+            except (AlreadyExecuted, ExecutionInDoubt) as exc:
+                return q, None, ExecutionError("execution_in_doubt", str(exc)), started
             finally:
                 finished[0] += 1
                 self.progress("running SQL", finished[0], len(runnable))
@@ -524,6 +712,8 @@ class Pipeline:
             q.note("SQLExecutor", q.sql or "", f"{exc.code}: {exc.message}", started=started, ok=False)
             if exc.code == "database_unreachable":
                 q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
+            elif exc.code == "execution_in_doubt":  # never re-run what may have run
+                q.finish(RunStatus.EXECUTION_FAILED, RunError(code=exc.code, message=exc.message))
             elif exc.timed_out:
                 q.failure = f"statement timeout: {exc.message}"
                 q.after_synthesis = RunStatus.TIMED_OUT

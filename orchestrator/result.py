@@ -24,6 +24,7 @@ class RunStatus(str, Enum):
     DATABASE_ERROR = "database_error"
     INVALID_INPUT = "invalid_input"
     CANCELLED = "cancelled"  # the reviewer interrupted the approval prompt
+    AWAITING_APPROVAL = "awaiting_approval"  # paused at the gate; resume after the decision
 
 
 EXIT_CODES: dict[RunStatus, int] = {
@@ -37,6 +38,7 @@ EXIT_CODES: dict[RunStatus, int] = {
     RunStatus.RATE_LIMITED: 8,
     RunStatus.LLM_ERROR: 9,
     RunStatus.DATABASE_ERROR: 10,
+    RunStatus.AWAITING_APPROVAL: 11,
     RunStatus.CANCELLED: 130,
 }
 

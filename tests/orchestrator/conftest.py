@@ -138,9 +138,13 @@ class Harness:
         llm: LLMClient | None = None,
         config: PipelineConfig | None = None,
         statement_timeout_s: float = 30.0,
+        stores: tuple[Any, Any] | None = None,
     ) -> Pipeline:
         database = TargetDatabase(db_url, statement_timeout_s=statement_timeout_s)
-        return Pipeline(database, llm or self.llm(), reviewer, config=config)
+        approval_store, run_store = stores or (None, None)
+        return Pipeline(
+            database, llm or self.llm(), reviewer, config=config, approval_store=approval_store, run_store=run_store
+        )
 
 
 @pytest.fixture
