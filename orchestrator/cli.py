@@ -2,13 +2,18 @@
 
     sqlgate demo                               the whole flow offline, on a generated retail database
     sqlgate ask "QUESTION" --db URL            answer one question; approve the SQL before it runs
+    sqlgate batch FILE --db URL --out R.jsonl  many questions, batched calls, ONE approval
+    sqlgate approvals list|show|decide|history the reviewer's side of a paused run (ask --defer)
+    sqlgate resume RUN_ID                      carry on once a paused run's batch is decided
     sqlgate schema --db URL [TABLE ...]        what sqlgate sees of a database
     sqlgate validate "SQL" --dialect D         check SQL against the safety policy
+    sqlgate limits                             the shared LLM rate-limit window
 
 Every command takes ``--json`` for scripts: results go to stdout as JSON, everything else to
 stderr. Exit codes: 0 answered (or accepted), 1 refused by ``validate``, 2 bad input or
 configuration, 3 needs clarification, 4 rejected by the reviewer, 5 unsafe SQL, 6 execution failed,
-7 statement timeout, 8 rate limited, 9 model error, 10 database error, 130 cancelled.
+7 statement timeout, 8 rate limited, 9 model error, 10 database error, 11 awaiting approval,
+130 cancelled.
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ app = typer.Typer(
 )
 
 err = Console(stderr=True)
+
+
+def _mount_subcommands() -> None:
+    from orchestrator.cli_approvals import approvals_app
+
+    app.add_typer(approvals_app, name="approvals")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]
 DbOpt = Annotated[
@@ -168,31 +179,106 @@ def ask(
     max_limit: MaxLimitOpt = 1000,
     timeout: TimeoutOpt = None,
     trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
+    defer: Annotated[
+        bool,
+        typer.Option(
+            "--defer",
+            help="Don't prompt: pause at the gate (exit 11) for a decision from `sqlgate approvals "
+            "decide`, then `sqlgate resume RUN_ID`.",
+        ),
+    ] = False,
 ) -> None:
     """Answer one question from a database, with ONE approval of the SQL before it runs.
 
     Example: sqlgate ask "Top 5 customers by revenue in 2025" --db sqlite:///shop.db
     """
+    from orchestrator.cli_approvals import stores
     from orchestrator.pipeline import Pipeline, PipelineConfig
 
     if not question.strip():
         _fail("the question is empty", as_json=as_json, error_code="empty_question")
     config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, admission=not wait)
-    reviewer = _reviewer(yes, as_json)  # before anything is opened: the gate fails closed first
+    # Before anything is opened: the gate fails closed first.
+    reviewer = None if defer else _reviewer(yes, as_json)
+    approval_store, run_store = stores() if defer else (None, None)
     database, llm = _open(
         db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=wait, timeout=timeout,
         as_json=as_json,
     )
     with _Spinner(enabled=True) as spinner:
-        result = Pipeline(database, llm, reviewer, config=config, progress=spinner).ask(question)
+        pipeline = Pipeline(
+            database, llm, reviewer, config=config, progress=spinner,
+            approval_store=approval_store, run_store=run_store,
+        )
+        result = pipeline.ask(question)
     database.dispose()
+    _show(result, as_json=as_json, trace=trace)
+    raise typer.Exit(result.exit_code)
+
+
+def _show(result: RunResult, *, as_json: bool, trace: bool) -> None:
     if as_json:
         _emit_json(_dump(result))
-    else:
-        from orchestrator.render import render_result
+        return
+    from orchestrator.render import render_result
 
-        render_result(Console(), result, trace=trace)
-    raise typer.Exit(result.exit_code)
+    render_result(Console(), result, trace=trace)
+    if result.status.value == "awaiting_approval":
+        err.print(
+            "Decide with [cyan]sqlgate approvals decide BATCH[/] (see [cyan]sqlgate approvals list[/]), "
+            f"then run [cyan]sqlgate resume {result.run_id}[/]."
+        )
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run id printed when the run paused.")],
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="The database URL, when the stored one had a password (it is never stored)."),
+    ] = None,
+    as_json: JsonOpt = False,
+    trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
+) -> None:
+    """Carry on with a run paused at the approval gate, once its batch is decided.
+
+    Any process sharing the state database may resume; exactly one wins. Approved SQL runs at most
+    once, even if an earlier worker died mid-run (such a statement is reported in doubt).
+    """
+    from orchestrator.cli_approvals import stores
+    from orchestrator.pipeline import Pipeline
+    from orchestrator.runs import RunNotFound
+
+    approval_store, run_store = stores()
+    try:
+        _, _, stored_db, _ = run_store.load(run_id)
+    except RunNotFound as exc:
+        _fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
+    if db is None and "***" in stored_db:
+        _fail("the run's database URL had a password, which sqlgate never stores: pass --db URL",
+              as_json=as_json, error_code="config_error")
+    database, llm = _open(
+        db=db or stored_db, model=None, base_url=None, rate_limit=None, wait=True, timeout=None, as_json=as_json
+    )
+    pipeline = Pipeline(database, llm, None, approval_store=approval_store, run_store=run_store)
+    try:
+        with _Spinner(enabled=not as_json) as spinner:
+            pipeline.progress = spinner
+            results = pipeline.resume(run_id)
+    except SqlgateError as exc:
+        _fail(exc.message, 1, as_json=as_json, error_code=exc.code)
+        return
+    finally:
+        database.dispose()
+    if as_json and len(results) == 1:
+        _emit_json(_dump(results[0]))
+    elif as_json:
+        _emit_json([_dump(r) for r in results])
+    else:
+        for result in results:
+            _show(result, as_json=False, trace=trace)
+    raise typer.Exit(max(r.exit_code for r in results))
 
 
 @app.command()
@@ -476,6 +562,9 @@ def limits(
             title=f"rate limit for {settings.llm.base_url or 'OpenAI'}",
         )
     )
+
+
+_mount_subcommands()
 
 
 def main() -> None:

@@ -1,0 +1,61 @@
+"""The reviewer's command line: ask --defer, approvals list/show/decide/history, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from tests.scripted_llm import scenarios as sc
+
+runner = CliRunner()
+
+
+def _run(*args: str, code: int = 0) -> object:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout) if "--json" in args else result.output
+
+
+@pytest.mark.vcr
+def test_defer_decide_resume(monkeypatch: pytest.MonkeyPatch, demo_db: Path, tmp_path: Path, model_endpoint, vcr) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", model_endpoint[0])
+    monkeypatch.setenv("SQLGATE_MODEL", model_endpoint[1])
+    monkeypatch.setenv("SQLGATE_REVIEWER", "alice")
+    db = f"sqlite:///{demo_db}"
+
+    paused = _run("ask", sc.PRODUCT_COUNT, "--db", db, "--defer", "--json", code=11)
+    assert paused["status"] == "awaiting_approval"
+
+    [batch] = _run("approvals", "list", "--json")
+    assert (batch["run_id"], batch["pending"]) == (paused["run_id"], 1)
+    shown = _run("approvals", "show", batch["batch_id"], "--json")
+    [item] = shown["batch"]["items"]
+    assert "COUNT(p.product_id)" in item["sql"]
+
+    decisions = tmp_path / "decisions.json"
+    decisions.write_text(json.dumps({item["call_id"]: "approve"}))
+    decided = _run("approvals", "decide", batch["batch_id"], "--file", str(decisions), "--json")
+    assert decided["resolutions"][item["call_id"]]["status"] == "approved"
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({item["call_id"]: {"action": "reject", "reason": "changed my mind"}}))
+    conflict = _run("approvals", "decide", batch["batch_id"], "--file", str(other), "--json", code=1)
+    assert conflict["status"] == "error"
+
+    assert _run("approvals", "list", "--json") == []
+    done = _run("resume", paused["run_id"], "--json")
+    assert done["status"] == "answered" and done["row_count"] == 8
+
+    events = _run("approvals", "history", "--run", paused["run_id"], "--json")
+    assert any(e["actor"] == "alice" for e in events)
+    assert [e["event"] for e in events].count("execution_started") == 1
+
+
+def test_decide_unknown_batch_and_resume_unknown_run() -> None:
+    assert _run("approvals", "decide", "batch_nope", "--file", "/dev/null", "--json", code=2)["error"]["code"] == "batch_not_found"
+    assert _run("resume", "run_nope", "--json", code=2)["error"]["code"] == "run_not_found"
