@@ -14,7 +14,6 @@ by default a SQLite file in the state folder. The reviewer's identity comes from
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import sys
@@ -24,6 +23,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from approvals import reviewer_identity
 from orchestrator.errors import SqlgateError
 
 approvals_app = typer.Typer(
@@ -58,10 +58,6 @@ def stores() -> tuple[Any, Any]:
     return approvals, runs
 
 
-def reviewer_identity() -> str:
-    return os.environ.get("SQLGATE_REVIEWER") or getpass.getuser()
-
-
 def _fail(message: str, code: int = 2, *, error_code: str = "error", as_json: bool = False) -> None:
     if as_json:
         print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
@@ -78,11 +74,12 @@ def _gate_for(record: Any, approvals: Any, runs: Any) -> Any:
     from approvals import ApprovalGate
     from safety import SafetyPolicy, SqlValidator
 
-    try:
-        _, _, _, checkpoint = runs.load(record.batch.run_id)
-        dialect = checkpoint.get("dialect", "sqlite")
-    except SqlgateError:
-        dialect = "sqlite"
+    dialect = record.batch.context.get("dialect")
+    if dialect is None:
+        try:
+            dialect = runs.load(record.batch.run_id)[3].get("dialect", "sqlite")
+        except SqlgateError:
+            dialect = "sqlite"
     validator = SqlValidator(dialect=dialect, policy=SafetyPolicy())
     return ApprovalGate(reviewer=None, validate=validator.validate, store=approvals, run_id=record.batch.run_id,
                         actor=reviewer_identity())
@@ -94,7 +91,7 @@ def list_batches(
     limit: Annotated[int, typer.Option(help="At most this many batches.")] = 50,
     as_json: JsonOpt = False,
 ) -> None:
-    """Batches waiting for a decision (with --all: every batch), newest first."""
+    """Batches waiting for a decision (with --all: every batch), oldest first."""
     approvals, _ = stores()
     records = approvals.list_batches(limit=limit) if all_ else approvals.pending_batches(limit=limit)
     rows = [

@@ -554,7 +554,11 @@ class Pipeline:
 
     def _gate(self, run_id: str) -> ApprovalGate:
         return ApprovalGate(
-            reviewer=self.reviewer, validate=self._validator().validate, store=self.approval_store, run_id=run_id
+            reviewer=self.reviewer,
+            validate=self._validator().validate,
+            store=self.approval_store,
+            run_id=run_id,
+            context={"dialect": self.db.dialect},  # so a reviewer elsewhere validates edits alike
         )
 
     def _validator(self) -> SqlValidator:
