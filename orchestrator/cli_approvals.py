@@ -93,19 +93,18 @@ def list_batches(
 ) -> None:
     """Batches waiting for a decision (with --all: every batch), oldest first."""
     approvals, _ = stores()
-    records = approvals.list_batches(limit=limit) if all_ else approvals.pending_batches(limit=limit)
+    summaries = approvals.list_summaries(status=None if all_ else "pending", limit=limit)
     rows = [
         {
-            "batch_id": r.batch_id,
-            "run_id": r.batch.run_id,
-            "cycle": r.batch.cycle,
-            "status": r.status,
-            "pending": len(r.batch.pending),
-            "items": len(r.batch.items),
-            "created_at": r.batch.created_at.isoformat(),
-            "deadline": r.batch.deadline.isoformat() if r.batch.deadline else None,
+            "batch_id": b.batch_id,
+            "run_id": b.run_id,
+            "cycle": b.cycle,
+            "status": b.status,
+            "pending": b.pending,
+            "created_at": b.created_at.isoformat(),
+            "deadline": b.deadline.isoformat() if b.deadline else None,
         }
-        for r in records
+        for b in summaries
     ]
     if as_json:
         _emit(rows)
@@ -118,8 +117,7 @@ def list_batches(
     Console().print(
         rows_table(
             ["batch", "run", "cycle", "status", "pending", "created"],
-            [[r["batch_id"], r["run_id"], r["cycle"], r["status"], f"{r['pending']}/{r['items']}", r["created_at"]]
-             for r in rows],
+            [[r["batch_id"], r["run_id"], r["cycle"], r["status"], r["pending"], r["created_at"]] for r in rows],
         )
     )
 
