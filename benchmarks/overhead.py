@@ -9,7 +9,8 @@ checks. The database is the demo SQLite file.
 
 Per question (one ``ask`` each, after one warm-up ask so the schema cache is warm), the time is
 split by the trace's per-agent durations (the four Batch-1 agents share one call, counted once);
-what the trace does not cover (building prompts and catalogues outside the timed call, the approval gate, run bookkeeping) is the remainder. A second
+what the trace does not cover (building prompts and catalogues outside the timed call, the
+approval gate, run bookkeeping) is the remainder. A second
 table splits the same runs by the pipeline's progress callback: each stage's span runs from its
 first progress event to the next stage's (so the validator falls in "writing SQL", whose last event
 comes before it). Then a batch of 50 questions (k = 10) split the same way, per question.
