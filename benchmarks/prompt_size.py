@@ -31,6 +31,7 @@ import sqlalchemy as sa  # noqa: E402
 import sqlglot  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
+from agents.llm_batch import QuestionInput  # noqa: E402
 from agents.catalogue import (  # noqa: E402
     DEFAULT_MAX_TABLES,
     CatalogueIndex,
@@ -47,7 +48,7 @@ TARGET_SHARE = 0.15
 
 
 def request_chars(question: str, catalogue: str) -> int:
-    return sum(len(m["content"]) for m in ReasoningAgent().build_messages(question, catalogue, "sqlite"))
+    return sum(len(m["content"]) for m in ReasoningAgent().build_messages([QuestionInput("q1", question)], catalogue, "sqlite"))
 
 
 def erp(max_tables: int, per_question: bool) -> None:

@@ -18,7 +18,6 @@ configuration, 3 needs clarification, 4 rejected by the reviewer, 5 unsafe SQL, 
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,6 +25,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from orchestrator.cli_output import emit_json, err, fail
 from orchestrator.errors import SqlgateError
 from orchestrator.result import RunResult
 
@@ -42,7 +42,6 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-err = Console(stderr=True)
 
 
 def _mount_subcommands() -> None:
@@ -62,18 +61,6 @@ DbOpt = Annotated[
 ]
 
 
-def _fail(message: str, code: int = 2, *, as_json: bool = False, error_code: str = "config_error") -> None:
-    if as_json:
-        print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
-    err.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code)
-
-
-def _emit_json(payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
-    sys.stdout.flush()
-
-
 def _dump(result: RunResult) -> dict[str, Any]:
     return result.model_dump(mode="json")
 
@@ -84,7 +71,7 @@ def _reviewer(yes: bool, as_json: bool = False) -> Any:
     if yes:
         return ApproveAll()
     if not sys.stdin.isatty():
-        _fail(
+        fail(
             "there is no terminal to ask for approval on; pass --yes to approve the generated SQL "
             "without review (it is still validated and run read-only)",
             as_json=as_json,
@@ -155,12 +142,12 @@ def _open(
         settings.require_credentials()
         database = TargetDatabase(settings.db or "", statement_timeout_s=settings.statement_timeout_s)
     except SqlgateError as exc:
-        _fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
+        fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
         raise  # unreachable: _fail exits
     try:
         limiter = build_limiter(settings, mode="wait" if wait else "fail_fast")
     except SqlgateError as exc:
-        _fail(exc.message, as_json=as_json, error_code=exc.code)
+        fail(exc.message, as_json=as_json, error_code=exc.code)
         raise
     return database, LLMClient(settings.llm, limiter=limiter)
 
@@ -196,7 +183,7 @@ def ask(
     from orchestrator.pipeline import Pipeline, PipelineConfig
 
     if not question.strip():
-        _fail("the question is empty", as_json=as_json, error_code="empty_question")
+        fail("the question is empty", as_json=as_json, error_code="empty_question")
     config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, admission=not wait)
     # Before anything is opened: the gate fails closed first.
     reviewer = None if defer else _reviewer(yes, as_json)
@@ -218,7 +205,7 @@ def ask(
 
 def _show(result: RunResult, *, as_json: bool, trace: bool) -> None:
     if as_json:
-        _emit_json(_dump(result))
+        emit_json(_dump(result))
         return
     from orchestrator.render import render_result
 
@@ -253,10 +240,10 @@ def resume(
     try:
         _, _, stored_db, _ = run_store.load(run_id)
     except RunNotFound as exc:
-        _fail(exc.message, as_json=as_json, error_code=exc.code)
+        fail(exc.message, as_json=as_json, error_code=exc.code)
         return
     if db is None and "***" in stored_db:
-        _fail("the run's database URL had a password, which sqlgate never stores: pass --db URL",
+        fail("the run's database URL had a password, which sqlgate never stores: pass --db URL",
               as_json=as_json, error_code="config_error")
     database, llm = _open(
         db=db or stored_db, model=None, base_url=None, rate_limit=None, wait=True, timeout=None, as_json=as_json
@@ -267,14 +254,14 @@ def resume(
             pipeline.progress = spinner
             results = pipeline.resume(run_id)
     except SqlgateError as exc:
-        _fail(exc.message, 1, as_json=as_json, error_code=exc.code)
+        fail(exc.message, 1, as_json=as_json, error_code=exc.code)
         return
     finally:
         database.dispose()
     if as_json and len(results) == 1:
-        _emit_json(_dump(results[0]))
+        emit_json(_dump(results[0]))
     elif as_json:
-        _emit_json([_dump(r) for r in results])
+        emit_json([_dump(r) for r in results])
     else:
         for result in results:
             _show(result, as_json=False, trace=trace)
@@ -288,6 +275,10 @@ def batch(
     db: DbOpt = None,
     yes: YesOpt = False,
     k: Annotated[int, typer.Option(help="Questions per LLM call at most.")] = 10,
+    run_size: Annotated[
+        int,
+        typer.Option(help="Questions per run (one approval prompt each); bounds memory on huge files."),
+    ] = 1000,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     rate_limit: RateOpt = None,
@@ -313,7 +304,7 @@ def batch(
         writer = ResultWriter(out)
         done = writer.resume()
     except SqlgateError as exc:
-        _fail(exc.message, error_code=exc.code)
+        fail(exc.message, error_code=exc.code)
         return
     todo = list(pending_questions(questions, done))
     err.print(f"{len(questions)} question(s) in {questions_file}; {len(done)} already answered in {out}; "
@@ -334,7 +325,8 @@ def batch(
 
     with writer, _StageBars() as bars:
         pipeline = Pipeline(database, llm, reviewer, config=config, progress=bars)
-        pipeline.run_batch([q for _, q in todo], on_result=written)
+        for start in range(0, len(todo), run_size):
+            pipeline.run_batch([q for _, q in todo[start : start + run_size]], on_result=written)
     database.dispose()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     err.print(f"[bold]{sum(counts.values())} result(s) written to {out}[/]: {summary}; {llm.calls} LLM call(s).")
@@ -403,11 +395,11 @@ def demo(
         with console.status("building the demo database…") if console.is_terminal else _null():
             path = ensure_demo_database(workdir or default_cache_dir())
         if review and not sys.stdin.isatty():
-            _fail("--review needs a terminal", as_json=as_json)
+            fail("--review needs a terminal", as_json=as_json)
         reviewer = TerminalReviewer(console=err) if review else _ShowingApprover(ApproveAll(), console)
         session = DemoSession.replaying(path, reviewer)
     except SqlgateError as exc:
-        _fail(exc.message, as_json=as_json, error_code=exc.code)
+        fail(exc.message, as_json=as_json, error_code=exc.code)
         return
     console.print(
         f"[bold]sqlgate demo[/] — database [cyan]{path}[/]\n"
@@ -430,7 +422,7 @@ def demo(
         f"(5 requests / 60 s) held the demo for {session.simulated_wait_s:.0f} s of simulated time."
     )
     if as_json:
-        _emit_json([_dump(r) for r in results])
+        emit_json([_dump(r) for r in results])
 
 
 class _ShowingApprover:
@@ -468,12 +460,12 @@ def schema(
     try:
         database = TargetDatabase(db or "")
     except SqlgateError as exc:
-        _fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
+        fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
         return
     names = tables or database.schema.table_names()
     context = database.schema.explore(names)
     if as_json:
-        _emit_json({"dialect": database.dialect, **context.model_dump(mode="json")})
+        emit_json({"dialect": database.dialect, **context.model_dump(mode="json")})
     else:
         console = Console()
         console.print(f"[bold]{database.safe_url}[/] ({database.dialect}), {len(context.tables)} table(s)")
@@ -503,12 +495,12 @@ def validate(
     try:
         validator = SqlValidator(dialect=dialect, policy=SafetyPolicy(max_limit=max_limit))
     except Exception as exc:  # an unknown dialect
-        _fail(str(exc), as_json=as_json, error_code="invalid_dialect")
+        fail(str(exc), as_json=as_json, error_code="invalid_dialect")
         return
     result = validator.validate(text)
     if as_json:
         refusal = result.refusal
-        _emit_json(
+        emit_json(
             {
                 "ok": result.ok,
                 "sql": result.sql,
@@ -541,17 +533,17 @@ def limits(
         limiter = build_limiter(settings, mode="fail_fast")
         usages = limiter.usages()
     except SqlgateError as exc:
-        _fail(exc.message, as_json=as_json, error_code=exc.code)
+        fail(exc.message, as_json=as_json, error_code=exc.code)
         return
     except Exception as exc:  # a shared backend that is down: say so, never guess
-        _fail(f"the rate-limit backend is unavailable: {exc}", as_json=as_json, error_code="backend_unavailable")
+        fail(f"the rate-limit backend is unavailable: {exc}", as_json=as_json, error_code="backend_unavailable")
         return
     rows = [
         {"unit": u.unit, "used": u.used, "limit": u.limit, "window_s": u.window, "next_free_in_s": round(u.retry_after, 3)}
         for u in usages
     ]
     if as_json:
-        _emit_json({"key": limiter.key, "limits": rows})
+        emit_json({"key": limiter.key, "limits": rows})
         return
     from orchestrator.render import rows_table
 

@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 
 from approvals import reviewer_identity
+from orchestrator.cli_output import emit_json, err, fail
 from orchestrator.errors import SqlgateError
 
 approvals_app = typer.Typer(
@@ -31,7 +32,6 @@ approvals_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-err = Console(stderr=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]
 
 
@@ -56,17 +56,6 @@ def stores() -> tuple[Any, Any]:
     approvals.setup()
     runs.setup()
     return approvals, runs
-
-
-def _fail(message: str, code: int = 2, *, error_code: str = "error", as_json: bool = False) -> None:
-    if as_json:
-        print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
-    err.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code)
-
-
-def _emit(payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def _gate_for(record: Any, approvals: Any, runs: Any) -> Any:
@@ -107,7 +96,7 @@ def list_batches(
         for b in summaries
     ]
     if as_json:
-        _emit(rows)
+        emit_json(rows)
         return
     from orchestrator.render import rows_table
 
@@ -132,10 +121,10 @@ def show(batch_id: Annotated[str, typer.Argument(help="The batch id (from `appro
     try:
         record = approvals.get_batch(batch_id)
     except BatchNotFound:
-        _fail(f"no batch {batch_id!r}", error_code="batch_not_found", as_json=as_json)
+        fail(f"no batch {batch_id!r}", error_code="batch_not_found", as_json=as_json)
         return
     if as_json:
-        _emit(record.model_dump(mode="json"))
+        emit_json(record.model_dump(mode="json"))
         return
     console = Console()
     TerminalReviewer(console=console).show(record.batch)
@@ -167,31 +156,31 @@ def decide(
     try:
         record = approvals.get_batch(batch_id)
     except BatchNotFound:
-        _fail(f"no batch {batch_id!r}", error_code="batch_not_found", as_json=as_json)
+        fail(f"no batch {batch_id!r}", error_code="batch_not_found", as_json=as_json)
         return
     gate = _gate_for(record, approvals, runs)
     if file is not None:
         try:
             decisions = json.loads(file.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            _fail(f"cannot read decisions from {file}: {exc}", error_code="invalid_decision_file", as_json=as_json)
+            fail(f"cannot read decisions from {file}: {exc}", error_code="invalid_decision_file", as_json=as_json)
             return
     else:
         if not sys.stdin.isatty():
-            _fail("no terminal to decide on: pass --file decisions.json", error_code="no_reviewer", as_json=as_json)
+            fail("no terminal to decide on: pass --file decisions.json", error_code="no_reviewer", as_json=as_json)
         try:
             decisions = TerminalReviewer(console=err, validate=gate.validate)(record.batch)
         except ApprovalError as exc:
-            _fail(str(exc), 130, error_code="approval_cancelled", as_json=as_json)
+            fail(str(exc), 130, error_code="approval_cancelled", as_json=as_json)
             return
     try:
         outcome = gate.submit(batch_id, decisions, actor=reviewer_identity(), idempotency_key=idempotency_key)
     except ApprovalError as exc:
         code = getattr(exc, "code", "decision_refused")
-        _fail(str(exc), 1, error_code=code, as_json=as_json)
+        fail(str(exc), 1, error_code=code, as_json=as_json)
         return
     except ValueError as exc:  # a decision that is none of approve / reject / edit
-        _fail(f"invalid decision: {exc}", 1, error_code="invalid_decision", as_json=as_json)
+        fail(f"invalid decision: {exc}", 1, error_code="invalid_decision", as_json=as_json)
         return
     payload = {
         "batch_id": batch_id,
@@ -201,7 +190,7 @@ def decide(
         "next": f"sqlgate resume {record.batch.run_id}",
     }
     if as_json:
-        _emit(payload)
+        emit_json(payload)
     else:
         Console().print(f"Batch {batch_id}: [bold]{payload['status']}[/]. Next: [cyan]{payload['next']}[/]")
 
@@ -216,7 +205,7 @@ def history(
     approvals, _ = stores()
     events = approvals.audit_log(batch_id=batch, run_id=run)
     if as_json:
-        _emit([e.model_dump(mode="json") for e in events])
+        emit_json([e.model_dump(mode="json") for e in events])
         return
     from orchestrator.render import rows_table
 

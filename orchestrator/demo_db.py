@@ -17,9 +17,10 @@ import datetime as dt
 import os
 import random
 import sqlite3
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from orchestrator.sqlite_file import write_sqlite_atomically
 
 __all__ = ["DEMO_SCHEMA_VERSION", "build_demo_database", "default_cache_dir", "ensure_demo_database"]
 
@@ -172,34 +173,15 @@ def build_demo_database(path: str | os.PathLike[str], seed: int = 7) -> Path:
 
     The same ``seed`` gives a byte-identical file; the file appears only once complete.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        tmp.unlink()  # sqlite3 must create the file itself
-        con = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            con.execute("PRAGMA journal_mode = OFF")
-            con.execute("PRAGMA synchronous = OFF")
-            con.execute("PRAGMA foreign_keys = ON")
-            con.executescript(SCHEMA)
-            con.execute("BEGIN")
-            _populate(con, random.Random(seed))
-            con.execute("COMMIT")
-            problems = con.execute("PRAGMA foreign_key_check").fetchall()
-            if problems:  # a generator bug, never expected
-                raise RuntimeError(f"demo database violates foreign keys: {problems[:3]}")
-            con.execute("ANALYZE")
-            con.execute("VACUUM")
-        finally:
-            con.close()
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
+    def fill(con: sqlite3.Connection) -> None:
+        con.execute("PRAGMA foreign_keys = ON")
+        con.executescript(SCHEMA)
+        con.execute("BEGIN")
+        _populate(con, random.Random(seed))
+        con.execute("COMMIT")
+        con.execute("ANALYZE")
+
+    return write_sqlite_atomically(path, fill, what="demo database")
 
 
 def default_cache_dir() -> Path:

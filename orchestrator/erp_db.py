@@ -24,9 +24,10 @@ import os
 import random
 import re
 import sqlite3
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from orchestrator.sqlite_file import write_sqlite_atomically
 
 __all__ = ["ERP_MODULES", "ERP_QUESTIONS", "ErpColumn", "ErpTable", "build_erp_database", "erp_tables"]
 
@@ -684,34 +685,16 @@ def build_erp_database(path: str | os.PathLike[str], seed: int = 11, tables: int
     if not 1 <= tables <= len(chosen):
         raise ValueError(f"tables must be between 1 and {len(chosen)}, not {tables}")
     chosen = chosen[:tables]
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        tmp.unlink()  # sqlite3 must create the file itself
-        con = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            con.execute("PRAGMA journal_mode = OFF")
-            con.execute("PRAGMA synchronous = OFF")
-            keys = {t.name: t.primary_key for t in chosen}
-            for table in chosen:
-                con.execute(_ddl(table, keys))
-            con.execute("BEGIN")
-            _populate(con, chosen, random.Random(seed))
-            con.execute("COMMIT")
-            problems = con.execute("PRAGMA foreign_key_check").fetchall()
-            if problems:  # a generator bug, never expected
-                raise RuntimeError(f"ERP database violates foreign keys: {problems[:3]}")
-            con.execute("VACUUM")
-        finally:
-            con.close()
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
+    keys = {t.name: t.primary_key for t in chosen}
+
+    def fill(con: sqlite3.Connection) -> None:
+        for table in chosen:
+            con.execute(_ddl(table, keys))
+        con.execute("BEGIN")
+        _populate(con, chosen, random.Random(seed))
+        con.execute("COMMIT")
+
+    return write_sqlite_atomically(path, fill, what="ERP database")
 
 
 def _populate(con: sqlite3.Connection, tables: list[ErpTable], rng: random.Random) -> None:

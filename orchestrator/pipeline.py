@@ -180,6 +180,12 @@ class _Question:
         q.calls = set(state["calls"])
         return q
 
+    def release(self) -> None:
+        """Drop what only an unfinished question needs (after its result was handed out)."""
+        self.reasoning = self.schema = self.result = None
+        self.data_context = ""
+        self.trace, self.approvals = [], []
+
     def finish(self, status: RunStatus, error: RunError | None = None) -> None:
         if self.status is None:
             self.status, self.error = status, error
@@ -304,7 +310,8 @@ class Pipeline:
         """Answer many questions with batched LLM calls and ONE approval cycle per round.
 
         ``on_result(index, result)`` is called as soon as each question is finished (early for
-        questions that stop early), so results can be streamed out before the batch ends.
+        questions that stop early), so results can be streamed out before the batch ends. A
+        streamed question's state is then let go, and ``run_batch`` returns an empty list.
         """
         run_id = "run_" + uuid.uuid4().hex[:16]
         qs = [_Question(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
@@ -314,7 +321,8 @@ class Pipeline:
         self._admit(qs)
         self._emit()
         self._run(qs, run_id, resume=None, stored=None)
-        return self._results(qs)
+        results = self._results(qs)
+        return [] if on_result is not None else results
 
     def resume(self, run_id: str) -> list[RunResult]:
         """Carry on with a run paused at the gate, once its batch is decided.
@@ -366,6 +374,8 @@ class Pipeline:
             if q.status is not None and q.status != RunStatus.AWAITING_APPROVAL and q.qid not in self._emitted:
                 self._emitted.add(q.qid)
                 self._on_result(index, q.to_result(self.db.dialect, self.config.preview_rows))
+                if self.reviewer is not None:  # nothing will checkpoint it: let its state go
+                    q.release()
 
     # -- the stages ---------------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, QueuePool
 
 from .dialects import dialect_for_url
 from .errors import ReadOnlySetupError
@@ -143,6 +143,9 @@ def _sqlite_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], flo
         conn.set_progress_handler(past_deadline, settings.sqlite_progress_steps)
         return conn
 
+    # "sqlite://" would make SQLAlchemy pick SingletonThreadPool (one connection per thread, five
+    # kept, others closed under their users' feet): a file needs a real pool.
+    kwargs.setdefault("poolclass", QueuePool)
     engine = sa.create_engine("sqlite://", creator=connect, **kwargs)
 
     @event.listens_for(engine, "before_cursor_execute")

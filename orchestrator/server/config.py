@@ -1,0 +1,75 @@
+"""What ``sqlgate serve`` needs: the target database, the state database, tokens, the model.
+
+    SQLGATE_DB / --db          the database analysts ask about (opened read-only)
+    SQLGATE_STATE_URL          state database shared by every server process (default: SQLite file
+                               in the state folder); approvals, run checkpoints, run events
+    SQLGATE_TOKENS_FILE / SQLGATE_TOKENS   bearer tokens with roles (see ``orchestrator.server.auth``)
+    OPENAI_BASE_URL, OPENAI_API_KEY, SQLGATE_MODEL, SQLGATE_RATE_LIMIT, ...   as for ``sqlgate ask``
+    SQLGATE_SERVER_WORKERS     runs executed at once per process (default 4)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import ConfigurationError
+from orchestrator.llm import LLMSettings
+from orchestrator.pipeline import PipelineConfig
+from orchestrator.server.auth import TokenRegistry
+
+
+@dataclass
+class ServerConfig:
+    """Everything the app is built from. ``limiter`` None: built from the environment (wait mode)."""
+
+    database_url: str
+    state_url: str
+    tokens: TokenRegistry
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    limiter: Any = None
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    workers: int = 4
+    statement_timeout_s: float = 30.0
+    poll_interval: float = 0.2
+    sweep_interval: float = 1.0
+    keepalive: float = 15.0
+    http_client: Any = None
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        db: str | None = None,
+        tokens_file: str | None = None,
+        workers: int | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> ServerConfig:
+        from orchestrator.cli_approvals import state_url
+        from orchestrator.config import Settings
+        from orchestrator.limits import build_limiter
+
+        env = os.environ if environ is None else environ
+        settings = Settings.from_env(env)
+        settings.db = db or settings.db
+        if not settings.db:
+            raise ConfigurationError("no database to serve: pass --db URL or set SQLGATE_DB")
+        settings.require_credentials()
+        tokens = TokenRegistry.from_file(tokens_file) if tokens_file else TokenRegistry.from_env(env)
+        if len(tokens) == 0:
+            raise ConfigurationError(
+                "no tokens configured: set SQLGATE_TOKENS_FILE (or SQLGATE_TOKENS) to a JSON list of "
+                '{"token": ..., "actor": ..., "role": "analyst" | "reviewer" | "admin"}'
+            )
+        return cls(
+            database_url=settings.db,
+            state_url=env.get("SQLGATE_STATE_URL") or state_url(),
+            tokens=tokens,
+            llm=settings.llm,
+            limiter=build_limiter(settings, mode="wait"),
+            pipeline=settings.pipeline,
+            workers=workers or int(env.get("SQLGATE_SERVER_WORKERS", "4")),
+            statement_timeout_s=settings.statement_timeout_s,
+        )

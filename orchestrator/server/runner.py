@@ -1,0 +1,216 @@
+"""Runs in the background: submitted, paused at the gate, resumed once decided, finished.
+
+The HTTP handlers never run a pipeline themselves: ``RunService.submit`` records the run and hands
+it to a thread pool, so the event loop never waits on a model call or a query. Every run pauses at
+the approval gate (the pipeline has no reviewer here); the decision may come from any process
+sharing the state database, and every process's ``EventHub`` tells its ``RunService`` about it:
+each tries to resume, exactly one wins (``orchestrator.runs.RunStore``'s conditional update).
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from approvals import ApprovalStore, BatchNotFound
+from orchestrator.database import TargetDatabase
+from orchestrator.llm import LLMClient, LLMSettings
+from orchestrator.pipeline import Pipeline, PipelineConfig, _Question
+from orchestrator.result import RunResult, RunStatus
+from orchestrator.runs import RunConflict, RunNotFound, RunStore
+from orchestrator.server.events import ServerEvent
+from orchestrator.server.state import ServerState
+
+
+class ServedPipeline(Pipeline):
+    """A pipeline whose run id is chosen by the caller (the service answers with it at once)."""
+
+    def run_batch_as(
+        self, run_id: str, questions: Sequence[str], *, on_result: Callable[[int, RunResult], None] | None = None
+    ) -> list[RunResult]:
+        # Pipeline.run_batch with a given run id instead of a fresh one.
+        qs = [_Question(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
+        self._start(qs, on_result, self.llm.calls)
+        for q in qs:
+            self._check_input(q)
+        self._admit(qs)
+        self._emit()
+        self._run(qs, run_id, resume=None, stored=None)
+        return self._results(qs)
+
+
+Progress = Callable[[str, int, int], None]
+
+
+class PipelineFactory:
+    """A fresh pipeline per run (pipelines keep per-run state) on one shared database and limiter.
+
+    Each run gets its own ``LLMClient`` (its call counters are per run); the rate limiter, the
+    read-only database engine and the stores are shared. ``http_client`` goes to the model client.
+    """
+
+    def __init__(
+        self,
+        database: TargetDatabase,
+        llm: LLMSettings,
+        limiter: Any,
+        approval_store: ApprovalStore,
+        run_store: RunStore,
+        *,
+        config: PipelineConfig | None = None,
+        http_client: Any | None = None,
+    ) -> None:
+        self.database = database
+        self.llm = llm
+        self.limiter = limiter
+        self.approval_store = approval_store
+        self.run_store = run_store
+        self.config = config or PipelineConfig()
+        self.http_client = http_client
+
+    def __call__(self, progress: Progress) -> ServedPipeline:
+        client = LLMClient(self.llm, limiter=self.limiter, http_client=self.http_client)
+        return ServedPipeline(
+            self.database, client, None, config=self.config, approval_store=self.approval_store,
+            run_store=self.run_store, progress=progress,
+        )
+
+
+def new_run_id() -> str:
+    return "run_" + uuid.uuid4().hex[:16]
+
+
+class RunService:
+    """Submits runs to a thread pool and resumes them when their batch is decided."""
+
+    def __init__(
+        self,
+        state: ServerState,
+        approvals: ApprovalStore,
+        run_store: RunStore,
+        pipelines: Callable[[Progress], ServedPipeline],
+        *,
+        workers: int = 4,
+        notify: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.state = state
+        self.approvals = approvals
+        self.run_store = run_store
+        self.pipelines = pipelines
+        self.notify = notify
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlgate-run")
+        self._resuming: set[str] = set()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- submit ------------------------------------------------------------------------------
+    def submit(self, questions: list[str], owner: str) -> str:
+        run_id = new_run_id()
+        self.state.create_run(run_id, owner, questions)
+        self.notify()
+        self._pool.submit(self._guarded, run_id, self._start, run_id, questions)
+        return run_id
+
+    def _start(self, run_id: str, questions: list[str]) -> None:
+        self.state.update_run(run_id, status="running", expected=("queued",))
+        pipeline = self.pipelines(self._progress(run_id, len(questions)))
+        results = pipeline.run_batch_as(run_id, questions)
+        self._settle(run_id, results, from_states=("running",))
+
+    # -- resume ------------------------------------------------------------------------------
+    def on_event(self, event: ServerEvent) -> None:
+        """``EventHub`` listener: a decided or expired batch of one of our runs resumes it."""
+        if event.type in ("approval_decided", "approval_expired") and self.state.owner_of(event.run_id) is not None:
+            self.resume_soon(event.run_id)
+
+    def resume_soon(self, run_id: str) -> None:
+        with self._lock:
+            if run_id in self._resuming:
+                return
+            self._resuming.add(run_id)
+        self._pool.submit(self._guarded, run_id, self._resume, run_id)
+
+    def _resume(self, run_id: str) -> None:
+        try:
+            row = self.state.run(run_id)
+            if row is None or row.status != "awaiting_approval":
+                return
+            try:
+                status, _, _, checkpoint = self.run_store.load(run_id)
+            except RunNotFound:
+                return  # not checkpointed yet: _settle resumes it once it is
+            if status != "awaiting_approval" or self._undecided(checkpoint.get("batch_id")):
+                return
+            total = len(row.questions)
+            pipeline = self.pipelines(self._progress(run_id, total))
+            try:
+                results = pipeline.resume(run_id)
+            except RunConflict:
+                return  # another process won the run
+            self._settle(run_id, results, from_states=("awaiting_approval", "resuming"))
+        finally:
+            with self._lock:
+                self._resuming.discard(run_id)
+
+    def _undecided(self, batch_id: str | None) -> bool:
+        if batch_id is None:
+            return False
+        try:
+            return self.approvals.get_batch(batch_id).status == "pending"
+        except BatchNotFound:
+            return False
+
+    # -- results -----------------------------------------------------------------------------
+    def _settle(self, run_id: str, results: list[RunResult], *, from_states: tuple[str, ...]) -> None:
+        dumped = [r.model_dump(mode="json") for r in results]
+        waiting = [r for r in results if r.status == RunStatus.AWAITING_APPROVAL]
+        if waiting:
+            checkpoint = self.run_store.load(run_id)[3]
+            batch_id = checkpoint.get("batch_id")
+            items = [{"call_id": cid, "question_id": entry[0]} for cid, entry in checkpoint.get("pending", {}).items()]
+            self.state.update_run(
+                run_id, status="awaiting_approval", expected=from_states, batch_id=batch_id, results=dumped,
+                event=("run_progress", {"stage": "awaiting_approval", "done": len(results) - len(waiting),
+                                        "total": len(results), "items": items}),
+            )
+            self.notify()
+            if not self._undecided(batch_id):  # decided before the checkpoint was written
+                self.resume_soon(run_id)
+            return
+        batch_ids = sorted({a.batch_id for r in results for a in r.approvals})
+        items = [
+            {"call_id": a.call_id, "question_id": f"q{i + 1}", "status": a.status, "batch_id": a.batch_id}
+            for i, r in enumerate(results) for a in r.approvals
+        ]
+        self.state.update_run(
+            run_id, status="finished", expected=from_states, batch_id=batch_ids[-1] if batch_ids else None,
+            results=dumped,
+            event=("run_finished", {"items": items, "batch_ids": batch_ids,
+                                    "statuses": [str(r.status.value) for r in results]}),
+        )
+        self.notify()
+
+    def _progress(self, run_id: str, total: int) -> Progress:
+        def progress(stage: str, done: int = 0, of: int = 0) -> None:
+            self.state.append_event(run_id, None, "run_progress", {"stage": stage, "done": done, "total": of or total})
+            self.notify()
+
+        return progress
+
+    def _guarded(self, run_id: str, work: Callable[..., None], *args: Any) -> None:
+        try:
+            work(*args)
+        except Exception as exc:  # a run must end with an event, whatever went wrong
+            error = {"code": getattr(exc, "code", "server_error"), "message": str(exc) or type(exc).__name__,
+                     "trace": traceback.format_exc(limit=5)}
+            self.state.update_run(
+                run_id, status="failed", error=error,
+                event=("run_finished", {"items": [], "statuses": [], "error": {k: error[k] for k in ("code", "message")}}),
+            )
+            self.notify()
