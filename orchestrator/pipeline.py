@@ -25,10 +25,8 @@ from agents import (
     DEFAULT_MAX_TABLES,
     DataExplorer,
     ExecutionError,
-    ExecutionResult,
     Intent,
     ReasoningAgent,
-    ReasoningOutput,
     ResponseSynthesizer,
     ResultValidator,
     SchemaContext,
@@ -39,8 +37,7 @@ from agents import (
     batch_catalogue,
     rank_tables,
 )
-from agents.llm_agent import LLMAgent
-from agents.llm_batch import QuestionInput, split_results
+from agents.llm_batch import QuestionInput
 from agents.response_synthesizer import PREVIEW_ROWS, describe_failure, describe_result, describe_schema
 from approvals import (
     AlreadyExecuted,
@@ -50,11 +47,13 @@ from approvals import (
     DecisionError,
     ExecutionInDoubt,
 )
+from orchestrator.batching import BatchedCalls, Progress
 from orchestrator.database import TargetDatabase
-from orchestrator.errors import DatabaseError, LLMError
-from orchestrator.llm import LLMCall, LLMClient, TokenUsage, redact
+from orchestrator.errors import DatabaseError
+from orchestrator.llm import LLMClient
+from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
+from orchestrator.result import ApprovalRecord, ClarifyingQuestionOut, RunError, RunResult, RunStatus
 from orchestrator.runs import RunConflict, RunStore
-from orchestrator.result import ApprovalRecord, ClarifyingQuestionOut, RunError, RunResult, RunStatus, TraceEntry
 from ratelimit import RateLimitError
 from safety import SafetyPolicy, SqlValidator
 
@@ -65,8 +64,6 @@ CORRECTABLE_REFUSALS = frozenset({"select_star", "parse_error", "unknown_table",
 #: tables plus the tables they refer to.
 LARGE_SCHEMA_TABLES = 40
 
-#: ``progress(stage, done, total)``: the stage's name and how many of its questions are done.
-Progress = Callable[[str, int, int], None]
 
 
 class PipelineConfig(BaseModel):
@@ -86,179 +83,6 @@ class PipelineConfig(BaseModel):
         description="refuse a run up front when its worst-case LLM requests do not fit the rate "
         "limit now (fail-fast limiters), instead of stopping half-way",
     )
-
-
-class _Pending:
-    """One statement in an approval cycle, with the validator's verdict on it."""
-
-    def __init__(self, q: _Question, item: ApprovalItem | None, ok: bool, code: str | None, message: str | None):
-        self.q, self.item, self.ok, self.code, self.message = q, item, ok, code, message
-
-
-class _Paused(Exception):
-    """The gate has no reviewer in this process: the run waits for a decision in the store."""
-
-    def __init__(self, batch_id: str, cycle: int, pending: dict[str, _Pending]) -> None:
-        super().__init__(batch_id)
-        self.batch_id, self.cycle, self.pending = batch_id, cycle, pending
-
-
-class _Question:
-    """One question's state as it moves through the stages."""
-
-    def __init__(self, run_id: str, qid: str, text: str, clock: Callable[[], float]) -> None:
-        self.run_id = run_id
-        self.qid = qid
-        self.text = text
-        self.clock = clock
-        self.started = clock()
-        self.status: RunStatus | None = None  # set once the question is finished
-        self.error: RunError | None = None
-        self.reasoning: Any = None
-        self.schema: SchemaContext | None = None
-        self.data_context = ""
-        self.pending_sql: str | None = None  # SQL waiting for the next approval cycle
-        self.sql: str | None = None
-        self.failure: str | None = None  # why there is no result, for the answer
-        self.after_synthesis: RunStatus | None = None  # the status once the answer is written
-        self.correction_error: str | None = None
-        self.meta_outcome: str | None = None  # the schema, for a question about the database itself
-        self.corrections = 0
-        self.result: Any = None
-        self.answer: str | None = None
-        self.assumptions: list[str] = []
-        self.warnings: list[str] = []
-        self.clarification_questions: list[ClarifyingQuestionOut] = []
-        self.approvals: list[ApprovalRecord] = []
-        self.trace: list[TraceEntry] = []
-        self.tokens = TokenUsage()
-        self.calls: set[int] = set()
-        self.http_requests = 0
-
-    @property
-    def active(self) -> bool:
-        return self.status is None
-
-    _PLAIN = (
-        "qid", "text", "data_context", "pending_sql", "sql", "failure", "correction_error",
-        "meta_outcome", "corrections", "answer", "assumptions", "warnings", "http_requests",
-    )
-
-    def to_state(self) -> dict[str, Any]:
-        """Everything needed to carry on in another process, as JSON-able data."""
-        state = {name: getattr(self, name) for name in self._PLAIN}
-        state.update(
-            status=self.status.value if self.status else None,
-            after_synthesis=self.after_synthesis.value if self.after_synthesis else None,
-            error=self.error.model_dump(mode="json") if self.error else None,
-            reasoning=self.reasoning.model_dump(mode="json") if self.reasoning is not None else None,
-            schema=self.schema.model_dump(mode="json") if self.schema is not None else None,
-            result=self.result.model_dump(mode="json") if self.result is not None else None,
-            clarification_questions=[c.model_dump(mode="json") for c in self.clarification_questions],
-            approvals=[a.model_dump(mode="json") for a in self.approvals],
-            trace=[t.model_dump(mode="json") for t in self.trace],
-            tokens=self.tokens.model_dump(mode="json"),
-            calls=sorted(self.calls),
-        )
-        return state
-
-    @classmethod
-    def from_state(cls, run_id: str, state: dict[str, Any], clock: Callable[[], float]) -> _Question:
-        q = cls(run_id, state["qid"], state["text"], clock)
-        for name in cls._PLAIN:
-            setattr(q, name, state[name])
-        q.status = RunStatus(state["status"]) if state["status"] else None
-        q.after_synthesis = RunStatus(state["after_synthesis"]) if state["after_synthesis"] else None
-        q.error = RunError.model_validate(state["error"]) if state["error"] else None
-        q.reasoning = ReasoningOutput.model_validate(state["reasoning"]) if state["reasoning"] else None
-        q.schema = SchemaContext.model_validate(state["schema"]) if state["schema"] else None
-        q.result = ExecutionResult.model_validate(state["result"]) if state["result"] else None
-        q.clarification_questions = [ClarifyingQuestionOut.model_validate(c) for c in state["clarification_questions"]]
-        q.approvals = [ApprovalRecord.model_validate(a) for a in state["approvals"]]
-        q.trace = [TraceEntry.model_validate(t) for t in state["trace"]]
-        q.tokens = TokenUsage.model_validate(state["tokens"])
-        q.calls = set(state["calls"])
-        return q
-
-    def release(self) -> None:
-        """Drop what only an unfinished question needs (after its result was handed out)."""
-        self.reasoning = self.schema = self.result = None
-        self.data_context = ""
-        self.trace, self.approvals = [], []
-
-    def finish(self, status: RunStatus, error: RunError | None = None) -> None:
-        if self.status is None:
-            self.status, self.error = status, error
-
-    def took_part(self, call: LLMCall, call_index: int, shared_by: int) -> None:
-        if call_index not in self.calls:
-            self.calls.add(call_index)
-            self.http_requests += call.http_requests
-            self.tokens = self.tokens + TokenUsage(
-                prompt=call.tokens.prompt // shared_by, completion=call.tokens.completion // shared_by
-            )
-
-    def took_part_in_failed(self, exc: LLMError) -> None:
-        """A call that ended in an error still cost requests: count them."""
-        index = getattr(exc, "call_index", None)
-        if index is not None and index not in self.calls:
-            self.calls.add(index)
-            self.http_requests += getattr(exc, "http_requests", 0)
-
-    def note(
-        self,
-        agent: str,
-        input_summary: str,
-        output_summary: str,
-        *,
-        started: float | None = None,
-        batch: int | None = None,
-        call: tuple[LLMCall, int] | None = None,
-        ok: bool = True,
-        extra_ms: float = 0.0,
-    ) -> None:
-        if call is not None:
-            duration, tokens, index = call[0].duration_ms, call[0].tokens, call[1]
-        else:
-            duration, tokens, index = (self.clock() - (started or self.clock())) * 1000.0 + extra_ms, None, None
-        self.trace.append(
-            TraceEntry(
-                agent=agent,
-                batch=batch,
-                llm_call=index,
-                tokens=tokens,
-                duration_ms=round(duration, 3),
-                input_summary=_short(input_summary),
-                output_summary=_short(output_summary),
-                ok=ok,
-            )
-        )
-
-    def to_result(self, dialect: str, preview_rows: int) -> RunResult:
-        result = self.result
-        return RunResult(
-            run_id=self.run_id,
-            question=self.text,
-            status=self.status or RunStatus.LLM_ERROR,
-            answer=self.answer,
-            sql=self.sql,
-            row_count=result.row_count if result is not None else None,
-            columns=list(result.columns) if result is not None else [],
-            rows_preview=[list(r) for r in result.rows[:preview_rows]] if result is not None else [],
-            truncated=bool(result.truncated) if result is not None else False,
-            warnings=self.warnings,
-            assumptions=self.assumptions,
-            clarification_questions=self.clarification_questions,
-            approvals=self.approvals,
-            corrections=self.corrections,
-            error=self.error,
-            llm_calls=len(self.calls),
-            http_requests=self.http_requests,
-            tokens=self.tokens,
-            dialect=dialect,
-            duration_ms=round((self.clock() - self.started) * 1000.0, 3),
-            trace=self.trace,
-        )
 
 
 class Pipeline:
@@ -314,7 +138,7 @@ class Pipeline:
         streamed question's state is then let go, and ``run_batch`` returns an empty list.
         """
         run_id = "run_" + uuid.uuid4().hex[:16]
-        qs = [_Question(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
+        qs = [QuestionState(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
         self._start(qs, on_result, self.llm.calls)
         for q in qs:
             self._check_input(q)
@@ -338,7 +162,7 @@ class Pipeline:
         status, version, _database, checkpoint = self.run_store.load(run_id)
         if status == "finished":
             return [RunResult.model_validate(r) for r in checkpoint["results"]]
-        qs = [_Question.from_state(run_id, q, self.clock) for q in checkpoint["questions"]]
+        qs = [QuestionState.from_state(run_id, q, self.clock) for q in checkpoint["questions"]]
         if status != "awaiting_approval":
             raise RunConflict(f"run {run_id} is being resumed by another process")
         gate = self._gate(run_id)
@@ -356,13 +180,20 @@ class Pipeline:
         self._run(qs, run_id, resume=(checkpoint, outcome), stored=version)
         return self._final if self._final is not None else self._results(qs)
 
-    def _start(self, qs: list[_Question], on_result: Any, calls_before: int) -> None:
+    def _start(self, qs: list[QuestionState], on_result: Any, calls_before: int) -> None:
         self._on_result = on_result
         self._emitted: set[str] = set()
         self._all = qs
         self._calls_before = calls_before
+        self._call = BatchedCalls(
+            self.llm,
+            k=self.config.k,
+            max_prompt_chars=self.config.max_prompt_chars,
+            progress=self.progress,
+            calls_before=calls_before,
+        )
 
-    def _results(self, qs: list[_Question]) -> list[RunResult]:
+    def _results(self, qs: list[QuestionState]) -> list[RunResult]:
         self._emit()
         return [q.to_result(self.db.dialect, self.config.preview_rows) for q in qs]
 
@@ -379,7 +210,7 @@ class Pipeline:
 
     # -- the stages ---------------------------------------------------------------------------------
 
-    def _run(self, qs: list[_Question], run_id: str, *, resume: Any, stored: int | None) -> None:
+    def _run(self, qs: list[QuestionState], run_id: str, *, resume: Any, stored: int | None) -> None:
         try:
             if resume is None:
                 self._reason([q for q in qs if q.active])
@@ -390,7 +221,7 @@ class Pipeline:
             self._approve_and_execute(qs, run_id, resume=resume)
             self._emit()
             self._synthesize([q for q in qs if q.active and q.after_synthesis is not None])
-        except _Paused as pause:
+        except PausedAtGate as pause:
             self._pause(qs, run_id, pause, stored)
             return
         except RateLimitError as exc:  # exceeded, or a shared backend down: never unlimited
@@ -419,7 +250,7 @@ class Pipeline:
             )
             self._final = final
 
-    def _pause(self, qs: list[_Question], run_id: str, pause: _Paused, stored: int | None) -> None:
+    def _pause(self, qs: list[QuestionState], run_id: str, pause: PausedAtGate, stored: int | None) -> None:
         """Checkpoint the run at the gate; its questions wait with ``awaiting_approval``."""
         waiting = {p.q.qid for p in pause.pending.values()}
         for q in qs:
@@ -445,7 +276,7 @@ class Pipeline:
             self.run_store.transition(run_id, expected=("resuming", stored), status="awaiting_approval",
                                       checkpoint=checkpoint)
 
-    def _admit(self, qs: list[_Question]) -> None:
+    def _admit(self, qs: list[QuestionState]) -> None:
         """Admission control: the worst case is 5 requests per chunk of questions."""
         active = [q for q in qs if q.active]
         if not self.config.admission or not active or getattr(self.llm.limiter, "mode", "") != "fail_fast":
@@ -464,7 +295,7 @@ class Pipeline:
                     RunError(code="rate_limited", message=message, retry_after=None if wait == float("inf") else wait),
                 )
 
-    def _check_input(self, q: _Question) -> None:
+    def _check_input(self, q: QuestionState) -> None:
         text = q.text.strip()
         if not text:
             q.finish(RunStatus.INVALID_INPUT, RunError(code="empty_question", message="the question is empty"))
@@ -478,7 +309,7 @@ class Pipeline:
                 ),
             )
 
-    def _reason(self, qs: list[_Question]) -> None:
+    def _reason(self, qs: list[QuestionState]) -> None:
         if not qs:
             return
         started = self.clock()
@@ -515,7 +346,7 @@ class Pipeline:
                 q.clarification_questions = _unique_questions(c.questions)
                 q.finish(RunStatus.NEEDS_CLARIFICATION)
 
-    def _explore(self, qs: list[_Question]) -> None:
+    def _explore(self, qs: list[QuestionState]) -> None:
         if not qs:
             return
         all_tables = self.db.schema.tables()
@@ -547,7 +378,7 @@ class Pipeline:
                 q.data_context = explored.render()
                 q.note("DataExplorer", f"{len(filters)} filter column(s)", explored.summary(), started=started)
 
-    def _generate(self, qs: list[_Question]) -> None:
+    def _generate(self, qs: list[QuestionState]) -> None:
         if not qs:
             return
         agent = SQLGenerator()
@@ -578,7 +409,7 @@ class Pipeline:
             schema={name: info.column_names() for name, info in self.db.schema.tables().items()},
         )
 
-    def _approve_and_execute(self, qs: list[_Question], run_id: str, *, resume: Any = None) -> None:
+    def _approve_and_execute(self, qs: list[QuestionState], run_id: str, *, resume: Any = None) -> None:
         """Approval cycles: validate, ONE review for everything waiting, run; correct; repeat."""
         validator = self._validator()
         gate = self._gate(run_id)
@@ -589,7 +420,7 @@ class Pipeline:
             cycle = checkpoint["cycle"]
             by_id = {q.qid: q for q in qs}
             pending = {
-                cid: _Pending(by_id[qid], None, ok, code, message)
+                cid: PendingStatement(by_id[qid], None, ok, code, message)
                 for cid, (qid, ok, code, message) in checkpoint["pending"].items()
             }
             gate.ledger.recover(run_id=run_id)  # claims of a worker that died mid-run: in doubt
@@ -604,16 +435,16 @@ class Pipeline:
             self._after_review(pending, outcome, cycle, executor, gate, qs)
 
     def _after_review(
-        self, pending: dict[str, _Pending], outcome: Any, cycle: int, executor: SQLExecutor, gate: ApprovalGate,
-        qs: list[_Question],
+        self, pending: dict[str, PendingStatement], outcome: Any, cycle: int, executor: SQLExecutor, gate: ApprovalGate,
+        qs: list[QuestionState],
     ) -> None:
         self._execute(self._apply(pending, outcome, cycle), executor, gate)
         needing = [q for q in qs if q.active and q.correction_error is not None]
         if needing:
             self._correct(needing)
 
-    def _validate_all(self, qs: list[_Question], validator: SqlValidator, cycle: int) -> dict[str, _Pending]:
-        pending: dict[str, _Pending] = {}
+    def _validate_all(self, qs: list[QuestionState], validator: SqlValidator, cycle: int) -> dict[str, PendingStatement]:
+        pending: dict[str, PendingStatement] = {}
         for q in qs:
             sql, q.pending_sql = q.pending_sql, None
             started = self.clock()
@@ -635,26 +466,26 @@ class Pipeline:
                 refused=not validation.ok,
                 cycle=cycle,
             )
-            pending[item.call_id] = _Pending(
+            pending[item.call_id] = PendingStatement(
                 q, item, validation.ok, refusal.code if refusal else None, refusal.message if refusal else None
             )
         return pending
 
-    def _decide(self, pending: dict[str, _Pending], gate: ApprovalGate, cycle: int) -> Any:
+    def _decide(self, pending: dict[str, PendingStatement], gate: ApprovalGate, cycle: int) -> Any:
         """ONE review of every statement of the cycle; or, with no reviewer here, pause."""
         items = [p.item for p in pending.values() if p.item is not None]
         self.progress("waiting for approval", 0, len(items))
         if self.reviewer is None:
             batch = gate.open(items)
             if batch.pending:
-                raise _Paused(batch.batch_id, cycle, pending)
+                raise PausedAtGate(batch.batch_id, cycle, pending)
             return gate.outcome(batch.batch_id)
         try:
             return gate.review(items)
         except DecisionError as exc:
             raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
 
-    def _apply(self, pending: dict[str, _Pending], outcome: Any, cycle: int) -> list[tuple[_Question, Any, str]]:
+    def _apply(self, pending: dict[str, PendingStatement], outcome: Any, cycle: int) -> list[tuple[QuestionState, Any, str]]:
         runnable = []
         for call_id, p in pending.items():
             q = p.q
@@ -685,13 +516,13 @@ class Pipeline:
                 runnable.append((q, outcome, call_id))
         return runnable
 
-    def _execute(self, runnable: list[tuple[_Question, Any, str]], executor: SQLExecutor, gate: ApprovalGate) -> None:
+    def _execute(self, runnable: list[tuple[QuestionState, Any, str]], executor: SQLExecutor, gate: ApprovalGate) -> None:
         if not runnable:
             return
         self.progress("running SQL", 0, len(runnable))
         finished = [0]
 
-        def run_one(entry: tuple[_Question, Any, str]) -> tuple[_Question, Any, BaseException | None, float]:
+        def run_one(entry: tuple[QuestionState, Any, str]) -> tuple[QuestionState, Any, BaseException | None, float]:
             q, outcome, call_id = entry
             started = self.clock()
             try:
@@ -739,7 +570,7 @@ class Pipeline:
                 q.after_synthesis = RunStatus.EXECUTION_FAILED
                 q.error = RunError(code=exc.code, message=exc.message)
 
-    def _check_result(self, q: _Question) -> None:
+    def _check_result(self, q: QuestionState) -> None:
         started = self.clock()
         q.warnings += ResultValidator().check(q.result)
         # Keep what the answer and the result object use, not every fetched row.
@@ -747,7 +578,7 @@ class Pipeline:
         q.note("ResultValidator", f"{q.result.row_count} row(s)", "; ".join(q.warnings) or "no warnings", started=started)
         q.after_synthesis = RunStatus.ANSWERED
 
-    def _correct(self, qs: list[_Question]) -> None:
+    def _correct(self, qs: list[QuestionState]) -> None:
         agent = SelfCorrection()
         for q in qs:
             q.corrections += 1
@@ -756,7 +587,7 @@ class Pipeline:
         def build(items: list[QuestionInput]) -> list[dict[str, str]]:
             return agent.build_messages(items, self._schema_text([by_id[i.id] for i in items]), self.db.dialect)
 
-        def inputs(q: _Question) -> QuestionInput:
+        def inputs(q: QuestionState) -> QuestionInput:
             return QuestionInput(
                 q.qid, q.text.strip(), SelfCorrection.question_context(q.sql or "", q.correction_error or "", q.corrections)
             )
@@ -767,19 +598,19 @@ class Pipeline:
         for q in qs:
             q.correction_error = None
 
-    def _synthesize(self, qs: list[_Question]) -> None:
+    def _synthesize(self, qs: list[QuestionState]) -> None:
         if not qs:
             return
         agent = ResponseSynthesizer()
 
-        def outcome(q: _Question) -> str:
+        def outcome(q: QuestionState) -> str:
             if q.meta_outcome is not None:
                 return q.meta_outcome
             if q.result is not None:
                 return describe_result(q.sql or "", q.result.columns, q.result.rows, q.result.row_count)
             return describe_failure(q.sql, q.failure or "unknown failure")
 
-        def inputs(q: _Question) -> QuestionInput:
+        def inputs(q: QuestionState) -> QuestionInput:
             return QuestionInput(
                 q.qid, q.text.strip(), ResponseSynthesizer.question_context(outcome(q), q.assumptions, q.warnings)
             )
@@ -791,81 +622,7 @@ class Pipeline:
             q.finish(q.after_synthesis or RunStatus.ANSWERED, q.error)
             self._emit()
 
-    # -- batched LLM calls --------------------------------------------------------------------------
-
-    def _call(
-        self,
-        stage: str,
-        agent: LLMAgent[Any],
-        qs: list[_Question],
-        build: Callable[[list[QuestionInput]], list[dict[str, str]]],
-        inputs: Callable[[_Question], QuestionInput],
-    ) -> Iterable[tuple[_Question, Any, tuple[LLMCall, int]]]:
-        """Call ``agent`` for ``qs`` in chunks; yield each question with its part of a reply.
-
-        A question the reply leaves out, answers twice or that a failed call carried is retried
-        alone; a question that fails alone ends with ``llm_error`` and never fails the others.
-        """
-        prepared = {q.qid: inputs(q) for q in qs}
-        done = 0
-        self.progress(stage, 0, len(qs))
-        for chunk in self._chunks(qs, prepared):
-            yield from self._call_chunk(agent, chunk, build, prepared)
-            done += len(chunk)
-            self.progress(stage, done, len(qs))
-
-    def _call_chunk(
-        self,
-        agent: LLMAgent[Any],
-        chunk: list[_Question],
-        build: Callable[[list[QuestionInput]], list[dict[str, str]]],
-        prepared: dict[str, QuestionInput],
-    ) -> Iterable[tuple[_Question, Any, tuple[LLMCall, int]]]:
-        try:
-            reply, call = self.llm.call(agent, build([prepared[q.qid] for q in chunk]))
-        except LLMError as exc:
-            for q in chunk:
-                q.took_part_in_failed(exc)
-            if len(chunk) > 1:
-                for q in chunk:
-                    yield from self._call_chunk(agent, [q], build, prepared)
-                return
-            chunk[0].finish(RunStatus.LLM_ERROR, RunError(code=exc.code, message=redact(exc.message)))
-            return
-        index = call.index - self._calls_before
-        for q in chunk:
-            q.took_part(call, index, len(chunk))
-        split = split_results(list(reply.results), [q.qid for q in chunk])
-        if len(chunk) == 1 and not split.by_id and len(reply.results) == 1:
-            split.by_id[chunk[0].qid] = reply.results[0]  # one question, one answer: the id is a formality
-            split.missing = []
-        for q in chunk:
-            if q.qid in split.by_id:
-                yield q, split.by_id[q.qid], (call, index)
-            elif len(chunk) > 1:
-                yield from self._call_chunk(agent, [q], build, prepared)
-            else:
-                q.finish(
-                    RunStatus.LLM_ERROR,
-                    RunError(code="invalid_model_output", message="the model's reply did not answer this question"),
-                )
-
-    def _chunks(self, qs: list[_Question], prepared: dict[str, QuestionInput]) -> Iterable[list[_Question]]:
-        """Up to ``k`` questions per call, fewer when their contexts would make the prompt too big."""
-        chunk: list[_Question] = []
-        size = 0
-        for q in qs:
-            item = prepared[q.qid]
-            cost = len(item.question) + len(item.context) + 40
-            if chunk and (len(chunk) >= self.config.k or size + cost > self.config.max_prompt_chars):
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(q)
-            size += cost
-        if chunk:
-            yield chunk
-
-    def _schema_text(self, qs: list[_Question]) -> str:
+    def _schema_text(self, qs: list[QuestionState]) -> str:
         """The explored tables of several questions, each table once."""
         tables: dict[str, Any] = {}
         for q in qs:
@@ -902,11 +659,6 @@ def _joined(parts: Iterable[str]) -> str:
             if line not in seen:
                 seen.append(line)
     return "\n".join(seen)
-
-
-def _short(text: str, limit: int = 160) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _rewrites(validation: Any) -> str:

@@ -9,6 +9,7 @@ each tries to resume, exactly one wins (``orchestrator.runs.RunStore``'s conditi
 
 from __future__ import annotations
 
+import inspect
 import threading
 import traceback
 import uuid
@@ -19,7 +20,7 @@ from typing import Any
 from approvals import ApprovalStore, BatchNotFound
 from orchestrator.database import TargetDatabase
 from orchestrator.llm import LLMClient, LLMSettings
-from orchestrator.pipeline import Pipeline, PipelineConfig, _Question
+from orchestrator.pipeline import Pipeline, PipelineConfig
 from orchestrator.result import RunResult, RunStatus
 from orchestrator.runs import RunConflict, RunNotFound, RunStore
 from orchestrator.server.events import ServerEvent
@@ -29,18 +30,30 @@ from orchestrator.server.state import ServerState
 class ServedPipeline(Pipeline):
     """A pipeline whose run id is chosen by the caller (the service answers with it at once)."""
 
-    def run_batch_as(
-        self, run_id: str, questions: Sequence[str], *, on_result: Callable[[int, RunResult], None] | None = None
-    ) -> list[RunResult]:
-        # Pipeline.run_batch with a given run id instead of a fresh one.
-        qs = [_Question(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
-        self._start(qs, on_result, self.llm.calls)
+    def run_batch_as(self, run_id: str, questions: Sequence[str]) -> list[RunResult]:
+        if "run_id" in inspect.signature(Pipeline.run_batch).parameters:
+            return self.run_batch(questions, run_id=run_id)  # type: ignore[call-arg]
+        # Pipeline.run_batch, with the given run id instead of a fresh one.
+        state = _question_state_class()
+        qs = [state(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
+        self._start(qs, None, self.llm.calls)
         for q in qs:
             self._check_input(q)
         self._admit(qs)
         self._emit()
         self._run(qs, run_id, resume=None, stored=None)
         return self._results(qs)
+
+
+def _question_state_class() -> Any:
+    try:
+        from orchestrator.question import QuestionState
+
+        return QuestionState
+    except ImportError:
+        from orchestrator import pipeline
+
+        return pipeline._Question  # type: ignore[attr-defined]
 
 
 Progress = Callable[[str, int, int], None]

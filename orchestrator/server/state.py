@@ -159,6 +159,10 @@ class ServerState:
         with self.engine.connect() as conn:
             return [_run_row(row) for row in conn.execute(query)]
 
+    def cached_owner(self, run_id: str) -> str | None:
+        """The owner if already known in this process (no query)."""
+        return self._owners.get(run_id)
+
     def owner_of(self, run_id: str) -> str | None:
         """The run's owner (cached: owners never change); None for runs this service never saw."""
         if run_id not in self._owners:

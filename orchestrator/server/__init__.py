@@ -1,0 +1,46 @@
+"""``sqlgate serve``: the HTTP API, live Server-Sent Events and the analyst and reviewer pages.
+
+    from orchestrator.server import ServerConfig, TokenRegistry, create_app
+    app = create_app(ServerConfig(database_url="sqlite:///shop.db", state_url="sqlite:///state.sqlite",
+                                  tokens=TokenRegistry.from_file("tokens.json")))
+
+Runs execute in a thread pool and pause at the approval gate; a reviewer decides on the page (or
+over HTTP, or with ``sqlgate approvals decide``) and whichever process sees the decision first
+resumes the run. Events come from the approvals audit log and the service's run events, so several
+processes sharing one state database (PostgreSQL) publish the same stream.
+
+Needs the ``server`` extra (fastapi, uvicorn).
+"""
+
+from orchestrator.server.app import Service, create_app, serve
+from orchestrator.server.auth import Principal, Role, TokenRegistry, token_digest
+from orchestrator.server.config import ServerConfig
+from orchestrator.server.errors import Forbidden, RunNotFound, ServerError, TokenConfigError, Unauthenticated
+from orchestrator.server.events import EVENT_TYPES, Cursor, EventHub, EventSource, ServerEvent
+from orchestrator.server.runner import PipelineFactory, RunService, ServedPipeline
+from orchestrator.server.state import ServerState
+
+__all__ = [
+    "Cursor",
+    "EVENT_TYPES",
+    "EventHub",
+    "EventSource",
+    "Forbidden",
+    "PipelineFactory",
+    "Principal",
+    "Role",
+    "RunNotFound",
+    "RunService",
+    "ServedPipeline",
+    "ServerConfig",
+    "ServerError",
+    "ServerEvent",
+    "ServerState",
+    "Service",
+    "TokenConfigError",
+    "TokenRegistry",
+    "Unauthenticated",
+    "create_app",
+    "serve",
+    "token_digest",
+]
