@@ -187,7 +187,21 @@ class EventSource:
         approvals, consumed = approval_events(entries, loader)
         runs = [run_event(row) for row in self.state.events_after(cursor.run)]
         position = Cursor(consumed if consumed is not None else cursor.audit, runs[-1].seq if runs else cursor.run)
-        return approvals + runs, position
+        return _merged(approvals, runs), position
+
+
+def _merged(first: list[ServerEvent], second: list[ServerEvent]) -> list[ServerEvent]:
+    """Both lists interleaved by time, each kept in its own order (a merge, never a sort)."""
+    out: list[ServerEvent] = []
+    i = j = 0
+    while i < len(first) and j < len(second):
+        if str(second[j].data.get("at", "")) < str(first[i].data.get("at", "")):
+            out.append(second[j])
+            j += 1
+        else:
+            out.append(first[i])
+            i += 1
+    return out + first[i:] + second[j:]
 
 
 Listener = Callable[[ServerEvent], None]
