@@ -46,18 +46,20 @@ def child(n: int, k: int, db: Path, base_url: str, traced: bool) -> dict:
     if traced:
         tracemalloc.start()
     started = time.perf_counter()
-    # A fresh pipeline: one reused for a second batch can crash on SQLite (see the README).
     p = h.pipeline(db, base_url, k=k)
+    answered = 0
     with out_path.open("w", encoding="utf-8") as out:
 
         def on_result(_index: int, result) -> None:
+            nonlocal answered
+            answered += result.status == RunStatus.ANSWERED
             out.write(result.model_dump_json() + "\n")
 
-        results = p.run_batch(questions, on_result=on_result)
+        results = p.run_batch(questions, on_result=on_result)  # streamed: returns []
     seconds = time.perf_counter() - started
     figures = {
         "n": n,
-        "answered": sum(r.status == RunStatus.ANSWERED for r in results),
+        "answered": answered,
         "lines": sum(1 for _ in out_path.open(encoding="utf-8")),
         "jsonl_bytes": out_path.stat().st_size,
         "llm_calls": p.llm.calls,

@@ -133,8 +133,6 @@ def main() -> None:
         h.pipeline(db, model.base_url, k=10, progress=progress).run_batch(questions[:10])
         progress.events = []
         for _ in range(max(3, repeat // 5)):
-            # A fresh pipeline per batch: reusing one for several batches crashes the process on
-            # SQLite (see the README: parallel execution over SQLAlchemy's SingletonThreadPool).
             bp = h.pipeline(db, model.base_url, k=10, progress=progress)
             started = time.perf_counter()
             results = bp.run_batch(questions)
