@@ -35,10 +35,11 @@ def run(db, base_url: str, questions: list[str], k: int, batched: bool) -> dict:
     answered = 0
     if batched:
         def on_result(_index, result) -> None:
+            nonlocal answered
             finished.append(clock())
+            answered += result.status == RunStatus.ANSWERED
 
-        results = p.run_batch(questions, on_result=on_result)
-        answered = sum(r.status == RunStatus.ANSWERED for r in results)
+        p.run_batch(questions, on_result=on_result)
     else:
         for q in questions:
             answered += p.ask(q).status == RunStatus.ANSWERED
