@@ -28,7 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from approvals import (
@@ -117,7 +117,10 @@ class BatchSummaryView(BaseModel):
 
 
 class DecisionRequest(BaseModel):
-    """``decisions`` must cover exactly the batch's pending ``call_id`` s."""
+    """``decisions`` must cover exactly the batch's pending ``call_id`` s. Nothing else is accepted
+    (the actor is the token's)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     decisions: dict[str, Any] = Field(
         description='call_id -> "approve" | {"action": "approve"} | {"action": "reject", "reason": "..."} '

@@ -88,7 +88,13 @@ class ServerEvent:
     data: dict[str, Any] = field(default_factory=dict)
 
     def payload(self, event_id: str) -> dict[str, Any]:
-        return {"id": event_id, "type": self.type, "run_id": self.run_id, "batch_id": self.batch_id, **self.data}
+        return {"id": event_id, "type": self.type, "origin": self.origin, "run_id": self.run_id,
+                "batch_id": self.batch_id, **self.data}
+
+    @property
+    def origin(self) -> str:
+        """Where the event comes from, the same for every client: ``audit:17`` or ``run:4``."""
+        return f"{self.source}:{self.seq}"
 
     def sse(self, event_id: str) -> str:
         """The event in the text/event-stream format."""

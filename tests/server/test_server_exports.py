@@ -1,0 +1,23 @@
+"""The server package's public surface, and its error tree's codes and statuses."""
+
+from __future__ import annotations
+
+import orchestrator.server as server
+from orchestrator.server import errors
+
+
+def test_all_is_sorted_and_importable() -> None:
+    assert server.__all__ == sorted(server.__all__)
+    assert len(set(server.__all__)) == len(server.__all__)
+    for name in server.__all__:
+        assert hasattr(server, name), name
+
+
+def test_every_error_has_a_code_and_an_http_status() -> None:
+    tree = [errors.ServerError, errors.Unauthenticated, errors.Forbidden, errors.RunNotFound, errors.TokenConfigError]
+    assert [(e.code, e.status) for e in tree] == [
+        ("server_error", 500), ("unauthenticated", 401), ("forbidden", 403), ("run_not_found", 404),
+        ("token_config_error", 500),
+    ]
+    for error in tree:
+        assert error.__name__ in errors.__doc__ and error.code in errors.__doc__
