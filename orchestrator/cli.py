@@ -275,6 +275,10 @@ def batch(
     db: DbOpt = None,
     yes: YesOpt = False,
     k: Annotated[int, typer.Option(help="Questions per LLM call at most.")] = 10,
+    context_tokens: Annotated[
+        int,
+        typer.Option(help="The model's context size in tokens; fewer questions go in a call when it is small."),
+    ] = 32_000,
     run_size: Annotated[
         int,
         typer.Option(help="Questions per run (one approval prompt each); bounds memory on huge files."),
@@ -311,7 +315,8 @@ def batch(
               f"{len(todo)} to go.")
     if not todo:
         raise typer.Exit(0)
-    config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, k=k)
+    # About four characters a token; half the context for the questions' part of a prompt.
+    config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, k=k, max_prompt_chars=max(1000, context_tokens * 2))
     reviewer = _reviewer(yes, as_json=False)
     database, llm = _open(
         db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=not fail_fast, timeout=timeout,
