@@ -1,0 +1,111 @@
+// Shared by the analyst and reviewer pages: the token, API calls, the live event stream, SQL highlighting.
+"use strict";
+
+const sqlgate = (() => {
+  const KEY = "sqlgate-token";
+  const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromHash) { localStorage.setItem(KEY, fromHash); history.replaceState(null, "", location.pathname); }
+
+  const token = () => localStorage.getItem(KEY) || "";
+  const headers = (extra = {}) => ({ Authorization: `Bearer ${token()}`, ...extra });
+
+  async function api(method, path, body, extra = {}) {
+    const init = { method, headers: headers(extra) };
+    if (body !== undefined) { init.body = JSON.stringify(body); init.headers["Content-Type"] = "application/json"; }
+    const response = await fetch(path, init);
+    let data = null;
+    try { data = await response.json(); } catch (_) { /* empty body */ }
+    return { status: response.status, ok: response.ok, data };
+  }
+
+  function escape(text) {
+    return String(text ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  }
+
+  const KEYWORDS = new Set(("select from where group by order having limit offset join left right inner outer full cross on " +
+    "as and or not in is null like between case when then else end distinct union all with asc desc count sum avg min max " +
+    "cast coalesce exists over partition").split(" "));
+
+  // Tokenise and colour SQL: keywords, strings, numbers, function names. Text is escaped first.
+  function highlight(sql) {
+    const re = /('(?:[^']|'')*')|(\b\d+(?:\.\d+)?\b)|([A-Za-z_][A-Za-z0-9_]*)(\s*\()?|([\s\S])/g;
+    let out = "", m;
+    while ((m = re.exec(sql)) !== null) {
+      if (m[1]) out += `<span class="str">${escape(m[1])}</span>`;
+      else if (m[2]) out += `<span class="num">${m[2]}</span>`;
+      else if (m[3]) {
+        const word = m[3];
+        if (KEYWORDS.has(word.toLowerCase())) out += `<span class="kw">${escape(word)}</span>`;
+        else if (m[4]) out += `<span class="fn">${escape(word)}</span>`;
+        else out += escape(word);
+        if (m[4]) out += escape(m[4]);
+      } else out += escape(m[5]);
+    }
+    return out;
+  }
+
+  // Follow /events with fetch (EventSource cannot send the Authorization header); reconnect with
+  // Last-Event-ID so nothing is missed or seen twice.
+  function follow(onEvent, onState) {
+    let lastId = null, stopped = false;
+    (async () => {
+      while (!stopped) {
+        try {
+          const extra = lastId ? { "Last-Event-ID": lastId } : {};
+          const response = await fetch("/events", { headers: headers(extra) });
+          if (!response.ok) { onState("off", `events: HTTP ${response.status}`); await sleep(3000); continue; }
+          onState("on", "live");
+          const reader = response.body.getReader();
+          const decoder = new TextDecoder();
+          let buffer = "";
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buffer += decoder.decode(value, { stream: true });
+            let cut;
+            while ((cut = buffer.indexOf("\n\n")) >= 0) {
+              const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+              let id = null, type = "message", data = "";
+              for (const line of block.split("\n")) {
+                const colon = line.indexOf(":");
+                if (colon === 0) continue;
+                const field = colon < 0 ? line : line.slice(0, colon);
+                const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+                if (field === "id") id = value; else if (field === "event") type = value; else if (field === "data") data += value;
+              }
+              if (data) { if (id) lastId = id; try { onEvent(type, JSON.parse(data)); } catch (e) { console.error(e); } }
+            }
+          }
+        } catch (e) { /* network gone: reconnect below */ }
+        onState("off", "reconnecting");
+        await sleep(1000);
+      }
+    })();
+    return () => { stopped = true; };
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  // The header: token box, who is signed in, the live indicator.
+  async function signIn(onReady) {
+    const input = document.getElementById("token");
+    const who = document.getElementById("who");
+    input.value = token();
+    document.getElementById("use-token").addEventListener("click", () => {
+      localStorage.setItem(KEY, input.value.trim()); location.reload();
+    });
+    if (!token()) { who.textContent = "paste a token"; return; }
+    const me = await api("GET", "/me");
+    if (!me.ok) { who.textContent = "unknown token"; return; }
+    who.textContent = `${me.data.actor} (${me.data.role})`;
+    onReady(me.data);
+  }
+
+  function setLive(state, text) {
+    const badge = document.getElementById("live");
+    badge.className = `live ${state}`;
+    badge.textContent = text;
+  }
+
+  return { api, escape, highlight, follow, signIn, setLive };
+})();
