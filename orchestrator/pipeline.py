@@ -351,8 +351,8 @@ class Pipeline:
             return
         all_tables = self.db.schema.tables()
         large = len(all_tables) > LARGE_SCHEMA_TABLES
-        for done, q in enumerate(qs, start=1):
-            self.progress("exploring schema", done - 1, len(qs))
+        for done, q in enumerate(qs):
+            self.progress("exploring schema", done, len(qs))
             started = self.clock()
             planned = list(q.reasoning.plan.tables)
             if not planned or not self.db.schema.explore(planned, neighbours=False).tables:
@@ -377,6 +377,7 @@ class Pipeline:
                 explored = DataExplorer(self.db.engine).explore(filters, schema=q.schema)
                 q.data_context = explored.render()
                 q.note("DataExplorer", f"{len(filters)} filter column(s)", explored.summary(), started=started)
+        self.progress("exploring schema", len(qs), len(qs))
 
     def _generate(self, qs: list[QuestionState]) -> None:
         if not qs:
