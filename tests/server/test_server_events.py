@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from orchestrator.server import Cursor, create_app
+from orchestrator.server import Cursor
 from tests.scripted_llm import scenarios as sc
-from tests.scripted_llm.server import ScriptedLLMServer
-from tests.server.conftest import Running, make_config, start_server, stop_server
+from tests.server.conftest import Running
 from tests.server.server_helpers import Sse, finished, pending_batch, read_events, wait_for_run
 
 
@@ -106,25 +103,48 @@ def test_an_analyst_sees_only_the_events_of_their_own_runs(live: Running) -> Non
     assert {e.data["run_id"] for e in everything} == {mine, theirs}
 
 
-def test_two_server_processes_on_one_state_database_behave_as_one(
-    live: Running, demo_db: Path, scripted_model: ScriptedLLMServer
-) -> None:
-    """A run asked on A is decided on B; A's run resumes, and both streams see the decision."""
-    other = create_app(make_config(demo_db, live.state_url, scripted_model))
-    server, thread, base_url = start_server(other)
-    try:
-        b = Running(base_url, other, live.state_url)
-        with live.client("alice") as alice, b.client("rita") as rita_b, live.client("ravi") as ravi_a:
-            run_id = alice.post("/runs", json={"question": sc.PRODUCT_COUNT}).json()["run_id"]
-            wait_for_run(alice, run_id, ("awaiting_approval",))
-            assert rita_b.get(f"/runs/{run_id}").status_code == 403  # B knows the run; rita may not read it
-            batch = pending_batch(rita_b, run_id)
-            _approve_all(rita_b, batch)
-            done = wait_for_run(alice, run_id, ("finished",))
-            assert done["results"][0]["status"] == "answered"
-            for client in (rita_b, ravi_a):
-                events = read_events(client, finished({run_id}), last_event_id="0-0")
-                assert [e.data["decided_by"] for e in events if e.event == "approval_decided"] == ["rita"]
-                assert [e.event for e in events].count("run_finished") == 1
-    finally:
-        stop_server(server, thread)
+def test_a_batch_past_its_deadline_is_expired_by_the_server_and_announced(live: Running) -> None:
+    from datetime import timedelta
+
+    from approvals import ApprovalGate, ApprovalItem, SqlApprovalStore
+
+    class Accepted:
+        ok, findings, refusal = True, [], None
+
+        def __init__(self, sql: str) -> None:
+            self.sql = sql
+
+    gate = ApprovalGate(reviewer=None, validate=Accepted, store=SqlApprovalStore(live.state_url),
+                        run_id="run_elsewhere", ttl=timedelta(milliseconds=300))
+    batch = gate.open([ApprovalItem.new(question_id="q1", question="How many regions?",
+                                        sql="SELECT COUNT(*) FROM regions")])
+    with live.client("rita") as rita:
+        events = read_events(rita, lambda got: any(e.event == "approval_expired" for e in got), last_event_id="0-0")
+        late = rita.post(f"/approvals/{batch.batch_id}/decision", json={"decisions": {batch.pending_ids[0]: "approve"}})
+    requested, expired = events[-2:]
+    assert (requested.event, expired.event) == ("approval_requested", "approval_expired")
+    assert expired.data["batch_id"] == batch.batch_id and expired.data["action"] == "reject"
+    assert [(i["call_id"], i["status"]) for i in expired.data["items"]] == [(batch.pending_ids[0], "rejected")]
+    assert late.status_code == 409 and late.json()["error"]["code"] == "batch_expired"
+
+
+def test_item_resolutions_wait_for_their_batch_event() -> None:
+    """Audit entries of one decision are read whole: trailing item entries are left for the next read."""
+    from datetime import UTC, datetime
+
+    from approvals import AuditEvent
+    from orchestrator.server.events import approval_events
+
+    at = datetime.now(UTC)
+    entries = [
+        AuditEvent(seq=1, at=at, run_id="r", batch_id="b", event="batch_opened", actor="sqlgate",
+                   detail={"pending": ["c1"], "cycle": 1}),
+        AuditEvent(seq=2, at=at, run_id="r", batch_id="b", call_id="c1", event="item_resolved", actor="rita",
+                   detail={"status": "approved"}),
+    ]
+    events, consumed = approval_events(entries)
+    assert [e.type for e in events] == ["approval_requested"] and consumed == 1
+    entries.append(AuditEvent(seq=3, at=at, run_id="r", batch_id="b", event="batch_resolved", actor="rita"))
+    events, consumed = approval_events(entries[1:])
+    assert [e.type for e in events] == ["approval_decided"] and consumed == 3
+    assert events[0].data["items"] == [{"call_id": "c1", "status": "approved", "reason": None, "sql_hash": None}]
