@@ -100,23 +100,23 @@ def serve(state_url: str, db: str) -> None:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def follow(base_url: str, received: dict[str, list[float]], ready: asyncio.Event, count: list[int]) -> None:
     import httpx
 
-    async with httpx.AsyncClient(base_url=base_url, headers=HEADERS, timeout=None) as client:
-        async with client.stream("GET", "/events") as response:
-            count[0] += 1
-            if count[0] == count[1]:
-                ready.set()
-            event = None
-            async for line in response.aiter_lines():
-                if line.startswith("event: "):
-                    event = line[7:]
-                elif line.startswith("data: ") and event == "approval_decided":
-                    received.setdefault(json.loads(line[6:])["batch_id"], []).append(time.perf_counter())
+    async with httpx.AsyncClient(base_url=base_url, headers=HEADERS, timeout=None) as client, \
+            client.stream("GET", "/events") as response:
+        count[0] += 1
+        if count[0] == count[1]:
+            ready.set()
+        event = None
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event == "approval_decided":
+                received.setdefault(json.loads(line[6:])["batch_id"], []).append(time.perf_counter())
 
 
 async def fan_out(base_url: str, clients: int, decisions: int) -> list[float]:

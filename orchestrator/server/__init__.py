@@ -15,8 +15,20 @@ Needs the ``server`` extra (fastapi, uvicorn).
 from orchestrator.server.app import Service, create_app, serve
 from orchestrator.server.auth import Principal, Role, TokenRegistry, token_digest
 from orchestrator.server.config import ServerConfig
-from orchestrator.server.errors import Forbidden, RunNotFound, ServerError, TokenConfigError, Unauthenticated
-from orchestrator.server.events import EVENT_TYPES, Cursor, EventHub, EventSource, ServerEvent
+from orchestrator.server.errors import (
+    Forbidden,
+    RunNotFound,
+    ServerError,
+    TokenConfigError,
+    Unauthenticated,
+)
+from orchestrator.server.events import (
+    EVENT_TYPES,
+    Cursor,
+    EventHub,
+    EventSource,
+    ServerEvent,
+)
 from orchestrator.server.runner import PipelineFactory, RunService, ServedPipeline
 from orchestrator.server.state import ServerState
 

@@ -23,9 +23,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Header, Path as PathParam, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import (
+    FileResponse,
+    JSONResponse,
+    RedirectResponse,
+    StreamingResponse,
+)
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -455,4 +461,5 @@ def serve(host: str = "127.0.0.1", port: int = 8000, *, db: str | None = None, t
     import uvicorn
 
     config = ServerConfig.from_env(db=db, tokens_file=tokens_file, workers=workers)
-    uvicorn.run(create_app(config), host=host, port=port, log_level="info")
+    # Open event streams never end by themselves: give them a few seconds on shutdown, then close.
+    uvicorn.run(create_app(config), host=host, port=port, log_level="info", timeout_graceful_shutdown=3)

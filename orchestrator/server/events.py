@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import threading
 from collections import deque
@@ -39,6 +40,8 @@ import sqlalchemy as sa
 
 from approvals import ApprovalStore, AuditEvent, BatchNotFound, ExpirySweeper
 from orchestrator.server.state import RunEvent, ServerState
+
+log = logging.getLogger("sqlgate.server")
 
 EVENT_TYPES = ("approval_requested", "approval_decided", "approval_expired", "run_progress", "run_finished")
 SYSTEM_ACTOR = "sqlgate"  # the approvals gate's own actor: batches resolved with nothing to review
@@ -281,7 +284,7 @@ class EventHub:
             except asyncio.CancelledError:
                 raise
             except Exception:  # a database hiccup: keep following, try again next tick
-                pass
+                log.exception("reading events failed; trying again")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
             self._wake.clear()
@@ -306,7 +309,7 @@ class EventHub:
                 try:
                     listener(event)
                 except Exception:  # a listener's failure must not stop the stream
-                    pass
+                    log.exception("an event listener failed on %s", event.origin)
         return events
 
     # -- subscribers -------------------------------------------------------------------------

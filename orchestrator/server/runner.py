@@ -10,6 +10,7 @@ each tries to resume, exactly one wins (``orchestrator.runs.RunStore``'s conditi
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 import traceback
 import uuid
@@ -25,6 +26,8 @@ from orchestrator.result import RunResult, RunStatus
 from orchestrator.runs import RunConflict, RunNotFound, RunStore
 from orchestrator.server.events import ServerEvent
 from orchestrator.server.state import ServerState
+
+log = logging.getLogger("sqlgate.server")
 
 
 class ServedPipeline(Pipeline):
@@ -220,6 +223,7 @@ class RunService:
         try:
             work(*args)
         except Exception as exc:  # a run must end with an event, whatever went wrong
+            log.exception("run %s failed", run_id)
             error = {"code": getattr(exc, "code", "server_error"), "message": str(exc) or type(exc).__name__,
                      "trace": traceback.format_exc(limit=5)}
             self.state.update_run(

@@ -60,7 +60,7 @@ def sse_events(response: httpx.Response) -> Iterator[Sse | None]:
             event_id, event, data, comment = None, "message", [], False
             continue
         field, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
+        value = value.removeprefix(" ")
         if field == "":
             comment = True
         elif field == "id":

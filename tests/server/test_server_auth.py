@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.server import Principal, Role, TokenConfigError, TokenRegistry, Unauthenticated, token_digest
+from orchestrator.server import (
+    Principal,
+    Role,
+    TokenConfigError,
+    TokenRegistry,
+    Unauthenticated,
+    token_digest,
+)
 from tests.scripted_llm import scenarios as sc
 from tests.server.conftest import Running
 from tests.server.server_helpers import pending_batch, wait_for_run

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from orchestrator.server import Cursor
 from tests.scripted_llm import scenarios as sc
 from tests.server.conftest import Running
-from tests.server.server_helpers import Sse, finished, pending_batch, read_events, wait_for_run
+from tests.server.server_helpers import (
+    Sse,
+    finished,
+    pending_batch,
+    read_events,
+    wait_for_run,
+)
 
 
 def _approve_all(client, batch: dict) -> None:
@@ -18,7 +26,7 @@ def _approve_all(client, batch: dict) -> None:
 
 def _increasing(events: list[Sse]) -> None:
     cursors = [Cursor.parse(e.id or "") for e in events]
-    for before, after in zip(cursors, cursors[1:], strict=False):
+    for before, after in itertools.pairwise(cursors):
         assert after.audit >= before.audit and after.run >= before.run and after != before, (before, after)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import orchestrator.server as server
+from orchestrator import server
 from orchestrator.server import errors
 
 

@@ -16,7 +16,12 @@ from orchestrator.server import create_app
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer
 from tests.server.conftest import Running, make_config, start_server, stop_server
-from tests.server.server_helpers import finished, pending_batch, read_events, wait_for_run
+from tests.server.server_helpers import (
+    finished,
+    pending_batch,
+    read_events,
+    wait_for_run,
+)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
