@@ -157,6 +157,7 @@ class ErrorResponse(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "no token, or an unknown one"},
     403: {"model": ErrorResponse, "description": "the token's role may not do this"},
+    422: {"model": ErrorResponse, "description": "invalid_request: the body, a parameter or a header is not valid"},
 }
 
 
