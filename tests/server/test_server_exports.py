@@ -21,3 +21,13 @@ def test_every_error_has_a_code_and_an_http_status() -> None:
     ]
     for error in tree:
         assert error.__name__ in errors.__doc__ and error.code in errors.__doc__
+
+
+def test_the_examples_in_the_docstrings_run() -> None:
+    import doctest
+
+    from orchestrator.server import auth, events
+
+    for module in (auth, events):
+        failed, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert tried > 0 and failed == 0, module.__name__
