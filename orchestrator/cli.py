@@ -561,6 +561,38 @@ def limits(
     )
 
 
+@app.command()
+def serve(
+    db: DbOpt = None,
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    tokens: Annotated[
+        str | None,
+        typer.Option("--tokens", envvar="SQLGATE_TOKENS_FILE",
+                     help="JSON file of bearer tokens: [{\"token\"|\"sha256\": ..., \"actor\": ..., "
+                     "\"role\": \"analyst\"|\"reviewer\"|\"admin\"}]. Env: SQLGATE_TOKENS_FILE (or SQLGATE_TOKENS inline)."),
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Runs executed at once by this process (default 4).")] = None,
+) -> None:
+    """Serve the HTTP API, live events (SSE) and the analyst and reviewer pages.
+
+    Runs pause at the approval gate; reviewers decide on /reviewer (or over HTTP, or with
+    `sqlgate approvals decide`) and the run resumes on whichever process sees the decision.
+    Several processes may share one state database (SQLGATE_STATE_URL=postgresql+psycopg://...).
+
+    Example: SQLGATE_TOKENS_FILE=tokens.json sqlgate serve --db sqlite:///shop.db --port 8000
+    """
+    try:
+        from orchestrator.server import serve as run_server
+    except ImportError as exc:
+        fail(f"the server needs fastapi and uvicorn: pip install sqlgate ({exc})")
+        return
+    try:
+        run_server(host=host, port=port, db=db, tokens_file=tokens, workers=workers)
+    except SqlgateError as exc:
+        fail(exc.message, error_code=exc.code)
+
+
 _mount_subcommands()
 
 

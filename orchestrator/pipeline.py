@@ -129,15 +129,20 @@ class Pipeline:
         return self.run_batch([question])[0]
 
     def run_batch(
-        self, questions: Sequence[str], *, on_result: Callable[[int, RunResult], None] | None = None
+        self,
+        questions: Sequence[str],
+        *,
+        on_result: Callable[[int, RunResult], None] | None = None,
+        run_id: str | None = None,
     ) -> list[RunResult]:
         """Answer many questions with batched LLM calls and ONE approval cycle per round.
 
         ``on_result(index, result)`` is called as soon as each question is finished (early for
         questions that stop early), so results can be streamed out before the batch ends. A
         streamed question's state is then let go, and ``run_batch`` returns an empty list.
+        ``run_id`` names the run (a service answers with it before the run starts).
         """
-        run_id = "run_" + uuid.uuid4().hex[:16]
+        run_id = run_id or "run_" + uuid.uuid4().hex[:16]
         qs = [QuestionState(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
         self._start(qs, on_result, self.llm.calls)
         for q in qs:

@@ -29,7 +29,7 @@ from orchestrator.server.events import (
     EventSource,
     ServerEvent,
 )
-from orchestrator.server.runner import PipelineFactory, RunService, ServedPipeline
+from orchestrator.server.runner import PipelineFactory, RunService
 from orchestrator.server.state import ServerState
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "Role",
     "RunNotFound",
     "RunService",
-    "ServedPipeline",
     "ServerConfig",
     "ServerError",
     "ServerEvent",

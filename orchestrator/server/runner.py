@@ -9,12 +9,11 @@ each tries to resume, exactly one wins (``orchestrator.runs.RunStore``'s conditi
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,35 +27,6 @@ from orchestrator.server.events import ServerEvent
 from orchestrator.server.state import ServerState
 
 log = logging.getLogger("sqlgate.server")
-
-
-class ServedPipeline(Pipeline):
-    """A pipeline whose run id is chosen by the caller (the service answers with it at once)."""
-
-    def run_batch_as(self, run_id: str, questions: Sequence[str]) -> list[RunResult]:
-        if "run_id" in inspect.signature(Pipeline.run_batch).parameters:
-            return self.run_batch(questions, run_id=run_id)  # type: ignore[call-arg]
-        # Pipeline.run_batch, with the given run id instead of a fresh one.
-        state = _question_state_class()
-        qs = [state(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
-        self._start(qs, None, self.llm.calls)
-        for q in qs:
-            self._check_input(q)
-        self._admit(qs)
-        self._emit()
-        self._run(qs, run_id, resume=None, stored=None)
-        return self._results(qs)
-
-
-def _question_state_class() -> Any:
-    try:
-        from orchestrator.question import QuestionState
-
-        return QuestionState
-    except ImportError:
-        from orchestrator import pipeline
-
-        return pipeline._Question  # type: ignore[attr-defined]
 
 
 Progress = Callable[[str, int, int], None]
@@ -88,9 +58,9 @@ class PipelineFactory:
         self.config = config or PipelineConfig()
         self.http_client = http_client
 
-    def __call__(self, progress: Progress) -> ServedPipeline:
+    def __call__(self, progress: Progress) -> Pipeline:
         client = LLMClient(self.llm, limiter=self.limiter, http_client=self.http_client)
-        return ServedPipeline(
+        return Pipeline(
             self.database, client, None, config=self.config, approval_store=self.approval_store,
             run_store=self.run_store, progress=progress,
         )
@@ -108,7 +78,7 @@ class RunService:
         state: ServerState,
         approvals: ApprovalStore,
         run_store: RunStore,
-        pipelines: Callable[[Progress], ServedPipeline],
+        pipelines: Callable[[Progress], Pipeline],
         *,
         workers: int = 4,
         notify: Callable[[], None] = lambda: None,
@@ -136,7 +106,7 @@ class RunService:
     def _start(self, run_id: str, questions: list[str]) -> None:
         self.state.update_run(run_id, status="running", expected=("queued",))
         pipeline = self.pipelines(self._progress(run_id, len(questions)))
-        results = pipeline.run_batch_as(run_id, questions)
+        results = pipeline.run_batch(questions, run_id=run_id)
         self._settle(run_id, results, from_states=("running",))
 
     # -- resume ------------------------------------------------------------------------------
