@@ -326,8 +326,29 @@ def _pruned(tables: Mapping[str, TableInfo], shown: list[str]) -> str:
     rest = [name for name in tables if name not in chosen]
     text = _lines(tables[name] for name in shown)
     if rest:
-        text += f"\n-- {len(rest)} more tables, columns not shown: {', '.join(rest)}"
+        text += f"\n-- {len(rest)} more tables, columns not shown: {_grouped_names(rest)}"
     return text
+
+
+def _grouped_names(names: list[str]) -> str:
+    """Table names with a shared prefix written once: ``ap_{invoices,payments}, orders``.
+
+    Example:
+        >>> _grouped_names(["ap_invoices", "ap_payments", "orders", "gl_accounts"])
+        'ap_{invoices,payments}, orders, gl_accounts'
+    """
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        prefix, sep, rest = name.partition("_")
+        key = prefix + sep if sep and rest else name
+        groups.setdefault(key, []).append(rest if sep and rest else "")
+    parts = []
+    for key, tails in groups.items():
+        if len(tails) > 1 and all(tails):
+            parts.append(f"{key}{{{','.join(tails)}}}")
+        else:
+            parts.extend(key + tail for tail in tails)
+    return ", ".join(parts)
 
 
 def _lines(tables: Iterable[TableInfo]) -> str:
