@@ -279,3 +279,23 @@ def test_admission_control_refuses_up_front_when_the_worst_case_does_not_fit(
     assert result.status == RunStatus.RATE_LIMITED
     assert result.llm_calls == 0 and result.http_requests == 0
     assert result.error.retry_after == pytest.approx(60.0)
+
+
+@pytest.mark.vcr
+def test_large_schema_prompts_carry_a_ranked_catalogue_and_only_the_planned_tables(
+    harness: Harness, tmp_path_factory: pytest.TempPathFactory, vcr
+) -> None:
+    from orchestrator.erp_db import build_erp_database
+
+    erp = build_erp_database(tmp_path_factory.mktemp("erp") / "erp.sqlite")
+    result = harness.pipeline(f"sqlite:///{erp}", ApproveAll()).ask(sc.ERP_REVENUE)
+
+    assert result.status == RunStatus.ANSWERED, result.error
+    assert result.llm_calls == 3
+    batch_1 = vcr.requests[0].body.decode() if hasattr(vcr.requests[0].body, "decode") else vcr.requests[0].body
+    batch_2 = vcr.requests[1].body.decode() if hasattr(vcr.requests[1].body, "decode") else vcr.requests[1].body
+    assert "more tables, columns not shown" in batch_1  # pruned: 300 tables do not all go in full
+    assert "ar_invoices(" in batch_1 and "crm_customers(" in batch_1
+    assert len(batch_2) < len(batch_1)  # Batch 2 sees the planned tables and what they refer to
+    explorer = next(t for t in result.trace if t.agent == "SchemaExplorer")
+    assert "2 planned" in explorer.output_summary

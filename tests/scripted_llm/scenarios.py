@@ -398,4 +398,19 @@ for _category, _q in zip(CATEGORIES, CATEGORY_QUESTIONS):
         answer=_count_answer(f"products in {_category}"),
     )
 
+#: A question on the 300-table ERP schema (orchestrator/erp_db.py): the large-schema path.
+ERP_REVENUE = "What was total invoiced revenue per customer in 2025?"
+SCENARIOS[ERP_REVENUE] = Scenario(
+    reasoning=reasoning(
+        tables=["ar_invoices", "crm_customers"],
+        joins=[("ar_invoices", "crm_customers", "ar_invoices.customer_id = crm_customers.customer_id")],
+        filters=[("ar_invoices", "invoice_date", "in 2025")],
+        aggregations=["SUM(ar_invoices.total_amount)"],
+    ),
+    sql="SELECT c.name AS customer, SUM(i.total_amount) AS revenue FROM ar_invoices AS i "
+    "JOIN crm_customers AS c ON c.customer_id = i.customer_id "
+    "WHERE i.invoice_date >= '2025-01-01' AND i.invoice_date < '2026-01-01' GROUP BY c.name ORDER BY revenue DESC",
+    answer=lambda p: f"{len(p['rows'])} customers were invoiced in 2025.",
+)
+
 __all__ = ["COUNT_QUESTIONS", "DEMO_QUESTIONS", "SCENARIOS", "Scenario", "ScenarioScript", "reasoning"]
