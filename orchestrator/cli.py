@@ -174,6 +174,10 @@ def ask(
             "decide`, then `sqlgate resume RUN_ID`.",
         ),
     ] = False,
+    ttl: Annotated[
+        float | None, typer.Option(help="With --defer: seconds the batch may wait; then it is rejected.")
+    ] = None,
+    quorum: Annotated[int, typer.Option(help="With --defer: distinct reviewers needed.")] = 1,
 ) -> None:
     """Answer one question from a database, with ONE approval of the SQL before it runs.
 
@@ -184,7 +188,11 @@ def ask(
 
     if not question.strip():
         fail("the question is empty", as_json=as_json, error_code="empty_question")
-    config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, admission=not wait)
+    if (ttl is not None or quorum != 1) and not defer:
+        fail("--ttl and --quorum apply to a deferred approval: add --defer", as_json=as_json)
+    config = PipelineConfig(
+        row_cap=row_cap, max_limit=max_limit, admission=not wait, approval_ttl_s=ttl, approval_quorum=quorum
+    )
     # Before anything is opened: the gate fails closed first.
     reviewer = None if defer else _reviewer(yes, as_json)
     approval_store, run_store = stores() if defer else (None, None)

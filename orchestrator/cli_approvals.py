@@ -5,6 +5,7 @@
     sqlgate approvals show BATCH              each statement: question, highlighted SQL, findings
     sqlgate approvals decide BATCH            decide at the terminal, or --file decisions.json
     sqlgate approvals history                 the audit log
+    sqlgate approvals sweep                   apply the expiry action to batches past their deadline
     sqlgate resume RUN_ID                     carry on once the batch is decided
 
 State lives in ``SQLGATE_STATE_URL`` (a SQLAlchemy URL, e.g. PostgreSQL shared by several hosts),
@@ -215,3 +216,21 @@ def history(
             [[e.seq, e.at.isoformat(timespec="seconds"), e.event, e.actor, e.batch_id, e.call_id or "-"] for e in events],
         )
     )
+
+
+@approvals_app.command()
+def sweep(as_json: JsonOpt = False) -> None:
+    """Apply each overdue batch's expiry action (default: reject all). Safe to run from cron, anywhere.
+
+    Each batch is expired at most once, through the same conditional update as a decision: a
+    decision that arrived first wins, and a later one gets an "expired" error.
+    """
+    from approvals import ExpirySweeper
+
+    approvals, _ = stores()
+    outcomes = ExpirySweeper(approvals).sweep()
+    rows = [{"batch_id": o.batch_id, "run_id": o.run_id, "status": str(o.status)} for o in outcomes]
+    if as_json:
+        emit_json(rows)
+        return
+    Console().print(f"{len(rows)} batch(es) expired." + "".join(f"\n  {r['batch_id']} (run {r['run_id']})" for r in rows))

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -78,6 +79,11 @@ class PipelineConfig(BaseModel):
         default=60_000, ge=1000, description="a batched prompt is split before it grows past this"
     )
     parallelism: int = Field(default=4, ge=1, description="queries executed at once")
+    approval_ttl_s: float | None = Field(
+        default=None, gt=0, description="a batch not decided within this many seconds gets on_expiry"
+    )
+    on_expiry: Literal["reject", "approve"] = Field(default="reject", description="what a deadline does")
+    approval_quorum: int = Field(default=1, ge=1, description="distinct reviewers needed per batch")
     admission: bool = Field(
         default=False,
         description="refuse a run up front when its worst-case LLM requests do not fit the rate "
@@ -406,6 +412,9 @@ class Pipeline:
             store=self.approval_store,
             run_id=run_id,
             context={"dialect": self.db.dialect},  # so a reviewer elsewhere validates edits alike
+            quorum=self.config.approval_quorum,
+            ttl=timedelta(seconds=self.config.approval_ttl_s) if self.config.approval_ttl_s else None,
+            on_expiry=self.config.on_expiry,
         )
 
     def _validator(self) -> SqlValidator:
@@ -515,9 +524,13 @@ class Pipeline:
                 q.finish(RunStatus.UNSAFE, RunError(code=p.code or "refused", message=p.message or ""))
             elif status == "rejected":
                 reason = resolution.reason or "no reason given"
-                q.failure = f"a reviewer rejected it: {reason}"
+                if reason.startswith("expired:"):  # the batch's deadline decided, not a person
+                    q.failure = "nobody decided on it before the approval deadline, so it was not run"
+                    q.error = RunError(code="approval_expired", message=reason)
+                else:
+                    q.failure = f"a reviewer rejected it: {reason}"
+                    q.error = RunError(code="rejected_by_reviewer", message=reason)
                 q.after_synthesis = RunStatus.REJECTED
-                q.error = RunError(code="rejected_by_reviewer", message=reason)
             else:
                 runnable.append((q, outcome, call_id))
         return runnable

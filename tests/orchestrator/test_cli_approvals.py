@@ -59,3 +59,27 @@ def test_defer_decide_resume(monkeypatch: pytest.MonkeyPatch, demo_db: Path, tmp
 def test_decide_unknown_batch_and_resume_unknown_run() -> None:
     assert _run("approvals", "decide", "batch_nope", "--file", "/dev/null", "--json", code=2)["error"]["code"] == "batch_not_found"
     assert _run("resume", "run_nope", "--json", code=2)["error"]["code"] == "run_not_found"
+
+
+@pytest.mark.vcr
+def test_an_overdue_batch_is_swept_and_the_run_ends_rejected(
+    monkeypatch: pytest.MonkeyPatch, demo_db: Path, model_endpoint, vcr
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", model_endpoint[0])
+    monkeypatch.setenv("SQLGATE_MODEL", model_endpoint[1])
+    db = f"sqlite:///{demo_db}"
+
+    paused = _run("ask", sc.PRODUCT_COUNT, "--db", db, "--defer", "--ttl", "0.001", "--json", code=11)
+    [expired] = _run("approvals", "sweep", "--json")
+    assert expired["run_id"] == paused["run_id"]
+    assert _run("approvals", "sweep", "--json") == []  # applied exactly once
+
+    done = _run("resume", paused["run_id"], "--json", code=4)
+    assert done["status"] == "rejected" and done["error"]["code"] == "approval_expired"
+    assert "SQLExecutor" not in [t["agent"] for t in done["trace"]]
+
+
+def test_ttl_without_defer_is_refused() -> None:
+    body = _run("ask", "q", "--db", "sqlite:///x.db", "--ttl", "5", "--json", code=2)
+    assert "--defer" in body["error"]["message"]
