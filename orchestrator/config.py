@@ -10,6 +10,8 @@
     SQLGATE_RATE_BACKEND where the window is kept: a SQLite file in the state folder (default),
                         memory, another file path, postgresql://... or redis://...
     SQLGATE_STATE_DIR   sqlgate's state folder (default ~/.local/state/sqlgate)
+    SQLGATE_APPROVAL_TTL     seconds a deferred approval batch may wait before it is rejected
+    SQLGATE_APPROVAL_QUORUM  distinct reviewers a deferred batch needs (default 1)
 """
 
 from __future__ import annotations
@@ -69,6 +71,15 @@ class Settings(BaseModel):
             timeout = float(env.get("SQLGATE_STATEMENT_TIMEOUT", "30"))
         except ValueError as exc:
             raise ConfigurationError("SQLGATE_STATEMENT_TIMEOUT must be a number of seconds") from exc
+        try:
+            ttl = float(env["SQLGATE_APPROVAL_TTL"]) if env.get("SQLGATE_APPROVAL_TTL") else None
+            quorum = int(env.get("SQLGATE_APPROVAL_QUORUM") or 1)
+            pipeline = PipelineConfig(approval_ttl_s=ttl, approval_quorum=quorum)
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError(
+                "SQLGATE_APPROVAL_TTL must be a positive number of seconds and SQLGATE_APPROVAL_QUORUM "
+                "a whole number of at least 1"
+            ) from exc
         key = env.get("OPENAI_API_KEY")
         tokens = env.get("SQLGATE_TOKEN_LIMIT")
         if tokens is not None and not tokens.strip().isdigit():
@@ -85,6 +96,7 @@ class Settings(BaseModel):
             statement_timeout_s=timeout,
             token_limit=int(tokens) if tokens else None,
             rate_backend=env.get("SQLGATE_RATE_BACKEND") or None,
+            pipeline=pipeline,
         )
 
     def require_credentials(self) -> None:
