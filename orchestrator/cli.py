@@ -44,6 +44,26 @@ app = typer.Typer(
 
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"sqlgate {version('sqlgate')}")
+        except PackageNotFoundError:
+            print("sqlgate (not installed)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Ask a database questions in plain language, with one approval before any SQL runs."""
+
+
 def _mount_subcommands() -> None:
     from orchestrator.cli_approvals import approvals_app
 
