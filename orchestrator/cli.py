@@ -25,7 +25,24 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from orchestrator.cli_output import emit_json, err, fail
+from orchestrator.cli_common import (
+    BaseUrlOpt,
+    DbOpt,
+    JsonOpt,
+    MaxLimitOpt,
+    ModelOpt,
+    RateOpt,
+    RowCapOpt,
+    Spinner,
+    TimeoutOpt,
+    YesOpt,
+    dump_result,
+    emit_json,
+    err,
+    fail,
+    open_target,
+    reviewer_for,
+)
 from orchestrator.errors import SqlgateError
 from orchestrator.result import RunResult
 
@@ -66,111 +83,10 @@ def _main(
 
 def _mount_subcommands() -> None:
     from orchestrator.cli_approvals import approvals_app
+    from orchestrator.cli_batch import batch
 
+    app.command()(batch)
     app.add_typer(approvals_app, name="approvals")
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]
-DbOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        envvar="SQLGATE_DB",
-        help="SQLAlchemy URL: sqlite:///file.db, postgresql+psycopg://user@host/db, "
-        "mysql+pymysql://user@host/db, duckdb:///file.duckdb. Env: SQLGATE_DB.",
-    ),
-]
-
-
-def _dump(result: RunResult) -> dict[str, Any]:
-    return result.model_dump(mode="json")
-
-
-def _reviewer(yes: bool, as_json: bool = False) -> Any:
-    from approvals import ApproveAll, TerminalReviewer
-
-    if yes:
-        return ApproveAll()
-    if not sys.stdin.isatty():
-        fail(
-            "there is no terminal to ask for approval on; pass --yes to approve the generated SQL "
-            "without review (it is still validated and run read-only)",
-            as_json=as_json,
-            error_code="no_reviewer",
-        )
-    return TerminalReviewer(console=err)
-
-
-class _Spinner:
-    """A status line on stderr that follows the pipeline's stages."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.status = err.status("starting") if enabled and err.is_terminal else None
-
-    def __enter__(self) -> _Spinner:
-        if self.status:
-            self.status.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.status:
-            self.status.stop()
-
-    def __call__(self, stage: str, done: int = 0, total: int = 0) -> None:
-        if self.status is None:
-            return
-        if stage == "waiting for approval":
-            self.status.stop()  # the prompt needs the terminal
-        else:
-            self.status.update(f"[cyan]{stage}…")
-            self.status.start()
-
-
-ModelOpt = Annotated[str | None, typer.Option(help="Model name. Env: SQLGATE_MODEL.")]
-BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint. Env: OPENAI_BASE_URL.")]
-RateOpt = Annotated[str | None, typer.Option(help="LLM requests per window, e.g. 5/60 (default) or 500/min.")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve the generated SQL without a prompt.")]
-RowCapOpt = Annotated[int, typer.Option(help="Rows fetched at most per query.")]
-MaxLimitOpt = Annotated[int, typer.Option(help="LIMIT added to (or lowered in) every query.")]
-TimeoutOpt = Annotated[float | None, typer.Option(help="Statement timeout in seconds (default 30).")]
-
-
-def _open(
-    *,
-    db: str | None,
-    model: str | None,
-    base_url: str | None,
-    rate_limit: str | None,
-    wait: bool,
-    timeout: float | None,
-    as_json: bool,
-) -> tuple[Any, Any]:
-    """Settings, the read-only database and the model client, or a clear error and exit."""
-    from orchestrator.config import Settings, parse_rate
-    from orchestrator.database import TargetDatabase
-    from orchestrator.limits import build_limiter
-    from orchestrator.llm import LLMClient
-
-    try:
-        settings = Settings.from_env()
-        settings.db = db or settings.db
-        settings.llm.model = model or settings.llm.model
-        settings.llm.base_url = base_url or settings.llm.base_url
-        if rate_limit:
-            settings.rate_limit, settings.rate_window_s = parse_rate(rate_limit)
-        if timeout is not None:
-            settings.statement_timeout_s = timeout
-        settings.require_credentials()
-        database = TargetDatabase(settings.db or "", statement_timeout_s=settings.statement_timeout_s)
-    except SqlgateError as exc:
-        fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
-        raise  # unreachable: _fail exits
-    try:
-        limiter = build_limiter(settings, mode="wait" if wait else "fail_fast")
-    except SqlgateError as exc:
-        fail(exc.message, as_json=as_json, error_code=exc.code)
-        raise
-    return database, LLMClient(settings.llm, limiter=limiter)
-
 
 @app.command()
 def ask(
@@ -214,13 +130,13 @@ def ask(
         row_cap=row_cap, max_limit=max_limit, admission=not wait, approval_ttl_s=ttl, approval_quorum=quorum
     )
     # Before anything is opened: the gate fails closed first.
-    reviewer = None if defer else _reviewer(yes, as_json)
+    reviewer = None if defer else reviewer_for(yes, as_json)
     approval_store, run_store = stores() if defer else (None, None)
-    database, llm = _open(
+    database, llm = open_target(
         db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=wait, timeout=timeout,
         as_json=as_json,
     )
-    with _Spinner(enabled=True) as spinner:
+    with Spinner(enabled=True) as spinner:
         pipeline = Pipeline(
             database, llm, reviewer, config=config, progress=spinner,
             approval_store=approval_store, run_store=run_store,
@@ -233,7 +149,7 @@ def ask(
 
 def _show(result: RunResult, *, as_json: bool, trace: bool) -> None:
     if as_json:
-        emit_json(_dump(result))
+        emit_json(dump_result(result))
         return
     from orchestrator.render import render_result
 
@@ -273,12 +189,12 @@ def resume(
     if db is None and "***" in stored_db:
         fail("the run's database URL had a password, which sqlgate never stores: pass --db URL",
               as_json=as_json, error_code="config_error")
-    database, llm = _open(
+    database, llm = open_target(
         db=db or stored_db, model=None, base_url=None, rate_limit=None, wait=True, timeout=None, as_json=as_json
     )
     pipeline = Pipeline(database, llm, None, approval_store=approval_store, run_store=run_store)
     try:
-        with _Spinner(enabled=not as_json) as spinner:
+        with Spinner(enabled=not as_json) as spinner:
             pipeline.progress = spinner
             results = pipeline.resume(run_id)
     except SqlgateError as exc:
@@ -287,113 +203,13 @@ def resume(
     finally:
         database.dispose()
     if as_json and len(results) == 1:
-        emit_json(_dump(results[0]))
+        emit_json(dump_result(results[0]))
     elif as_json:
-        emit_json([_dump(r) for r in results])
+        emit_json([dump_result(r) for r in results])
     else:
         for result in results:
             _show(result, as_json=False, trace=trace)
     raise typer.Exit(max(r.exit_code for r in results))
-
-
-@app.command()
-def batch(
-    questions_file: Annotated[Path, typer.Argument(help="Questions: .txt (one per line), .csv (a 'question' column) or .jsonl.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Results file: .jsonl or .csv. A re-run resumes it.")],
-    db: DbOpt = None,
-    yes: YesOpt = False,
-    k: Annotated[int, typer.Option(help="Questions per LLM call at most.")] = 10,
-    context_tokens: Annotated[
-        int,
-        typer.Option(help="The model's context size in tokens; fewer questions go in a call when it is small."),
-    ] = 32_000,
-    run_size: Annotated[
-        int,
-        typer.Option(help="Questions per run (one approval prompt each); bounds memory on huge files."),
-    ] = 1000,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    rate_limit: RateOpt = None,
-    fail_fast: Annotated[
-        bool, typer.Option("--fail-fast", help="Stop when the rate limit is reached instead of waiting.")
-    ] = False,
-    row_cap: RowCapOpt = 1000,
-    max_limit: MaxLimitOpt = 1000,
-    timeout: TimeoutOpt = None,
-) -> None:
-    """Answer a file of questions with batched LLM calls and ONE approval for the whole batch.
-
-    Results are written to --out as each question finishes. Run the same command again after an
-    interruption: questions already answered are skipped.
-
-    Example: sqlgate batch questions.txt --db sqlite:///shop.db --out results.jsonl
-    """
-    from orchestrator.batch_io import ResultWriter, pending_questions, read_questions
-    from orchestrator.pipeline import Pipeline, PipelineConfig
-
-    try:
-        questions = read_questions(questions_file)
-        writer = ResultWriter(out)
-        done = writer.resume()
-    except SqlgateError as exc:
-        fail(exc.message, error_code=exc.code)
-        return
-    todo = list(pending_questions(questions, done))
-    err.print(f"{len(questions)} question(s) in {questions_file}; {len(done)} already answered in {out}; "
-              f"{len(todo)} to go.")
-    if not todo:
-        raise typer.Exit(0)
-    # About four characters a token; half the context for the questions' part of a prompt.
-    config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, k=k, max_prompt_chars=max(1000, context_tokens * 2))
-    reviewer = _reviewer(yes, as_json=False)
-    database, llm = _open(
-        db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=not fail_fast, timeout=timeout,
-        as_json=False,
-    )
-    counts: dict[str, int] = {}
-
-    def written(index: int, result: RunResult) -> None:
-        writer.write(result)
-        counts[result.status.value] = counts.get(result.status.value, 0) + 1
-
-    with writer, _StageBars() as bars:
-        pipeline = Pipeline(database, llm, reviewer, config=config, progress=bars)
-        for start in range(0, len(todo), run_size):
-            pipeline.run_batch([q for _, q in todo[start : start + run_size]], on_result=written)
-    database.dispose()
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    err.print(f"[bold]{sum(counts.values())} result(s) written to {out}[/]: {summary}; {llm.calls} LLM call(s).")
-
-
-class _StageBars:
-    """One progress bar per pipeline stage, on stderr; paused while the reviewer decides."""
-
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.progress = Progress(
-            TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err, transient=False,
-        )
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _StageBars:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def __call__(self, stage: str, done: int = 0, total: int = 0) -> None:
-        if stage == "waiting for approval":
-            self.progress.stop()  # the prompt needs the terminal
-            err.print(f"[bold]{total} statement(s) in one approval batch[/]")
-            return
-        if not self.progress.live.is_started:
-            self.progress.start()
-        if stage not in self.tasks:
-            self.tasks[stage] = self.progress.add_task(stage, total=total or None)
-        self.progress.update(self.tasks[stage], completed=done, total=total or None)
 
 
 @app.command()
@@ -441,7 +257,7 @@ def demo(
     )
     results = []
     for question in DEMO_QUESTIONS:
-        with _Spinner(enabled=not as_json) as spinner:
+        with Spinner(enabled=not as_json) as spinner:
             session.pipeline.progress = spinner
             result = session.ask(question)
         results.append(result)
@@ -455,7 +271,7 @@ def demo(
         f"(5 requests / 60 s) held the demo for {session.simulated_wait_s:.0f} s of simulated time."
     )
     if as_json:
-        emit_json([_dump(r) for r in results])
+        emit_json([dump_result(r) for r in results])
 
 
 class _ShowingApprover:

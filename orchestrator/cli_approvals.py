@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 
 from approvals import reviewer_identity
-from orchestrator.cli_output import emit_json, err, fail
+from orchestrator.cli_common import emit_json, err, fail
 from orchestrator.errors import SqlgateError
 
 approvals_app = typer.Typer(

@@ -1,0 +1,132 @@
+"""What the ``sqlgate`` commands share: options, output (JSON on stdout, people's text on stderr),
+the reviewer, the spinner, and opening the database and the model client."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from orchestrator.errors import SqlgateError
+from orchestrator.result import RunResult
+
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2, *, as_json: bool = False, error_code: str = "config_error") -> None:
+    """Say what went wrong (as JSON too, for scripts) and exit with ``code``."""
+    if as_json:
+        print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def emit_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="SQLGATE_DB",
+        help="SQLAlchemy URL: sqlite:///file.db, postgresql+psycopg://user@host/db, "
+        "mysql+pymysql://user@host/db, duckdb:///file.duckdb. Env: SQLGATE_DB.",
+    ),
+]
+
+
+def dump_result(result: RunResult) -> dict[str, Any]:
+    return result.model_dump(mode="json")
+
+
+def reviewer_for(yes: bool, as_json: bool = False) -> Any:
+    from approvals import ApproveAll, TerminalReviewer
+
+    if yes:
+        return ApproveAll()
+    if not sys.stdin.isatty():
+        fail(
+            "there is no terminal to ask for approval on; pass --yes to approve the generated SQL "
+            "without review (it is still validated and run read-only)",
+            as_json=as_json,
+            error_code="no_reviewer",
+        )
+    return TerminalReviewer(console=err)
+
+
+class Spinner:
+    """A status line on stderr that follows the pipeline's stages."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.status = err.status("starting") if enabled and err.is_terminal else None
+
+    def __enter__(self) -> Spinner:
+        if self.status:
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status:
+            self.status.stop()
+
+    def __call__(self, stage: str, done: int = 0, total: int = 0) -> None:
+        if self.status is None:
+            return
+        if stage == "waiting for approval":
+            self.status.stop()  # the prompt needs the terminal
+        else:
+            self.status.update(f"[cyan]{stage}…")
+            self.status.start()
+
+
+ModelOpt = Annotated[str | None, typer.Option(help="Model name. Env: SQLGATE_MODEL.")]
+BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint. Env: OPENAI_BASE_URL.")]
+RateOpt = Annotated[str | None, typer.Option(help="LLM requests per window, e.g. 5/60 (default) or 500/min.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve the generated SQL without a prompt.")]
+RowCapOpt = Annotated[int, typer.Option(help="Rows fetched at most per query.")]
+MaxLimitOpt = Annotated[int, typer.Option(help="LIMIT added to (or lowered in) every query.")]
+TimeoutOpt = Annotated[float | None, typer.Option(help="Statement timeout in seconds (default 30).")]
+
+
+def open_target(
+    *,
+    db: str | None,
+    model: str | None,
+    base_url: str | None,
+    rate_limit: str | None,
+    wait: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> tuple[Any, Any]:
+    """Settings, the read-only database and the model client, or a clear error and exit."""
+    from orchestrator.config import Settings, parse_rate
+    from orchestrator.database import TargetDatabase
+    from orchestrator.limits import build_limiter
+    from orchestrator.llm import LLMClient
+
+    try:
+        settings = Settings.from_env()
+        settings.db = db or settings.db
+        settings.llm.model = model or settings.llm.model
+        settings.llm.base_url = base_url or settings.llm.base_url
+        if rate_limit:
+            settings.rate_limit, settings.rate_window_s = parse_rate(rate_limit)
+        if timeout is not None:
+            settings.statement_timeout_s = timeout
+        settings.require_credentials()
+        database = TargetDatabase(settings.db or "", statement_timeout_s=settings.statement_timeout_s)
+    except SqlgateError as exc:
+        fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
+        raise  # unreachable: _fail exits
+    try:
+        limiter = build_limiter(settings, mode="wait" if wait else "fail_fast")
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        raise
+    return database, LLMClient(settings.llm, limiter=limiter)
