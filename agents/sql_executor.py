@@ -20,8 +20,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
 from agents.errors import ExecutionError
+from safety import is_statement_timeout
 
-__all__ = ["ExecutionResult", "SQLExecutor", "clean_message", "is_statement_timeout", "json_safe"]
+__all__ = ["ExecutionResult", "SQLExecutor", "clean_message", "json_safe"]
 
 MAX_MESSAGE_CHARS = 1000
 
@@ -100,28 +101,6 @@ def _execution_error(exc: sa.exc.SQLAlchemyError) -> ExecutionError:
     if getattr(exc, "connection_invalidated", False):
         return ExecutionError("database_unreachable", message)
     return ExecutionError("execution_error", message)
-
-
-# MySQL 3024: max_execution_time exceeded; MariaDB 1969: max_statement_time exceeded;
-# 1317: query execution was interrupted (KILL QUERY).
-_MYSQL_TIMEOUT_CODES = {3024, 1969, 1317}
-
-
-def is_statement_timeout(exc: BaseException) -> bool:
-    """Whether the driver reported a statement timeout or an interrupted query."""
-    orig = getattr(exc, "orig", None) or exc
-    if getattr(orig, "sqlstate", None) == "57014":  # PostgreSQL query_canceled
-        return True
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int) and args[0] in _MYSQL_TIMEOUT_CODES:
-        return True
-    kind = type(orig).__name__
-    text = str(orig).lower()
-    if kind == "InterruptException":  # DuckDB
-        return True
-    if kind == "OperationalError" and text.strip() == "interrupted":  # SQLite, after conn.interrupt()
-        return True
-    return "statement timeout" in text or "max_execution_time" in text or "max_statement_time" in text
 
 
 def clean_message(exc: BaseException) -> str:

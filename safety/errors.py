@@ -52,8 +52,9 @@ class StatementTimeout(SafetyError):
     code = "statement_timeout"
 
 
-# MySQL ER_QUERY_TIMEOUT (max_execution_time) and MariaDB ER_STATEMENT_TIMEOUT (max_statement_time).
-_MYSQL_TIMEOUT_ERRNOS = frozenset({3024, 1969})
+# MySQL ER_QUERY_TIMEOUT (max_execution_time), MariaDB ER_STATEMENT_TIMEOUT (max_statement_time),
+# and ER_QUERY_INTERRUPTED (1317, a statement killed by the server's timer).
+_MYSQL_TIMEOUT_ERRNOS = frozenset({3024, 1969, 1317})
 _POSTGRES_QUERY_CANCELED = "57014"
 
 

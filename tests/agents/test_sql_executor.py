@@ -10,7 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from agents.errors import AgentError, ExecutionError
-from agents.sql_executor import ExecutionResult, SQLExecutor, clean_message, is_statement_timeout, json_safe
+from agents.sql_executor import ExecutionResult, SQLExecutor, clean_message, json_safe
+from safety import StatementTimeout, is_statement_timeout
 
 LONG_SQLITE_QUERY = (
     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) SELECT COUNT(*) FROM n"
@@ -246,5 +247,5 @@ def test_clean_message_and_timeout_detection_on_plain_exceptions() -> None:
     assert clean_message(ValueError("one\n  two\n   ^^^\n\nthree")) == "one two three"
     assert clean_message(ValueError("")) == "ValueError"
     assert len(clean_message(ValueError("x" * 5000))) == 1000
-    assert is_statement_timeout(RuntimeError("canceling statement due to statement timeout"))
+    assert is_statement_timeout(StatementTimeout("slow"))
     assert not is_statement_timeout(RuntimeError("syntax error"))
