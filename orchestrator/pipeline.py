@@ -405,10 +405,10 @@ class Pipeline:
             q.pending_sql = draft.sql
             q.note("SQLGenerator", q.text, draft.sql, batch=2, call=call)
 
-    def _gate(self, run_id: str) -> ApprovalGate:
+    def _gate(self, run_id: str, validator: SqlValidator | None = None) -> ApprovalGate:
         return ApprovalGate(
             reviewer=self.reviewer,
-            validate=self._validator().validate,
+            validate=(validator or self._validator()).validate,
             store=self.approval_store,
             run_id=run_id,
             context={"dialect": self.db.dialect},  # so a reviewer elsewhere validates edits alike
@@ -427,7 +427,7 @@ class Pipeline:
     def _approve_and_execute(self, qs: list[QuestionState], run_id: str, *, resume: Any = None) -> None:
         """Approval cycles: validate, ONE review for everything waiting, run; correct; repeat."""
         validator = self._validator()
-        gate = self._gate(run_id)
+        gate = self._gate(run_id, validator)
         executor = SQLExecutor(self.db.engine, row_cap=self.config.row_cap)
         cycle = 0
         if resume is not None:

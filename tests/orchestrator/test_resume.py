@@ -135,14 +135,14 @@ def test_a_statement_whose_execution_was_cut_short_is_in_doubt_not_rerun(
     assert requests_so_far(vcr) == 2  # no answer was written from a result nobody has
 
 
-def test_a_pipeline_without_a_reviewer_needs_somewhere_to_wait(harness: Harness, demo_url: str) -> None:
+def test_a_pipeline_without_a_reviewer_needs_somewhere_to_wait() -> None:
     with pytest.raises(ValueError, match="pauses at the gate"):
         from orchestrator.pipeline import Pipeline
 
         Pipeline(None, None, None)  # type: ignore[arg-type]
 
 
-def test_resuming_an_unknown_run_says_so(harness: Harness, demo_url: str, tmp_path: Path) -> None:
+def test_resuming_an_unknown_run_says_so(tmp_path: Path) -> None:
     from orchestrator.runs import RunNotFound
 
     with pytest.raises(RunNotFound):

@@ -247,7 +247,7 @@ def test_statement_timeout_ends_with_its_own_status(harness: Harness, demo_url: 
 
 
 @pytest.mark.parametrize("question", ["", "   ", "x" * 2001], ids=["empty", "blank", "oversized"])
-def test_bad_questions_cost_no_call(question: str, demo_url: str, tmp_path: Path) -> None:
+def test_bad_questions_cost_no_call(question: str, demo_url: str) -> None:
     from orchestrator.database import TargetDatabase
     from orchestrator.llm import LLMClient, LLMSettings
     from orchestrator.pipeline import Pipeline
