@@ -33,7 +33,13 @@ from agents.reasoning import (
 )
 from agents.response_synthesizer import AnswerBatch, ResponseSynthesizer, SynthesizedAnswer
 from agents.result_validator import ResultValidator
-from agents.schema_explorer import ColumnInfo, ForeignKeyInfo, SchemaContext, SchemaExplorer, TableInfo
+from agents.schema_explorer import (
+    ColumnInfo,
+    ForeignKeyInfo,
+    SchemaContext,
+    SchemaExplorer,
+    TableInfo,
+)
 from agents.self_correction import CorrectedSQL, CorrectionBatch, SelfCorrection
 from agents.sql_executor import ExecutionResult, SQLExecutor
 from agents.sql_generator import GeneratedSQL, SQLBatch, SQLGenerator

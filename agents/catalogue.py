@@ -109,21 +109,27 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "worker": ("employee",),
 }
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after all also am an and any are as at be been before below between both but by can could did
 do does each every for from get give had has have how i if in into is it its last list me more most much my
 next no not now of on or our over per please right same show so some still such than that the their them then
 there these this those to top under up us was we were what when where which while who whom why will with
 without would year years month months day days week quarter today yesterday you your
-""".split())
+""".split()
+)
 
 NAME_WEIGHT = 3.0  # a word in the table's name
-HEAD_WEIGHT = 1.5  # extra for the name's last word, the thing a row is (``invoice`` in ar_invoice_lines)
+HEAD_WEIGHT = (
+    1.5  # extra for the name's last word, the thing a row is (``invoice`` in ar_invoice_lines)
+)
 COLUMN_WEIGHT = 1.0  # a word in some column's name, counted once per table
 SYNONYM_WEIGHT = 0.7  # a question word reached only through SYNONYMS
 REFERRED_SHARE = 0.5  # part of a referring table's own score the table it refers to receives
 REFERRING_SHARE = 0.25  # part of a referred table's own score a table that refers to it receives
-NEIGHBOURS_COUNTED = 2  # a table joining two strong hits (a line to its header and item) gains from both
+NEIGHBOURS_COUNTED = (
+    2  # a table joining two strong hits (a line to its header and item) gains from both
+)
 
 _SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "es", "ed", "s")
 
@@ -230,13 +236,17 @@ class CatalogueIndex:
                 if idf is None:
                     continue
                 if term in entry.name:
-                    score += weight * idf * (NAME_WEIGHT + (HEAD_WEIGHT if term in entry.head else 0.0))
+                    score += (
+                        weight * idf * (NAME_WEIGHT + (HEAD_WEIGHT if term in entry.head else 0.0))
+                    )
                 elif term in entry.columns:
                     score += weight * idf * COLUMN_WEIGHT
             own[name] = score
         boosted = {}
         for name, score in own.items():
-            shares = sorted((own[n] * share for n, share in self.neighbours[name].items()), reverse=True)
+            shares = sorted(
+                (own[n] * share for n, share in self.neighbours[name].items()), reverse=True
+            )
             boosted[name] = score + sum(shares[:NEIGHBOURS_COUNTED])
         return boosted
 
@@ -249,7 +259,9 @@ class CatalogueIndex:
 
 
 _INDEX_CACHE_SIZE = 8
-_indexes: OrderedDict[int, tuple[Mapping[str, TableInfo], tuple[int, ...], CatalogueIndex]] = OrderedDict()
+_indexes: OrderedDict[int, tuple[Mapping[str, TableInfo], tuple[int, ...], CatalogueIndex]] = (
+    OrderedDict()
+)
 _indexes_lock = threading.Lock()
 
 
@@ -273,7 +285,9 @@ def index_for(tables: Mapping[str, TableInfo]) -> CatalogueIndex:
     return index
 
 
-def rank_tables(question: str, tables: Mapping[str, TableInfo], *, limit: int | None = None) -> list[str]:
+def rank_tables(
+    question: str, tables: Mapping[str, TableInfo], *, limit: int | None = None
+) -> list[str]:
     """The names of ``tables`` ordered by how related they look to ``question``, at most ``limit``."""
     return index_for(tables).rank(question, limit)
 

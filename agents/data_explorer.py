@@ -31,11 +31,19 @@ class ColumnValues(BaseModel):
     table: str = Field(description="Table name")
     column: str = Field(description="Column name")
     type: str = Field(default="", description="Declared column type")
-    values: list[Any] = Field(default_factory=list, description="Sorted distinct non-NULL values, at most max_distinct")
-    truncated: bool = Field(default=False, description="True when the column has more distinct values than listed")
+    values: list[Any] = Field(
+        default_factory=list, description="Sorted distinct non-NULL values, at most max_distinct"
+    )
+    truncated: bool = Field(
+        default=False, description="True when the column has more distinct values than listed"
+    )
     has_nulls: bool = Field(default=False, description="Whether the column holds NULLs")
-    minimum: Any = Field(default=None, description="Smallest value, given when the list is truncated")
-    maximum: Any = Field(default=None, description="Largest value, given when the list is truncated")
+    minimum: Any = Field(
+        default=None, description="Smallest value, given when the list is truncated"
+    )
+    maximum: Any = Field(
+        default=None, description="Largest value, given when the list is truncated"
+    )
 
     def render(self) -> str:
         values = self.values[:TRUNCATED_EXAMPLES] if self.truncated else self.values
@@ -70,9 +78,15 @@ class TableSample(BaseModel):
 class DataContext(BaseModel):
     """Values and samples for the plan's filter columns."""
 
-    columns: list[ColumnValues] = Field(default_factory=list, description="One entry per explored filter column")
-    samples: list[TableSample] = Field(default_factory=list, description="Sample rows per filtered table")
-    skipped: list[str] = Field(default_factory=list, description="Filters not explored, each with the reason")
+    columns: list[ColumnValues] = Field(
+        default_factory=list, description="One entry per explored filter column"
+    )
+    samples: list[TableSample] = Field(
+        default_factory=list, description="Sample rows per filtered table"
+    )
+    skipped: list[str] = Field(
+        default_factory=list, description="Filters not explored, each with the reason"
+    )
 
     def render(self) -> str:
         parts = [c.render() for c in self.columns] + [s.render() for s in self.samples]
@@ -97,8 +111,14 @@ class DataExplorer:
         t.status (TEXT): 'closed', 'open'
     """
 
-    def __init__(self, engine: Engine, max_distinct: int = 20, sample_rows: int = 3,
-                 max_sample_columns: int = 12, max_value_chars: int = 80) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        max_distinct: int = 20,
+        sample_rows: int = 3,
+        max_sample_columns: int = 12,
+        max_value_chars: int = 80,
+    ) -> None:
         self.engine = engine
         self.max_distinct = max_distinct
         self.sample_rows = sample_rows
@@ -118,7 +138,9 @@ class DataExplorer:
         wanted: list[tuple[TableInfo, str]] = []
         for item in filters:
             table_name, column_name = _pair(item)
-            info = (schema.table(table_name) if schema is not None else None) or explorer.table(table_name)
+            info = (schema.table(table_name) if schema is not None else None) or explorer.table(
+                table_name
+            )
             column = info.column(column_name) if info is not None else None
             if info is None:
                 out.skipped.append(f"{table_name}.{column_name}: no such table")
@@ -148,16 +170,29 @@ class DataExplorer:
                         out.skipped.append(f"{info.name} sample: {clean_message(exc)}")
         return out
 
-    def _values(self, conn: sa.Connection, info: TableInfo, column_name: str, db_schema: str | None) -> ColumnValues:
+    def _values(
+        self, conn: sa.Connection, info: TableInfo, column_name: str, db_schema: str | None
+    ) -> ColumnValues:
         table = sa.table(info.name, sa.column(column_name), schema=db_schema)
         col = table.c[column_name]
-        found = conn.execute(
-            sa.select(col).where(col.is_not(None)).distinct().order_by(col).limit(self.max_distinct + 1)
-        ).scalars().all()
+        found = (
+            conn.execute(
+                sa.select(col)
+                .where(col.is_not(None))
+                .distinct()
+                .order_by(col)
+                .limit(self.max_distinct + 1)
+            )
+            .scalars()
+            .all()
+        )
         truncated = len(found) > self.max_distinct
-        has_nulls = conn.execute(
-            sa.select(sa.literal(1)).select_from(table).where(col.is_(None)).limit(1)
-        ).first() is not None
+        has_nulls = (
+            conn.execute(
+                sa.select(sa.literal(1)).select_from(table).where(col.is_(None)).limit(1)
+            ).first()
+            is not None
+        )
         result = ColumnValues(
             table=info.name,
             column=column_name,
@@ -167,7 +202,9 @@ class DataExplorer:
             has_nulls=has_nulls,
         )
         if truncated:
-            low, high = conn.execute(sa.select(sa.func.min(col), sa.func.max(col)).select_from(table)).one()
+            low, high = conn.execute(
+                sa.select(sa.func.min(col), sa.func.max(col)).select_from(table)
+            ).one()
             result.minimum, result.maximum = self._value(low), self._value(high)
         return result
 
@@ -178,7 +215,9 @@ class DataExplorer:
         rows = conn.execute(
             sa.select(*(table.c[n] for n in names)).order_by(*order).limit(self.sample_rows)
         ).all()
-        return TableSample(table=info.name, columns=names, rows=[[self._value(v) for v in row] for row in rows])
+        return TableSample(
+            table=info.name, columns=names, rows=[[self._value(v) for v in row] for row in rows]
+        )
 
     def _value(self, value: Any) -> Any:
         value = json_safe(value)

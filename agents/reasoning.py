@@ -15,7 +15,7 @@ from agents.llm_agent import LLMAgent
 from agents.llm_batch import QuestionInput, sections
 
 
-class Intent(str, Enum):
+class Intent(str, Enum):  # noqa: UP042 - str() of a member is its qualified name, as before
     DATA_QUERY = "DATA_QUERY"
     META_QUERY = "META_QUERY"
     AMBIGUOUS = "AMBIGUOUS"
@@ -77,7 +77,9 @@ class QueryPlan(BaseModel):
     tables: list[str] = Field(
         default_factory=list, description="Tables the SQL will read, by their exact names."
     )
-    joins: list[PlannedJoin] = Field(default_factory=list, description="Joins between those tables.")
+    joins: list[PlannedJoin] = Field(
+        default_factory=list, description="Joins between those tables."
+    )
     filters: list[PlannedFilter] = Field(default_factory=list, description="Row filters.")
     aggregations: list[str] = Field(
         default_factory=list, description="Aggregates to compute, e.g. 'SUM(order_items.quantity)'."
@@ -131,7 +133,9 @@ For META_QUERY, plan the tables the answer is about (all of them for "which tabl
 Questions are independent: reason about each on its own, and return one result per question id.
 """
 
-    def build_messages(self, items: list[QuestionInput], catalogue: str, dialect: str) -> list[dict[str, str]]:
+    def build_messages(
+        self, items: list[QuestionInput], catalogue: str, dialect: str
+    ) -> list[dict[str, str]]:
         return [
             self.system_message(),
             {

@@ -18,7 +18,13 @@ from typing import Any, Protocol
 
 __all__ = ["ResultValidator", "WARNING_CODES"]
 
-WARNING_CODES = ("empty_result", "null_only_column", "negative_count", "duplicate_key", "row_cap_hit")
+WARNING_CODES = (
+    "empty_result",
+    "null_only_column",
+    "negative_count",
+    "duplicate_key",
+    "row_cap_hit",
+)
 
 COUNT_WORDS = frozenset({"count", "cnt", "total", "totals", "qty", "quantity", "quantities", "num"})
 
@@ -53,7 +59,9 @@ class ResultValidator:
             warnings += self._duplicate_keys(columns, rows, key_columns)
         if getattr(result, "truncated", False):
             cap = getattr(result, "row_cap", len(rows))
-            warnings.append(f"row_cap_hit: only the first {cap} rows were kept; the full result is larger")
+            warnings.append(
+                f"row_cap_hit: only the first {cap} rows were kept; the full result is larger"
+            )
         return warnings
 
     def _null_only(self, columns: list[str], rows: list[list[Any]]) -> list[str]:
@@ -70,11 +78,14 @@ class ResultValidator:
                 continue
             negatives = [row[i] for row in rows if _is_number(row[i]) and row[i] < 0]
             if negatives:
-                out.append(f"negative_count: column '{name}' has negative values (lowest {min(negatives)})")
+                out.append(
+                    f"negative_count: column '{name}' has negative values (lowest {min(negatives)})"
+                )
         return out
 
-    def _duplicate_keys(self, columns: list[str], rows: list[list[Any]],
-                        key_columns: Sequence[str] | None) -> list[str]:
+    def _duplicate_keys(
+        self, columns: list[str], rows: list[list[Any]], key_columns: Sequence[str] | None
+    ) -> list[str]:
         if key_columns:
             by_name = {c.casefold(): i for i, c in enumerate(columns)}
             positions = [by_name[k.casefold()] for k in key_columns if k.casefold() in by_name]

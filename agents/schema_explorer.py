@@ -39,9 +39,13 @@ class ColumnInfo(BaseModel):
     """One column as the database declares it."""
 
     name: str = Field(description="Column name as stored in the database")
-    type: str = Field(description="Declared type in the database's own spelling, e.g. NUMERIC(10, 2)")
+    type: str = Field(
+        description="Declared type in the database's own spelling, e.g. NUMERIC(10, 2)"
+    )
     nullable: bool = Field(default=True, description="Whether NULL is allowed")
-    primary_key: bool = Field(default=False, description="Whether the column is part of the primary key")
+    primary_key: bool = Field(
+        default=False, description="Whether the column is part of the primary key"
+    )
 
 
 class ForeignKeyInfo(BaseModel):
@@ -60,9 +64,15 @@ class TableInfo(BaseModel):
 
     name: str = Field(description="Table name as stored in the database")
     kind: Literal["table", "view"] = Field(default="table", description="Table or view")
-    columns: list[ColumnInfo] = Field(default_factory=list, description="Columns in declaration order")
-    primary_key: list[str] = Field(default_factory=list, description="Primary key columns, in order")
-    foreign_keys: list[ForeignKeyInfo] = Field(default_factory=list, description="Outgoing foreign keys")
+    columns: list[ColumnInfo] = Field(
+        default_factory=list, description="Columns in declaration order"
+    )
+    primary_key: list[str] = Field(
+        default_factory=list, description="Primary key columns, in order"
+    )
+    foreign_keys: list[ForeignKeyInfo] = Field(
+        default_factory=list, description="Outgoing foreign keys"
+    )
 
     def column(self, name: str) -> ColumnInfo | None:
         """The column called ``name``, matched without regard to case."""
@@ -95,7 +105,9 @@ class TableInfo(BaseModel):
                 parts.append("NOT NULL")
             fk = inline_fk.get(col.name)
             if fk is not None:
-                parts.append(f"REFERENCES {q(fk.referred_table)}({', '.join(map(q, fk.referred_columns))})")
+                parts.append(
+                    f"REFERENCES {q(fk.referred_table)}({', '.join(map(q, fk.referred_columns))})"
+                )
             lines.append(" ".join(parts))
         if len(self.primary_key) > 1:
             lines.append(f"PRIMARY KEY ({', '.join(map(q, self.primary_key))})")
@@ -116,11 +128,21 @@ class SchemaContext(BaseModel):
     """The part of the schema one question needs: planned tables first, then their neighbours."""
 
     dialect: str = Field(description="sqlglot dialect name: sqlite, postgres, mysql or duckdb")
-    db_schema: str | None = Field(default=None, description="Schema (namespace) of the tables; None for the default")
-    tables: list[TableInfo] = Field(default_factory=list, description="Planned tables, then FK neighbours")
-    requested: list[str] = Field(default_factory=list, description="Planned tables found, by their real names")
-    neighbours: list[str] = Field(default_factory=list, description="Tables added as foreign-key neighbours")
-    unknown_tables: list[str] = Field(default_factory=list, description="Planned names that match no table")
+    db_schema: str | None = Field(
+        default=None, description="Schema (namespace) of the tables; None for the default"
+    )
+    tables: list[TableInfo] = Field(
+        default_factory=list, description="Planned tables, then FK neighbours"
+    )
+    requested: list[str] = Field(
+        default_factory=list, description="Planned tables found, by their real names"
+    )
+    neighbours: list[str] = Field(
+        default_factory=list, description="Tables added as foreign-key neighbours"
+    )
+    unknown_tables: list[str] = Field(
+        default_factory=list, description="Planned names that match no table"
+    )
 
     def table(self, name: str) -> TableInfo | None:
         return _match(name, {t.name: t for t in self.tables})
@@ -166,11 +188,15 @@ class SchemaExplorer:
     password, plus ``db_schema``). ``db_schema`` selects a non-default schema (PostgreSQL, DuckDB).
     """
 
-    def __init__(self, engine: Engine, cache_key: str | None = None, db_schema: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, cache_key: str | None = None, db_schema: str | None = None
+    ) -> None:
         self.engine = engine
         self.db_schema = db_schema
         self.dialect = dialect_name(engine)
-        base = cache_key if cache_key is not None else engine.url.render_as_string(hide_password=True)
+        base = (
+            cache_key if cache_key is not None else engine.url.render_as_string(hide_password=True)
+        )
         self.cache_key = f"{base}#{db_schema}" if db_schema else base
 
     def tables(self, refresh: bool = False) -> dict[str, TableInfo]:
@@ -216,8 +242,12 @@ class SchemaExplorer:
         """
         everything = self.tables()
         if tables is None:
-            return SchemaContext(dialect=self.dialect, db_schema=self.db_schema,
-                                 tables=list(everything.values()), requested=list(everything))
+            return SchemaContext(
+                dialect=self.dialect,
+                db_schema=self.db_schema,
+                tables=list(everything.values()),
+                requested=list(everything),
+            )
         requested: list[str] = []
         unknown: list[str] = []
         for raw in tables:
@@ -276,15 +306,21 @@ def _read_inspector(conn: sa.Connection, schema: str | None) -> dict[str, TableI
             name=name,
             kind=kinds[name],  # type: ignore[arg-type]
             columns=[
-                ColumnInfo(name=c["name"], type=_type_text(c["type"], conn.dialect),
-                           nullable=bool(c.get("nullable", True)) and c["name"] not in pk,
-                           primary_key=c["name"] in pk)
+                ColumnInfo(
+                    name=c["name"],
+                    type=_type_text(c["type"], conn.dialect),
+                    nullable=bool(c.get("nullable", True)) and c["name"] not in pk,
+                    primary_key=c["name"] in pk,
+                )
                 for c in columns.get(key, [])
             ],
             primary_key=pk,
             foreign_keys=[
-                ForeignKeyInfo(columns=list(fk["constrained_columns"]), referred_table=fk["referred_table"],
-                               referred_columns=list(fk["referred_columns"]))
+                ForeignKeyInfo(
+                    columns=list(fk["constrained_columns"]),
+                    referred_table=fk["referred_table"],
+                    referred_columns=list(fk["referred_columns"]),
+                )
                 for fk in fks.get(key, [])
                 if fk.get("referred_table")
             ],
@@ -297,16 +333,25 @@ def _read_duckdb(conn: sa.Connection, schema: str | None) -> dict[str, TableInfo
     # functions give the same facts.
     schema = schema or conn.exec_driver_sql("SELECT current_schema()").scalar_one()
     params = {"schema": schema}
-    rows = conn.execute(sa.text(
-        "SELECT t.table_name, t.table_type, c.column_name, c.data_type, c.is_nullable "
-        "FROM information_schema.tables t JOIN information_schema.columns c "
-        "  ON c.table_catalog = t.table_catalog AND c.table_schema = t.table_schema AND c.table_name = t.table_name "
-        "WHERE t.table_schema = :schema AND t.table_catalog = current_database() "
-        "ORDER BY t.table_name, c.ordinal_position"), params).all()
-    constraints = conn.execute(sa.text(
-        "SELECT table_name, constraint_type, constraint_column_names, referenced_table, referenced_column_names "
-        "FROM duckdb_constraints() WHERE schema_name = :schema AND database_name = current_database() "
-        "AND constraint_type IN ('PRIMARY KEY', 'FOREIGN KEY') ORDER BY table_name, constraint_index"), params).all()
+    rows = conn.execute(
+        sa.text(
+            "SELECT t.table_name, t.table_type, c.column_name, c.data_type, c.is_nullable "
+            "FROM information_schema.tables t JOIN information_schema.columns c "
+            "  ON c.table_catalog = t.table_catalog AND c.table_schema = t.table_schema "
+            "AND c.table_name = t.table_name "
+            "WHERE t.table_schema = :schema AND t.table_catalog = current_database() "
+            "ORDER BY t.table_name, c.ordinal_position"
+        ),
+        params,
+    ).all()
+    constraints = conn.execute(
+        sa.text(
+            "SELECT table_name, constraint_type, constraint_column_names, referenced_table, referenced_column_names "
+            "FROM duckdb_constraints() WHERE schema_name = :schema AND database_name = current_database() "
+            "AND constraint_type IN ('PRIMARY KEY', 'FOREIGN KEY') ORDER BY table_name, constraint_index"
+        ),
+        params,
+    ).all()
     pks: dict[str, list[str]] = {}
     fks: dict[str, list[ForeignKeyInfo]] = {}
     for table, kind, cols, ref_table, ref_cols in constraints:
@@ -314,15 +359,28 @@ def _read_duckdb(conn: sa.Connection, schema: str | None) -> dict[str, TableInfo
             pks[table] = list(cols)
         else:
             fks.setdefault(table, []).append(
-                ForeignKeyInfo(columns=list(cols), referred_table=ref_table, referred_columns=list(ref_cols)))
+                ForeignKeyInfo(
+                    columns=list(cols), referred_table=ref_table, referred_columns=list(ref_cols)
+                )
+            )
     out: dict[str, TableInfo] = {}
     for table, table_type, column, data_type, is_nullable in rows:
         if table not in out:
-            out[table] = TableInfo(name=table, kind="view" if table_type == "VIEW" else "table",
-                                   primary_key=pks.get(table, []), foreign_keys=fks.get(table, []))
+            out[table] = TableInfo(
+                name=table,
+                kind="view" if table_type == "VIEW" else "table",
+                primary_key=pks.get(table, []),
+                foreign_keys=fks.get(table, []),
+            )
         pk = column in out[table].primary_key
-        out[table].columns.append(ColumnInfo(name=column, type=data_type, primary_key=pk,
-                                             nullable=is_nullable == "YES" and not pk))
+        out[table].columns.append(
+            ColumnInfo(
+                name=column,
+                type=data_type,
+                primary_key=pk,
+                nullable=is_nullable == "YES" and not pk,
+            )
+        )
     return out
 
 

@@ -39,8 +39,13 @@ SELECT *). Never modify data. Return one result per question id.
     def question_context(failed_sql: str, error: str, attempt: int) -> str:
         return f"Failed SQL (attempt {attempt}):\n{failed_sql}\nError:\n{error}"
 
-    def build_messages(self, items: list[QuestionInput], schema: str, dialect: str) -> list[dict[str, str]]:
+    def build_messages(
+        self, items: list[QuestionInput], schema: str, dialect: str
+    ) -> list[dict[str, str]]:
         return [
             self.system_message(),
-            {"role": "user", "content": f"SQL dialect: {dialect}\nSchema:\n{schema}\n\n{sections(items)}"},
+            {
+                "role": "user",
+                "content": f"SQL dialect: {dialect}\nSchema:\n{schema}\n\n{sections(items)}",
+            },
         ]

@@ -31,15 +31,21 @@ class ExecutionResult(BaseModel):
     """The rows of one statement, at most ``row_cap`` of them."""
 
     columns: list[str] = Field(default_factory=list, description="Column labels in result order")
-    rows: list[list[Any]] = Field(default_factory=list, description="Rows as lists of JSON-safe values")
+    rows: list[list[Any]] = Field(
+        default_factory=list, description="Rows as lists of JSON-safe values"
+    )
     row_count: int = Field(default=0, description="Number of rows returned (at most row_cap)")
-    truncated: bool = Field(default=False, description="True when the statement had more rows than row_cap")
+    truncated: bool = Field(
+        default=False, description="True when the statement had more rows than row_cap"
+    )
     row_cap: int = Field(default=1000, description="The most rows kept")
     duration_s: float = Field(default=0.0, description="Wall time to run and fetch, in seconds")
 
     def summary(self) -> str:
         more = f", truncated at {self.row_cap}" if self.truncated else ""
-        return f"{self.row_count} rows x {len(self.columns)} columns in {self.duration_s:.3f} s{more}"
+        return (
+            f"{self.row_count} rows x {len(self.columns)} columns in {self.duration_s:.3f} s{more}"
+        )
 
 
 class SQLExecutor:
@@ -55,8 +61,9 @@ class SQLExecutor:
         ([[1], [2]], True)
     """
 
-    def __init__(self, engine: Engine, row_cap: int = 1000,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self, engine: Engine, row_cap: int = 1000, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         if row_cap < 1:
             raise ValueError("row_cap must be at least 1")
         self.engine = engine

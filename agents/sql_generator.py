@@ -13,8 +13,12 @@ from agents.reasoning import ReasoningOutput
 
 class GeneratedSQL(BaseModel):
     question_id: str = Field(description="The id of the question this SQL answers, e.g. q1.")
-    sql: str = Field(description="Exactly one SELECT statement (WITH ... SELECT allowed), no comments.")
-    explanation: str = Field(description="One or two sentences on how the query answers the question.")
+    sql: str = Field(
+        description="Exactly one SELECT statement (WITH ... SELECT allowed), no comments."
+    )
+    explanation: str = Field(
+        description="One or two sentences on how the query answers the question."
+    )
 
 
 class SQLBatch(BaseModel):

@@ -111,6 +111,7 @@ __all__ = [
     "ItemCategory",
     "ItemFinding",
     "MappingReviewer",
+    "MemoryApprovalStore",
     "NotRunnable",
     "Reject",
     "RejectAll",

@@ -40,7 +40,9 @@ def opened_event(batch: ApprovalBatch, at: datetime) -> AuditEvent:
     )
 
 
-def vote_event(batch: ApprovalBatch, actor: str, at: datetime, votes: int, digest: str) -> AuditEvent:
+def vote_event(
+    batch: ApprovalBatch, actor: str, at: datetime, votes: int, digest: str
+) -> AuditEvent:
     return AuditEvent(
         at=at,
         run_id=batch.run_id,
@@ -68,13 +70,22 @@ def resolution_events(
             batch_id=batch.batch_id,
             call_id=r.call_id,
             event="item_resolved",
-            actor=actor if batch.categories[r.call_id] is ItemCategory.NEEDS_APPROVAL else SYSTEM_ACTOR,
+            actor=actor
+            if batch.categories[r.call_id] is ItemCategory.NEEDS_APPROVAL
+            else SYSTEM_ACTOR,
             detail={"status": r.status, "sql_hash": r.sql_hash, "reason": r.reason},
         )
         for r in resolutions.values()
     ]
     events.append(
-        AuditEvent(at=at, run_id=batch.run_id, batch_id=batch.batch_id, event=event, actor=actor, detail=detail or {})
+        AuditEvent(
+            at=at,
+            run_id=batch.run_id,
+            batch_id=batch.batch_id,
+            event=event,
+            actor=actor,
+            detail=detail or {},
+        )
     )
     return events
 
@@ -87,7 +98,9 @@ class ReplayedBatch:
     pending: list[str] = field(default_factory=list)
     voters: list[str] = field(default_factory=list)
     decided_by: str | None = None
-    items: dict[str, tuple[str, str | None, str | None]] = field(default_factory=dict)  # status, sql_hash, reason
+    items: dict[str, tuple[str, str | None, str | None]] = field(
+        default_factory=dict
+    )  # status, sql_hash, reason
     executions: dict[str, str] = field(default_factory=dict)  # call_id -> ledger state
 
 
@@ -109,7 +122,11 @@ def replay_audit(events: Iterable[AuditEvent]) -> dict[str, ReplayedBatch]:
         elif e.event == "vote_cast":
             batch.voters.append(e.actor)
         elif e.event == "item_resolved" and e.call_id:
-            batch.items[e.call_id] = (e.detail["status"], e.detail.get("sql_hash"), e.detail.get("reason"))
+            batch.items[e.call_id] = (
+                e.detail["status"],
+                e.detail.get("sql_hash"),
+                e.detail.get("reason"),
+            )
         elif e.event in ("batch_resolved", "batch_expired"):
             batch.status = "resolved" if e.event == "batch_resolved" else "expired"
             batch.decided_by = e.actor

@@ -49,8 +49,12 @@ def refusal_text(result: ValidationLike) -> str:
     refusal = getattr(result, "refusal", None)
     if refusal is None:
         return "refused by the validator"
-    code = getattr(refusal, "code", None) or (refusal.get("code") if isinstance(refusal, dict) else None)
-    message = getattr(refusal, "message", None) or (refusal.get("message") if isinstance(refusal, dict) else None)
+    code = getattr(refusal, "code", None) or (
+        refusal.get("code") if isinstance(refusal, dict) else None
+    )
+    message = getattr(refusal, "message", None) or (
+        refusal.get("message") if isinstance(refusal, dict) else None
+    )
     return f"{code}: {message}" if code and message else str(message or code or refusal)
 
 
@@ -63,16 +67,24 @@ def normalise_decisions(decisions: Mapping[str, Any] | Iterable[tuple[str, Any]]
         try:
             call_id, value = entry
         except (TypeError, ValueError):
-            problems.append(DecisionProblem("invalid_decision", "?", f"not a (call_id, decision) pair: {entry!r}"))
+            problems.append(
+                DecisionProblem(
+                    "invalid_decision", "?", f"not a (call_id, decision) pair: {entry!r}"
+                )
+            )
             continue
         if not isinstance(call_id, str):
-            problems.append(DecisionProblem("invalid_decision", repr(call_id), "call_id must be a string"))
+            problems.append(
+                DecisionProblem("invalid_decision", repr(call_id), "call_id must be a string")
+            )
             continue
         try:
             pairs.append((call_id, parse_decision(value)))
         except (ValidationError, ValueError) as exc:
             first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-            problems.append(DecisionProblem("invalid_decision", call_id, f"not a valid decision: {first}"))
+            problems.append(
+                DecisionProblem("invalid_decision", call_id, f"not a valid decision: {first}")
+            )
     if problems:
         raise DecisionError(problems)
     return pairs
@@ -80,7 +92,9 @@ def normalise_decisions(decisions: Mapping[str, Any] | Iterable[tuple[str, Any]]
 
 def decision_digest(pairs: DecisionPairs) -> str:
     """sha256 of the decision in a canonical form: equal decisions, equal digests."""
-    canonical = sorted(json.dumps([cid, d.model_dump(mode="json")], sort_keys=True) for cid, d in pairs)
+    canonical = sorted(
+        json.dumps([cid, d.model_dump(mode="json")], sort_keys=True) for cid, d in pairs
+    )
     return hashlib.sha256("\n".join(canonical).encode("utf-8")).hexdigest()
 
 
@@ -99,9 +113,17 @@ def _coverage_problems(
             continue
         category = batch.categories.get(call_id)
         if category is ItemCategory.DENIED:
-            problems.append(DecisionProblem("not_pending_call_id", call_id, "denied by the validator, not approvable"))
+            problems.append(
+                DecisionProblem(
+                    "not_pending_call_id", call_id, "denied by the validator, not approvable"
+                )
+            )
         elif category is ItemCategory.AUTO_APPROVED:
-            problems.append(DecisionProblem("not_pending_call_id", call_id, "auto-approved by policy, not pending"))
+            problems.append(
+                DecisionProblem(
+                    "not_pending_call_id", call_id, "auto-approved by policy, not pending"
+                )
+            )
         else:
             where = locate(call_id)
             if where is not None and where.run_id == batch.run_id:
@@ -113,22 +135,30 @@ def _coverage_problems(
                     )
                 )
             else:
-                problems.append(DecisionProblem("unknown_call_id", call_id, f"not an item of {batch.batch_id}"))
+                problems.append(
+                    DecisionProblem("unknown_call_id", call_id, f"not an item of {batch.batch_id}")
+                )
     for call_id in batch.pending_ids:
         if call_id not in seen:
             problems.append(DecisionProblem("missing_call_id", call_id, "pending but not decided"))
     return problems
 
 
-def _resolve_one(item: ApprovalItem, decision: Approve | Reject | Edit, validate: Validate) -> Resolution | DecisionProblem:
+def _resolve_one(
+    item: ApprovalItem, decision: Approve | Reject | Edit, validate: Validate
+) -> Resolution | DecisionProblem:
     base = {"call_id": item.call_id, "question_id": item.question_id}
     if isinstance(decision, Approve):
-        return Resolution(**base, status="approved", sql=item.sql, sql_hash=item.sql_hash, findings=item.findings)
+        return Resolution(
+            **base, status="approved", sql=item.sql, sql_hash=item.sql_hash, findings=item.findings
+        )
     if isinstance(decision, Reject):
         return Resolution(**base, status="rejected", reason=decision.reason, findings=item.findings)
     result = validate(decision.sql)
     if not result.ok or not result.sql:
-        return DecisionProblem("invalid_edit", item.call_id, f"edited SQL refused: {refusal_text(result)}")
+        return DecisionProblem(
+            "invalid_edit", item.call_id, f"edited SQL refused: {refusal_text(result)}"
+        )
     return Resolution(
         **base,
         status="edited",
@@ -147,7 +177,9 @@ def settled_resolution(batch: ApprovalBatch, item: ApprovalItem) -> Resolution:
     if category is ItemCategory.DENIED:
         return Resolution(**base, status="denied", reason=note or "refused by the validator")
     if category is ItemCategory.AUTO_APPROVED:
-        return Resolution(**base, status="auto_approved", sql=item.sql, sql_hash=item.sql_hash, reason=note)
+        return Resolution(
+            **base, status="auto_approved", sql=item.sql, sql_hash=item.sql_hash, reason=note
+        )
     raise ValueError(f"{item.call_id} needs a reviewer's decision")
 
 
@@ -181,7 +213,9 @@ def resolve_decisions(
     return resolutions
 
 
-def combine_votes(batch: ApprovalBatch, votes: list[tuple[str, dict[str, Resolution]]]) -> dict[str, Resolution]:
+def combine_votes(
+    batch: ApprovalBatch, votes: list[tuple[str, dict[str, Resolution]]]
+) -> dict[str, Resolution]:
     """The batch's resolutions once a quorum of reviewers voted.
 
     Policy, per item: any rejection vetoes it (reasons of every rejecting reviewer, prefixed

@@ -54,7 +54,9 @@ def expiry_resolutions(batch: ApprovalBatch) -> dict[str, Resolution]:
     return resolutions
 
 
-def expire(store: ApprovalStore, record: BatchRecord, now: datetime, actor: str = SWEEPER_ACTOR) -> ApprovalOutcome | None:
+def expire(
+    store: ApprovalStore, record: BatchRecord, now: datetime, actor: str = SWEEPER_ACTOR
+) -> ApprovalOutcome | None:
     """Apply the expiry action to ``record`` if it is still pending at its version and due.
 
     Returns the expired outcome, or None when it was not due or something else won.
@@ -75,11 +77,20 @@ def expire(store: ApprovalStore, record: BatchRecord, now: datetime, actor: str 
         quorum=batch.quorum,
     )
     events = resolution_events(
-        batch, resolutions, actor=actor, at=now, event="batch_expired", detail={"action": batch.on_expiry}
+        batch,
+        resolutions,
+        actor=actor,
+        at=now,
+        event="batch_expired",
+        detail={"action": batch.on_expiry},
     )
     try:
         stored = store.resolve(
-            batch.batch_id, expected_version=record.version, outcome=outcome, events=events, status="expired"
+            batch.batch_id,
+            expected_version=record.version,
+            outcome=outcome,
+            events=events,
+            status="expired",
         )
     except DecisionConflict:
         return None
@@ -90,7 +101,11 @@ class ExpirySweeper:
     """Expire every due batch. Run ``sweep()`` periodically (any process, any number of them)."""
 
     def __init__(
-        self, store: ApprovalStore, clock: Callable[[], datetime] = lambda: datetime.now(UTC), *, actor: str = SWEEPER_ACTOR
+        self,
+        store: ApprovalStore,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        *,
+        actor: str = SWEEPER_ACTOR,
     ) -> None:
         self.store = store
         self.clock = clock

@@ -182,13 +182,23 @@ class ApprovalGate:
             deadline = record.batch.deadline
             if deadline is not None and now >= deadline:
                 expire(self.store, record, now)
-                raise BatchExpired(batch_id, f"the deadline {deadline.isoformat()} passed before this decision")
+                raise BatchExpired(
+                    batch_id, f"the deadline {deadline.isoformat()} passed before this decision"
+                )
             if any(v.actor == actor for v in record.votes):
                 raise DuplicateVote(batch_id, f"{actor} already voted on this batch")
-            resolutions = resolve_decisions(record.batch, pairs, self.validate, self.store.locate_call)
+            resolutions = resolve_decisions(
+                record.batch, pairs, self.validate, self.store.locate_call
+            )
             votes = [
                 *record.votes,
-                Vote(actor=actor, decisions=dict(pairs), decision_digest=digest, idempotency_key=idempotency_key, at=now),
+                Vote(
+                    actor=actor,
+                    decisions=dict(pairs),
+                    decision_digest=digest,
+                    idempotency_key=idempotency_key,
+                    at=now,
+                ),
             ]
             try:
                 if len(votes) < record.batch.quorum:
@@ -201,12 +211,16 @@ class ApprovalGate:
                         events=[vote_event(record.batch, actor, now, len(votes), digest)],
                     )
                     return self.outcome_of(stored)
-                final = combine_votes(record.batch, [*self._earlier_votes(record), (actor, resolutions)])
+                final = combine_votes(
+                    record.batch, [*self._earlier_votes(record), (actor, resolutions)]
+                )
                 return self._finish(record, final, actor, idempotency_key, digest, reviewed, votes)
             except DecisionConflict:
                 if record.batch.quorum == 1:
                     raise
-        raise DecisionConflict(batch_id, "the batch kept changing under concurrent votes; submit again")
+        raise DecisionConflict(
+            batch_id, "the batch kept changing under concurrent votes; submit again"
+        )
 
     def outcome(self, batch_id: str) -> ApprovalOutcome:
         """The batch's outcome as stored now (``status="pending"`` while it waits)."""
@@ -255,17 +269,23 @@ class ApprovalGate:
         )
 
     # -- internals -------------------------------------------------------------------------
-    def _categorise(self, item: ApprovalItem, cycle: int) -> tuple[ApprovalItem, ItemCategory, str | None]:
+    def _categorise(
+        self, item: ApprovalItem, cycle: int
+    ) -> tuple[ApprovalItem, ItemCategory, str | None]:
         if item.cycle != cycle:
             item = item.model_copy(update={"cycle": cycle})
         if item.refused:
             errors = [f for f in item.findings if f.severity == "error"]
-            note = f"{errors[0].code}: {errors[0].message}" if errors else "refused by the validator"
+            note = (
+                f"{errors[0].code}: {errors[0].message}" if errors else "refused by the validator"
+            )
             return item, ItemCategory.DENIED, note
         # The gate does not trust its caller: the SQL shown is the SQL the validator would run.
         result = self.validate(item.sql)
         if not result.ok or not result.sql:
-            refused = item.model_copy(update={"refused": True, "findings": findings_of(result.findings)})
+            refused = item.model_copy(
+                update={"refused": True, "findings": findings_of(result.findings)}
+            )
             return refused, ItemCategory.DENIED, refusal_text(result)
         if result.sql != item.sql:
             known = {(f.code, f.message) for f in item.findings}
@@ -279,14 +299,23 @@ class ApprovalGate:
         if self.policy is not None:
             why = self.policy(item)
             if why:
-                return item, ItemCategory.AUTO_APPROVED, why if isinstance(why, str) else "auto-approved by policy"
+                return (
+                    item,
+                    ItemCategory.AUTO_APPROVED,
+                    why if isinstance(why, str) else "auto-approved by policy",
+                )
         return item, ItemCategory.NEEDS_APPROVAL, None
 
     def _earlier_votes(self, record: BatchRecord) -> list[tuple[str, dict[str, Resolution]]]:
         earlier = []
         for vote in record.votes:
             pairs: DecisionPairs = list(vote.decisions.items())
-            earlier.append((vote.actor, resolve_decisions(record.batch, pairs, self.validate, self.store.locate_call)))
+            earlier.append(
+                (
+                    vote.actor,
+                    resolve_decisions(record.batch, pairs, self.validate, self.store.locate_call),
+                )
+            )
         return earlier
 
     def _finish(

@@ -69,9 +69,14 @@ class ExecutionLedger:
         if not self.store.claim_execution(claim, [self._event(claim, "execution_started", now)]):
             existing = self.store.execution(call_id)
             if existing is not None and existing.state == "in_doubt":
-                raise ExecutionInDoubt(call_id, "started before but its end was never recorded; not re-run")
+                raise ExecutionInDoubt(
+                    call_id, "started before but its end was never recorded; not re-run"
+                )
             state = existing.state if existing else "claimed"
-            raise AlreadyExecuted(call_id, f"already {state} (by {existing.actor if existing else '?'}); not run again")
+            raise AlreadyExecuted(
+                call_id,
+                f"already {state} (by {existing.actor if existing else '?'}); not run again",
+            )
         try:
             yield sql
         except GeneratorExit:
@@ -84,20 +89,28 @@ class ExecutionLedger:
     def _settle(self, claim: ExecutionRecord, state: str, detail: str | None) -> None:
         now = self.clock()
         settled = claim.model_copy(update={"state": state, "finished_at": now, "detail": detail})
-        self.store.settle_execution(settled, events=[self._event(settled, f"execution_{state}", now, detail=detail)])
+        self.store.settle_execution(
+            settled, events=[self._event(settled, f"execution_{state}", now, detail=detail)]
+        )
 
     def remaining(self, outcome: ApprovalOutcome) -> list[str]:
         """Runnable call_ids of ``outcome`` the ledger has never seen, in batch order."""
         return [cid for cid in outcome.runnable_ids if self.store.execution(cid) is None]
 
-    def recover(self, *, run_id: str | None = None, batch_id: str | None = None) -> list[ExecutionRecord]:
+    def recover(
+        self, *, run_id: str | None = None, batch_id: str | None = None
+    ) -> list[ExecutionRecord]:
         """Mark every unsettled claim ``in_doubt``; call it on resume, when its worker is gone."""
         marked = []
         for record in self.store.executions(run_id=run_id, batch_id=batch_id):
             if record.state != "started":
                 continue
             now = self.clock()
-            doubt = record.model_copy(update={"state": "in_doubt", "finished_at": now, "detail": "worker ended mid-run"})
-            if self.store.settle_execution(doubt, events=[self._event(doubt, "execution_in_doubt", now)]):
+            doubt = record.model_copy(
+                update={"state": "in_doubt", "finished_at": now, "detail": "worker ended mid-run"}
+            )
+            if self.store.settle_execution(
+                doubt, events=[self._event(doubt, "execution_in_doubt", now)]
+            ):
                 marked.append(doubt)
         return marked

@@ -53,7 +53,11 @@ class ItemFinding(_Frozen):
     def _from_any(cls, value: Any) -> Any:
         if isinstance(value, dict):
             fields = ("code", "message", "severity", "node")
-            return {k: str(getattr(value[k], "value", value[k])) for k in fields if value.get(k) is not None}
+            return {
+                k: str(getattr(value[k], "value", value[k]))
+                for k in fields
+                if value.get(k) is not None
+            }
         if hasattr(value, "model_dump"):
             return cls._from_any(value.model_dump(mode="json"))
         if hasattr(value, "code") and hasattr(value, "message"):
@@ -63,7 +67,9 @@ class ItemFinding(_Frozen):
 
 
 def findings_of(findings: Iterable[Any] | None) -> list[ItemFinding]:
-    return [f if isinstance(f, ItemFinding) else ItemFinding.model_validate(f) for f in findings or ()]
+    return [
+        f if isinstance(f, ItemFinding) else ItemFinding.model_validate(f) for f in findings or ()
+    ]
 
 
 class ApprovalItem(_Frozen):
@@ -74,7 +80,9 @@ class ApprovalItem(_Frozen):
     question: str = Field(description="The question, as the analyst asked it")
     sql: str = Field(description="The SQL shown to the reviewer")
     sql_hash: str = Field(description="sha256 of the SQL's UTF-8 bytes")
-    findings: list[ItemFinding] = Field(default_factory=list, description="The validator's findings")
+    findings: list[ItemFinding] = Field(
+        default_factory=list, description="The validator's findings"
+    )
     refused: bool = Field(default=False, description="The validator refused this SQL")
     cycle: int = Field(default=1, ge=1, description="The approval cycle the item belongs to")
 
@@ -128,9 +136,15 @@ class ApprovalBatch(_Frozen):
     deadline: datetime | None = Field(default=None, description="When the expiry action applies")
     items: list[ApprovalItem] = Field(description="Every item of the cycle, in order")
     categories: dict[str, ItemCategory] = Field(description="call_id -> category")
-    notes: dict[str, str] = Field(default_factory=dict, description="call_id -> why denied/auto-approved")
-    quorum: int = Field(default=1, ge=1, description="Distinct reviewers whose votes resolve the batch")
-    on_expiry: ExpiryAction = Field(default="reject", description="What the deadline does to pending items")
+    notes: dict[str, str] = Field(
+        default_factory=dict, description="call_id -> why denied/auto-approved"
+    )
+    quorum: int = Field(
+        default=1, ge=1, description="Distinct reviewers whose votes resolve the batch"
+    )
+    on_expiry: ExpiryAction = Field(
+        default="reject", description="What the deadline does to pending items"
+    )
     context: dict[str, Any] = Field(
         default_factory=dict,
         description="What another process needs to review it, e.g. the dialect to validate edits with",
@@ -233,11 +247,15 @@ class Resolution(_Frozen):
 
     call_id: str = Field(description="The item's call_id")
     question_id: str = Field(description="The question the item serves")
-    status: ResolutionStatus = Field(description="approved, edited, rejected, denied or auto_approved")
+    status: ResolutionStatus = Field(
+        description="approved, edited, rejected, denied or auto_approved"
+    )
     sql: str | None = Field(default=None, description="The SQL that may run; None when it may not")
     sql_hash: str | None = Field(default=None, description="sha256 of ``sql``")
     reason: str | None = Field(default=None, description="Why rejected, denied or auto-approved")
-    findings: list[ItemFinding] = Field(default_factory=list, description="Findings on the SQL that runs")
+    findings: list[ItemFinding] = Field(
+        default_factory=list, description="Findings on the SQL that runs"
+    )
     edited_from: str | None = Field(default=None, description="The SQL shown before an edit")
 
     @property
@@ -261,7 +279,9 @@ class ApprovalOutcome(_Frozen):
     resolutions: dict[str, Resolution] = Field(description="call_id -> resolution, batch order")
     decided_by: str | None = Field(default=None, description="The actor whose decision resolved it")
     decided_at: datetime | None = None
-    reviewed: bool = Field(default=False, description="A reviewer was asked (something needed approval)")
+    reviewed: bool = Field(
+        default=False, description="A reviewer was asked (something needed approval)"
+    )
     votes: int = Field(default=0, description="Distinct reviewers who voted")
     quorum: int = Field(default=1, description="Votes needed to resolve")
 
@@ -293,7 +313,9 @@ class Vote(_Frozen):
     """One reviewer's accepted decision on a batch (a batch with quorum k resolves on k votes)."""
 
     actor: str = Field(description="The reviewer's identity, from configuration, never the payload")
-    decisions: dict[str, Decision] = Field(description="call_id -> decision, covering the pending set")
+    decisions: dict[str, Decision] = Field(
+        description="call_id -> decision, covering the pending set"
+    )
     decision_digest: str = Field(description="sha256 of the decision in canonical form")
     idempotency_key: str | None = None
     at: datetime

@@ -41,12 +41,16 @@ class AutoApprovePolicy:
     dialect: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "allowed_tables", frozenset(t.lower() for t in self.allowed_tables))
+        object.__setattr__(
+            self, "allowed_tables", frozenset(t.lower() for t in self.allowed_tables)
+        )
 
     def __call__(self, item: ApprovalItem) -> str | None:
         if item.refused or not self.allowed_tables:
             return None
-        if not self.allow_warnings and any(f.severity in ("warning", "error") for f in item.findings):
+        if not self.allow_warnings and any(
+            f.severity in ("warning", "error") for f in item.findings
+        ):
             return None
         try:
             tree = sqlglot.parse_one(item.sql, read=self.dialect)

@@ -61,7 +61,9 @@ class MappingReviewer:
             try:
                 return parse_decision(value)
             except ValueError as exc:  # pydantic's ValidationError is a ValueError
-                problems.append(DecisionProblem("invalid_decision", key, f"not a valid decision: {exc}"))
+                problems.append(
+                    DecisionProblem("invalid_decision", key, f"not a valid decision: {exc}")
+                )
                 return None
 
         parsed = {key: parse(key, value) for key, value in decisions.items()}
@@ -87,7 +89,9 @@ class MappingReviewer:
             repeated: list[DecisionProblem] = []
             for key, value in pairs:
                 if key in seen:
-                    repeated.append(DecisionProblem("duplicate_call_id", key, "decided more than once"))
+                    repeated.append(
+                        DecisionProblem("duplicate_call_id", key, "decided more than once")
+                    )
                 seen[key] = value
             if repeated:
                 raise DecisionError(repeated)
@@ -95,7 +99,9 @@ class MappingReviewer:
 
         data = json.loads(source, object_pairs_hook=unique)
         if not isinstance(data, dict):
-            raise DecisionError.single("invalid_decision", "?", "the decision file must hold a JSON object")
+            raise DecisionError.single(
+                "invalid_decision", "?", "the decision file must hold a JSON object"
+            )
         if "decisions" in data and isinstance(data["decisions"], dict):
             return cls(data["decisions"], default=data.get("default"))
         return cls(data)

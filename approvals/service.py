@@ -36,7 +36,9 @@ def reviewer_identity(environ: Mapping[str, str] | None = None) -> str:
         return "unknown-reviewer"
 
 
-def list_pending(store: ApprovalStore, *, run_id: str | None = None, limit: int | None = None) -> list[BatchSummary]:
+def list_pending(
+    store: ApprovalStore, *, run_id: str | None = None, limit: int | None = None
+) -> list[BatchSummary]:
     """Pending batches, oldest first, without loading their items (``approvals list``)."""
     return store.list_summaries(status="pending", run_id=run_id, limit=limit)
 
@@ -68,7 +70,11 @@ def decide_batch(
 
 
 def history(
-    store: ApprovalStore, *, batch_id: str | None = None, run_id: str | None = None, after: int | None = None
+    store: ApprovalStore,
+    *,
+    batch_id: str | None = None,
+    run_id: str | None = None,
+    after: int | None = None,
 ) -> list[AuditEvent]:
     """The audit log, oldest first (``approvals history``); ``after`` a seq to follow it."""
     return store.audit_log(batch_id=batch_id, run_id=run_id, after=after)

@@ -191,7 +191,9 @@ def _engine_for(url: str) -> Engine:
         return sa.create_engine(url, pool_pre_ping=True)
     database = parsed.database
     if not database or database == ":memory:":
-        engine = sa.create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+        engine = sa.create_engine(
+            url, poolclass=StaticPool, connect_args={"check_same_thread": False}
+        )
     else:
         Path(database).parent.mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
@@ -214,7 +216,9 @@ def _own_sqlite_transactions(engine: Engine) -> None:
 
     @sa.event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlgate_begin', '')}".strip())
+        conn.exec_driver_sql(
+            f"BEGIN {conn.get_execution_options().get('sqlgate_begin', '')}".strip()
+        )
 
 
 class SqlApprovalStore(ApprovalStore):
@@ -246,7 +250,11 @@ class SqlApprovalStore(ApprovalStore):
             for version, migrate in enumerate(MIGRATIONS, 1):
                 if version > current:
                     migrate(conn)
-                    conn.execute(sa.insert(schema_versions).values(version=version, applied_at=_iso(datetime.now(UTC))))
+                    conn.execute(
+                        sa.insert(schema_versions).values(
+                            version=version, applied_at=_iso(datetime.now(UTC))
+                        )
+                    )
 
     def schema_version(self) -> int:
         with self.engine.connect() as conn:
@@ -327,12 +335,19 @@ class SqlApprovalStore(ApprovalStore):
                     conn.execute(
                         sa.insert(calls),
                         [
-                            {"call_id": i.call_id, "batch_id": batch.batch_id, "run_id": batch.run_id, "cycle": batch.cycle}
+                            {
+                                "call_id": i.call_id,
+                                "batch_id": batch.batch_id,
+                                "run_id": batch.run_id,
+                                "cycle": batch.cycle,
+                            }
                             for i in batch.items
                         ],
                     )
             except sa.exc.IntegrityError as exc:
-                raise ValueError(f"batch {batch.batch_id} or one of its call_ids already exists") from exc
+                raise ValueError(
+                    f"batch {batch.batch_id} or one of its call_ids already exists"
+                ) from exc
             if events:
                 self._append(conn, events)
 
@@ -387,12 +402,24 @@ class SqlApprovalStore(ApprovalStore):
         return CallLocation(row.batch_id, row.run_id, row.cycle) if row is not None else None
 
     def list_summaries(
-        self, *, status: BatchStatus | None = "pending", run_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        status: BatchStatus | None = "pending",
+        run_id: str | None = None,
+        limit: int | None = None,
     ) -> list[BatchSummary]:
         c = batches.c
         query = sa.select(
-            c.batch_id, c.run_id, c.cycle, c.status, c.version, c.created_at, c.deadline,
-            c.pending_count, c.vote_count, c.quorum,
+            c.batch_id,
+            c.run_id,
+            c.cycle,
+            c.status,
+            c.version,
+            c.created_at,
+            c.deadline,
+            c.pending_count,
+            c.vote_count,
+            c.quorum,
         ).order_by(c.id)
         if status is not None:
             query = query.where(c.status == status)
@@ -404,7 +431,16 @@ class SqlApprovalStore(ApprovalStore):
             rows = conn.execute(query).all()
         return [
             BatchSummary(
-                batch_id, run_id_, cycle, status_, version, _time(created), _time(deadline), pending, votes, quorum
+                batch_id,
+                run_id_,
+                cycle,
+                status_,
+                version,
+                _time(created),
+                _time(deadline),
+                pending,
+                votes,
+                quorum,
             )
             for batch_id, run_id_, cycle, status_, version, created, deadline, pending, votes, quorum in rows
         ]
@@ -417,7 +453,11 @@ class SqlApprovalStore(ApprovalStore):
     def due_batches(self, now: datetime, *, limit: int | None = None) -> list[BatchRecord]:
         query = (
             sa.select(batches)
-            .where(batches.c.status == "pending", batches.c.deadline.is_not(None), batches.c.deadline <= _iso(now))
+            .where(
+                batches.c.status == "pending",
+                batches.c.deadline.is_not(None),
+                batches.c.deadline <= _iso(now),
+            )
             .order_by(batches.c.id)
         )
         if limit is not None:
@@ -449,7 +489,9 @@ class SqlApprovalStore(ApprovalStore):
             return False
         return True
 
-    def _settle_execution(self, record: ExecutionRecord, from_state: str, events: Sequence[AuditEvent]) -> bool:
+    def _settle_execution(
+        self, record: ExecutionRecord, from_state: str, events: Sequence[AuditEvent]
+    ) -> bool:
         with self._write() as conn:
             values = self._execution_values(record)
             del values["call_id"]
@@ -469,7 +511,9 @@ class SqlApprovalStore(ApprovalStore):
             row = conn.execute(sa.select(executions).where(executions.c.call_id == call_id)).first()
         return self._execution(row) if row is not None else None
 
-    def executions(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[ExecutionRecord]:
+    def executions(
+        self, *, batch_id: str | None = None, run_id: str | None = None
+    ) -> list[ExecutionRecord]:
         query = sa.select(executions).order_by(executions.c.seq)
         if batch_id is not None:
             query = query.where(executions.c.batch_id == batch_id)

@@ -45,7 +45,7 @@ class ApprovalStore(ABC):
     winner's record.
     """
 
-    def setup(self) -> None:
+    def setup(self) -> None:  # noqa: B027 - optional hook; a store needing nothing keeps the no-op
         """Create or migrate whatever the backend needs. Safe to call any number of times."""
 
     # -- primitives a backend implements ------------------------------------------------
@@ -88,7 +88,9 @@ class ApprovalStore(ABC):
         """The ledger entry of ``call_id``, or None when it never started."""
 
     @abstractmethod
-    def executions(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[ExecutionRecord]:
+    def executions(
+        self, *, batch_id: str | None = None, run_id: str | None = None
+    ) -> list[ExecutionRecord]:
         """Ledger entries in the order they were claimed."""
 
     @abstractmethod
@@ -115,12 +117,20 @@ class ApprovalStore(ABC):
         return record
 
     def list_batches(
-        self, *, status: BatchStatus | None = None, run_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        status: BatchStatus | None = None,
+        run_id: str | None = None,
+        limit: int | None = None,
     ) -> list[BatchRecord]:
         return self._select(status, run_id, limit)
 
     def list_summaries(
-        self, *, status: BatchStatus | None = "pending", run_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        status: BatchStatus | None = "pending",
+        run_id: str | None = None,
+        limit: int | None = None,
     ) -> list[BatchSummary]:
         """A light listing (no items, no SQL), oldest first: for ``approvals list``."""
         return [BatchSummary.of(r) for r in self._select(status, run_id, limit)]
@@ -129,15 +139,23 @@ class ApprovalStore(ABC):
         """The highest cycle number of the run's batches, 0 when it has none."""
         return max((r.batch.cycle for r in self._select(None, run_id, None)), default=0)
 
-    def pending_batches(self, *, run_id: str | None = None, limit: int | None = None) -> list[BatchRecord]:
+    def pending_batches(
+        self, *, run_id: str | None = None, limit: int | None = None
+    ) -> list[BatchRecord]:
         return self._select("pending", run_id, limit)
 
     def due_batches(self, now: datetime, *, limit: int | None = None) -> list[BatchRecord]:
         """Pending batches whose deadline is ``now`` or earlier, oldest first."""
-        due = [r for r in self._select("pending", None, None) if r.batch.deadline and r.batch.deadline <= now]
+        due = [
+            r
+            for r in self._select("pending", None, None)
+            if r.batch.deadline and r.batch.deadline <= now
+        ]
         return due if limit is None else due[:limit]
 
-    def replay(self, record: BatchRecord, idempotency_key: str | None, decision_digest: str) -> BatchRecord | None:
+    def replay(
+        self, record: BatchRecord, idempotency_key: str | None, decision_digest: str
+    ) -> BatchRecord | None:
         """The record itself when this submission repeats an accepted one (same idempotency key,
         same decision); None when the batch is pending and this is new; otherwise the conflict
         that explains why not."""
@@ -152,7 +170,9 @@ class ApprovalStore(ABC):
             return None
         if record.status == "expired":
             raise BatchExpired(record.batch_id, "the batch expired before a decision arrived")
-        raise DecisionConflict(record.batch_id, f"the batch is already {record.status} (version {record.version})")
+        raise DecisionConflict(
+            record.batch_id, f"the batch is already {record.status} (version {record.version})"
+        )
 
     def resolve(
         self,
@@ -193,7 +213,11 @@ class ApprovalStore(ABC):
         return self._claim_execution(record, events)
 
     def settle_execution(
-        self, record: ExecutionRecord, *, from_state: str = "started", events: Sequence[AuditEvent] = ()
+        self,
+        record: ExecutionRecord,
+        *,
+        from_state: str = "started",
+        events: Sequence[AuditEvent] = (),
     ) -> bool:
         """Move a ledger entry from ``from_state`` to ``record.state``; False when it was not there."""
         return self._settle_execution(record, from_state, events)
@@ -235,7 +259,11 @@ class MemoryApprovalStore(ApprovalStore):
     ) -> bool:
         with self._lock:
             current = self._records.get(record.batch_id)
-            if current is None or current.status != "pending" or current.version != expected_version:
+            if (
+                current is None
+                or current.status != "pending"
+                or current.version != expected_version
+            ):
                 return False
             self._records[record.batch_id] = record
             self._append_locked(events)
@@ -248,7 +276,8 @@ class MemoryApprovalStore(ApprovalStore):
             found = [
                 r
                 for r in self._records.values()
-                if (status is None or r.status == status) and (run_id is None or r.batch.run_id == run_id)
+                if (status is None or r.status == status)
+                and (run_id is None or r.batch.run_id == run_id)
             ]
         return found if limit is None else found[:limit]
 
@@ -264,7 +293,9 @@ class MemoryApprovalStore(ApprovalStore):
             self._append_locked(events)
             return True
 
-    def _settle_execution(self, record: ExecutionRecord, from_state: str, events: Sequence[AuditEvent]) -> bool:
+    def _settle_execution(
+        self, record: ExecutionRecord, from_state: str, events: Sequence[AuditEvent]
+    ) -> bool:
         with self._lock:
             current = self._executions.get(record.call_id)
             if current is None or current.state != from_state:
@@ -277,12 +308,15 @@ class MemoryApprovalStore(ApprovalStore):
         with self._lock:
             return self._executions.get(call_id)
 
-    def executions(self, *, batch_id: str | None = None, run_id: str | None = None) -> list[ExecutionRecord]:
+    def executions(
+        self, *, batch_id: str | None = None, run_id: str | None = None
+    ) -> list[ExecutionRecord]:
         with self._lock:
             return [
                 e
                 for e in self._executions.values()
-                if (batch_id is None or e.batch_id == batch_id) and (run_id is None or e.run_id == run_id)
+                if (batch_id is None or e.batch_id == batch_id)
+                and (run_id is None or e.run_id == run_id)
             ]
 
     def append_audit(self, events: Iterable[AuditEvent]) -> None:

@@ -65,18 +65,26 @@ class TerminalReviewer:
             self.console.print(self._panel(item, f"{number}/{len(pending)} {item.call_id}", "cyan"))
         for item in batch.denied:
             note = batch.notes.get(item.call_id, "refused by the validator")
-            self.console.print(self._panel(item, f"DENIED, not approvable · {item.call_id}", "red", note))
+            self.console.print(
+                self._panel(item, f"DENIED, not approvable · {item.call_id}", "red", note)
+            )
         for item in batch.auto_approved:
             note = batch.notes.get(item.call_id, "auto-approved by policy")
-            self.console.print(Text(f"auto-approved {item.call_id} ({item.question_id}): {note}", style="dim"))
+            self.console.print(
+                Text(f"auto-approved {item.call_id} ({item.question_id}): {note}", style="dim")
+            )
 
     def _panel(self, item: ApprovalItem, title: str, colour: str, note: str | None = None) -> Panel:
         parts: list = [Text(f"Question ({item.question_id}): {item.question}", style="bold")]
-        parts.append(Syntax(item.sql, "sql", theme=self.theme, word_wrap=True, background_color="default"))
+        parts.append(
+            Syntax(item.sql, "sql", theme=self.theme, word_wrap=True, background_color="default")
+        )
         if note and note not in {f"{f.code}: {f.message}" for f in item.findings}:
             parts.append(Text(note, style=colour))
         for finding in item.findings:
-            parts.append(Text(f"• [{finding.severity}] {finding.code}: {finding.message}", style="yellow"))
+            parts.append(
+                Text(f"• [{finding.severity}] {finding.code}: {finding.message}", style="yellow")
+            )
         return Panel(Group(*parts), title=title, title_align="left", border_style=colour)
 
     # -- questions -------------------------------------------------------------------------
@@ -90,9 +98,13 @@ class TerminalReviewer:
                     decisions[rest.call_id] = Approve()
                 break
             decisions[item.call_id] = decision
-        counts = {kind: sum(1 for d in decisions.values() if d.action == kind) for kind in ("approve", "reject", "edit")}
+        counts = {
+            kind: sum(1 for d in decisions.values() if d.action == kind)
+            for kind in ("approve", "reject", "edit")
+        }
         self.console.print(
-            f"Decided {len(decisions)}: {counts['approve']} approved, {counts['reject']} rejected, {counts['edit']} edited."
+            f"Decided {len(decisions)}: {counts['approve']} approved, {counts['reject']} rejected, "
+            f"{counts['edit']} edited."
         )
         return decisions
 
@@ -139,5 +151,7 @@ class TerminalReviewer:
                 return None
             if result.sql and result.sql != sql:
                 self.console.print("What will run after validation:")
-                self.console.print(Syntax(result.sql, "sql", theme=self.theme, background_color="default"))
+                self.console.print(
+                    Syntax(result.sql, "sql", theme=self.theme, background_color="default")
+                )
         return Edit(sql=sql)

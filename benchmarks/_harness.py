@@ -52,8 +52,16 @@ _MONTHS = [(y, m) for y in (2024, 2025) for m in range(1, 13)]
 _STATUSES = ["delivered", "shipped", "cancelled", "returned"]
 _REGIONS = ["Northeast", "Southeast", "Midwest", "Southwest", "West", "Canada"]
 _SEGMENTS = ["Consumer", "Small Business", "Enterprise"]
-_CATEGORIES = ["Electronics", "Home & Kitchen", "Sports & Outdoors", "Books", "Clothing", "Beauty",
-               "Toys & Games", "Office Supplies"]
+_CATEGORIES = [
+    "Electronics",
+    "Home & Kitchen",
+    "Sports & Outdoors",
+    "Books",
+    "Clothing",
+    "Beauty",
+    "Toys & Games",
+    "Office Supplies",
+]
 
 
 def _generated() -> list[tuple[str, dict[str, Any], str, str]]:
@@ -61,52 +69,81 @@ def _generated() -> list[tuple[str, dict[str, Any], str, str]]:
     out: list[tuple[str, dict[str, Any], str, str]] = []
     for y, m in _MONTHS:
         end = f"{y + 1}-01" if m == 12 else f"{y}-{m + 1:02d}"
-        out.append((
-            f"Count the orders placed in {y}-{m:02d}.",
-            {"tables": ["orders"], "filters": [("orders", "order_date", f"in {y}-{m:02d}")]},
-            f"SELECT COUNT(*) AS orders FROM orders WHERE order_date >= '{y}-{m:02d}-01' AND order_date < '{end}-01'",
-            f"orders in {y}-{m:02d}",
-        ))
+        out.append(
+            (
+                f"Count the orders placed in {y}-{m:02d}.",
+                {"tables": ["orders"], "filters": [("orders", "order_date", f"in {y}-{m:02d}")]},
+                f"SELECT COUNT(*) AS orders FROM orders WHERE order_date >= '{y}-{m:02d}-01' "
+                f"AND order_date < '{end}-01'",
+                f"orders in {y}-{m:02d}",
+            )
+        )
     for s in _STATUSES:
-        out.append((
-            f"How many orders have the status {s}?",
-            {"tables": ["orders"], "filters": [("orders", "status", f"= '{s}'")], "needs_data_context": True},
-            f"SELECT COUNT(*) AS orders FROM orders WHERE status = '{s}'",
-            f"{s} orders",
-        ))
+        out.append(
+            (
+                f"How many orders have the status {s}?",
+                {
+                    "tables": ["orders"],
+                    "filters": [("orders", "status", f"= '{s}'")],
+                    "needs_data_context": True,
+                },
+                f"SELECT COUNT(*) AS orders FROM orders WHERE status = '{s}'",
+                f"{s} orders",
+            )
+        )
     for r in _REGIONS:
-        out.append((
-            f"How many customers are in the {r} region?",
-            {"tables": ["customers", "regions"], "filters": [("regions", "name", f"= '{r}'")],
-             "joins": [("customers", "regions", "customers.region_id = regions.region_id")]},
-            "SELECT COUNT(c.customer_id) AS customers FROM customers AS c JOIN regions AS r "
-            f"ON r.region_id = c.region_id WHERE r.name = '{r}'",
-            f"customers in {r}",
-        ))
+        out.append(
+            (
+                f"How many customers are in the {r} region?",
+                {
+                    "tables": ["customers", "regions"],
+                    "filters": [("regions", "name", f"= '{r}'")],
+                    "joins": [("customers", "regions", "customers.region_id = regions.region_id")],
+                },
+                "SELECT COUNT(c.customer_id) AS customers FROM customers AS c JOIN regions AS r "
+                f"ON r.region_id = c.region_id WHERE r.name = '{r}'",
+                f"customers in {r}",
+            )
+        )
     for s in _SEGMENTS:
-        out.append((
-            f"How many customers belong to the {s} segment?",
-            {"tables": ["customers"], "filters": [("customers", "segment", f"= '{s}'")], "needs_data_context": True},
-            f"SELECT COUNT(*) AS customers FROM customers WHERE segment = '{s}'",
-            f"{s} customers",
-        ))
+        out.append(
+            (
+                f"How many customers belong to the {s} segment?",
+                {
+                    "tables": ["customers"],
+                    "filters": [("customers", "segment", f"= '{s}'")],
+                    "needs_data_context": True,
+                },
+                f"SELECT COUNT(*) AS customers FROM customers WHERE segment = '{s}'",
+                f"{s} customers",
+            )
+        )
     for c in _CATEGORIES:
-        out.append((
-            f"Count the products of the {c} category.",
-            {"tables": ["products", "categories"], "filters": [("categories", "name", f"= '{c}'")],
-             "joins": [("products", "categories", "products.category_id = categories.category_id")]},
-            "SELECT COUNT(p.product_id) AS products FROM products AS p JOIN categories AS c "
-            f"ON c.category_id = p.category_id WHERE c.name = '{c}'",
-            f"products in {c}",
-        ))
+        out.append(
+            (
+                f"Count the products of the {c} category.",
+                {
+                    "tables": ["products", "categories"],
+                    "filters": [("categories", "name", f"= '{c}'")],
+                    "joins": [
+                        ("products", "categories", "products.category_id = categories.category_id")
+                    ],
+                },
+                "SELECT COUNT(p.product_id) AS products FROM products AS p JOIN categories AS c "
+                f"ON c.category_id = p.category_id WHERE c.name = '{c}'",
+                f"products in {c}",
+            )
+        )
     for r in _REGIONS:
-        out.append((
-            f"How many employees work in the {r} region?",
-            {"tables": ["employees", "regions"], "filters": [("regions", "name", f"= '{r}'")]},
-            "SELECT COUNT(e.employee_id) AS employees FROM employees AS e JOIN regions AS r "
-            f"ON r.region_id = e.region_id WHERE r.name = '{r}'",
-            f"employees in {r}",
-        ))
+        out.append(
+            (
+                f"How many employees work in the {r} region?",
+                {"tables": ["employees", "regions"], "filters": [("regions", "name", f"= '{r}'")]},
+                "SELECT COUNT(e.employee_id) AS employees FROM employees AS e JOIN regions AS r "
+                f"ON r.region_id = e.region_id WHERE r.name = '{r}'",
+                f"employees in {r}",
+            )
+        )
     return out[:50]
 
 
@@ -120,7 +157,9 @@ def copy_suffix(n: int) -> str:
 
 def many_questions(n: int) -> list[str]:
     """``n`` distinct questions: the 50 generated ones, then suffixed copies of them."""
-    return [GENERATED_QUESTIONS[i % 50] + (copy_suffix(i // 50) if i >= 50 else "") for i in range(n)]
+    return [
+        GENERATED_QUESTIONS[i % 50] + (copy_suffix(i // 50) if i >= 50 else "") for i in range(n)
+    ]
 
 
 def scenarios(copies: int = 1) -> dict[str, Any]:
@@ -181,8 +220,8 @@ class ScriptedModel:
 
 
 def _serve(copies: int, nodelay: bool = True) -> None:
-    from tests.scripted_llm.scenarios import ScenarioScript
     from tests.scripted_llm import server as scripted_server
+    from tests.scripted_llm.scenarios import ScenarioScript
     from tests.scripted_llm.server import ScriptedLLMServer
 
     if nodelay:
@@ -202,7 +241,11 @@ def _serve(copies: int, nodelay: bool = True) -> None:
 
 def demo_database(directory: str | Path | None = None) -> Path:
     """A fresh demo database (seed 7) in ``directory`` (a temporary one by default)."""
-    directory = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="sqlgate-bench-"))
+    directory = (
+        Path(directory)
+        if directory is not None
+        else Path(tempfile.mkdtemp(prefix="sqlgate-bench-"))
+    )
     return build_demo_database(directory / "demo.sqlite")
 
 
@@ -213,7 +256,9 @@ def unlimited() -> SlidingWindowLimiter:
 
 def seed_limiter(clock: ManualClock) -> SlidingWindowLimiter:
     """The seed's limit, 5 requests per 60 s, waiting on a virtual clock."""
-    return SlidingWindowLimiter(limit=5, window=60.0, clock=clock, sleep=clock.sleep, mode="wait", max_wait=3600.0)
+    return SlidingWindowLimiter(
+        limit=5, window=60.0, clock=clock, sleep=clock.sleep, mode="wait", max_wait=3600.0
+    )
 
 
 def pipeline(
@@ -250,7 +295,9 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     right = [all(_numeric(r[i]) for r in cells[1:]) for i in range(len(headers))]
 
     def line(row: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)).rstrip()
+        return "  ".join(
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right, strict=False)
+        ).rstrip()
 
     print(f"\n{title}")
     print(line(cells[0]))
@@ -276,9 +323,13 @@ def header(title: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="serve the scripted model (used by the benchmarks)")
+    parser = argparse.ArgumentParser(
+        description="serve the scripted model (used by the benchmarks)"
+    )
     parser.add_argument("--serve", action="store_true", required=True)
     parser.add_argument("--copies", type=int, default=1)
-    parser.add_argument("--nagle", action="store_true", help="leave Nagle's algorithm on (about 40 ms a reply)")
+    parser.add_argument(
+        "--nagle", action="store_true", help="leave Nagle's algorithm on (about 40 ms a reply)"
+    )
     args = parser.parse_args()
     _serve(args.copies, nodelay=not args.nagle)

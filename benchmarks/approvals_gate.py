@@ -50,20 +50,23 @@ def decision_to_resume(url: str, rounds: int) -> None:
     reviewer = ApprovalGate(None, Accepted, store=reviewer_store)
     total, submit_only = [], []
     for n in range(rounds):
-        items = [ApprovalItem.new(question_id=f"q{k}", question="?", sql=f"SELECT {k} LIMIT 1") for k in range(3)]
+        items = [
+            ApprovalItem.new(question_id=f"q{k}", question="?", sql=f"SELECT {k} LIMIT 1")
+            for k in range(3)
+        ]
         batch = run.open(items)
         started = threading.Event()
         resumed: list[float] = []
 
-        def wait() -> None:
+        def wait(started: threading.Event, batch_id: str, resumed: list[float]) -> None:
             async def main() -> None:
                 started.set()
-                await run.await_outcome(batch.batch_id, poll=0.01)
+                await run.await_outcome(batch_id, poll=0.01)
                 resumed.append(time.perf_counter())
 
             asyncio.run(main())
 
-        waiter = threading.Thread(target=wait)
+        waiter = threading.Thread(target=wait, args=(started, batch.batch_id, resumed))
         waiter.start()
         started.wait()
         time.sleep(0.003 * (n % 5))  # decisions land at different points of the poll cycle
@@ -73,10 +76,16 @@ def decision_to_resume(url: str, rounds: int) -> None:
         waiter.join()
         total.append(resumed[0] - t0)
     ms = lambda xs, p: f"{percentile(xs, p) * 1000:8.2f} ms"  # noqa: E731
-    print(f"decision-to-resume over {rounds} batches of 3 items ({waiting_store.dialect}, poll 10 ms)")
-    print(f"  submit (validate, conditional update, audit)  p50 {ms(submit_only, 50)}  p99 {ms(submit_only, 99)}")
-    print(f"  decision to resumed run                       p50 {ms(total, 50)}  p99 {ms(total, 99)}"
-          f"  max {max(total) * 1000:.2f} ms")
+    print(
+        f"decision-to-resume over {rounds} batches of 3 items ({waiting_store.dialect}, poll 10 ms)"
+    )
+    print(
+        f"  submit (validate, conditional update, audit)  p50 {ms(submit_only, 50)}  p99 {ms(submit_only, 99)}"
+    )
+    print(
+        f"  decision to resumed run                       p50 {ms(total, 50)}  p99 {ms(total, 99)}"
+        f"  max {max(total) * 1000:.2f} ms"
+    )
     waiting_store.close()
     reviewer_store.close()
 
@@ -87,9 +96,13 @@ def list_pending(url: str, pending: int) -> None:
     gate = ApprovalGate(None, Accepted, store=store)
     t0 = time.perf_counter()
     for n in range(pending):
-        gate.open([ApprovalItem.new(question_id=f"q{n}", question="How many?", sql=f"SELECT {n} LIMIT 1")])
+        gate.open(
+            [ApprovalItem.new(question_id=f"q{n}", question="How many?", sql=f"SELECT {n} LIMIT 1")]
+        )
     filled = time.perf_counter() - t0
-    print(f"listing with {pending:,} pending batches in the store ({store.dialect}; filled in {filled:.1f} s)")
+    print(
+        f"listing with {pending:,} pending batches in the store ({store.dialect}; filled in {filled:.1f} s)"
+    )
     for label, call in (
         ("list_summaries()            ", lambda: store.list_summaries()),
         ("pending_batches(limit=50)   ", lambda: store.pending_batches(limit=50)),
@@ -100,14 +113,18 @@ def list_pending(url: str, pending: int) -> None:
             t = time.perf_counter()
             found = call()
             times.append(time.perf_counter() - t)
-        print(f"  {label} {len(found):>6,} batches  median {statistics.median(times) * 1000:8.2f} ms"
-              f"  best {min(times) * 1000:8.2f} ms")
+        print(
+            f"  {label} {len(found):>6,} batches  median {statistics.median(times) * 1000:8.2f} ms"
+            f"  best {min(times) * 1000:8.2f} ms"
+        )
     store.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", help="SQLAlchemy URL of the store (default: a temporary SQLite file)")
+    parser.add_argument(
+        "--url", help="SQLAlchemy URL of the store (default: a temporary SQLite file)"
+    )
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--pending", type=int, default=10_000)
     args = parser.parse_args()

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import _harness as h
+
 from orchestrator.result import RunStatus
 
 MIB = 1024 * 1024
@@ -80,11 +81,23 @@ def child(n: int, k: int, db: Path, base_url: str, traced: bool) -> dict:
 
 
 def measure(n: int, k: int, db: Path, base_url: str, traced: bool) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(n), "--k", str(k), "--db", str(db),
-           "--base-url", base_url] + (["--traced"] if traced else [])
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        str(n),
+        "--k",
+        str(k),
+        "--db",
+        str(db),
+        "--base-url",
+        base_url,
+    ] + (["--traced"] if traced else [])
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=h.ROOT, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"memory child for N={n} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"memory child for N={n} failed ({done.returncode}):\n{done.stderr[-3000:]}"
+        )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -102,36 +115,75 @@ def main() -> None:
         print(json.dumps(child(args.child, args.k, Path(args.db), args.base_url, args.traced)))
         return
 
-    sizes = [int(s) for s in (args.sizes or ("100,300" if args.quick else "100,300,1000")).split(",")]
-    h.header(f"Benchmark 5: peak memory of one batch of N questions (k = {args.k}), results streamed to JSONL")
+    sizes = [
+        int(s) for s in (args.sizes or ("100,300" if args.quick else "100,300,1000")).split(",")
+    ]
+    h.header(
+        f"Benchmark 5: peak memory of one batch of N questions (k = {args.k}), results streamed to JSONL"
+    )
     db = h.demo_database()
     rows, growth = [], []
     with h.ScriptedModel(copies=math.ceil(max(sizes) / 50)) as model:
         for n in sizes:
             t = measure(n, args.k, db, model.base_url, traced=True)
             r = measure(n, args.k, db, model.base_url, traced=False)
-            rows.append((
-                n, f"{t['answered']}/{n}", t["lines"], f"{t['jsonl_bytes'] / MIB:.1f}", t["llm_calls"],
-                f"{r['seconds']:.1f}",
-                f"{t['traced_peak'] / MIB:.1f}", f"{t['traced_after'] / MIB:.1f}", f"{t['traced_dropped'] / MIB:.2f}",
-                f"{r['rss_before'] / MIB:.0f}", f"{r['rss_peak'] / MIB:.0f}", f"{(r['rss_peak'] - r['rss_before']) / MIB:.1f}",
-            ))
+            rows.append(
+                (
+                    n,
+                    f"{t['answered']}/{n}",
+                    t["lines"],
+                    f"{t['jsonl_bytes'] / MIB:.1f}",
+                    t["llm_calls"],
+                    f"{r['seconds']:.1f}",
+                    f"{t['traced_peak'] / MIB:.1f}",
+                    f"{t['traced_after'] / MIB:.1f}",
+                    f"{t['traced_dropped'] / MIB:.2f}",
+                    f"{r['rss_before'] / MIB:.0f}",
+                    f"{r['rss_peak'] / MIB:.0f}",
+                    f"{(r['rss_peak'] - r['rss_before']) / MIB:.1f}",
+                )
+            )
             growth.append((n, t["traced_peak"], r["rss_peak"] - r["rss_before"]))
     h.table(
         "Peak memory per batch (MiB); one fresh process per figure",
-        ["N", "answered", "JSONL lines", "JSONL MiB", "LLM calls", "batch s (untraced)",
-         "heap peak", "heap after return", "heap after dropping results",
-         "RSS before", "RSS peak", "RSS growth"],
+        [
+            "N",
+            "answered",
+            "JSONL lines",
+            "JSONL MiB",
+            "LLM calls",
+            "batch s (untraced)",
+            "heap peak",
+            "heap after return",
+            "heap after dropping results",
+            "RSS before",
+            "RSS peak",
+            "RSS growth",
+        ],
         rows,
     )
     h.table(
         "Growth with N (flat would be ~0)",
-        ["from N", "to N", "heap peak per extra question (KiB)", "RSS growth per extra question (KiB)"],
-        [(a[0], b[0], f"{(b[1] - a[1]) / (b[0] - a[0]) / 1024:.1f}", f"{(b[2] - a[2]) / (b[0] - a[0]) / 1024:.1f}")
-         for a, b in zip(growth, growth[1:])],
+        [
+            "from N",
+            "to N",
+            "heap peak per extra question (KiB)",
+            "RSS growth per extra question (KiB)",
+        ],
+        [
+            (
+                a[0],
+                b[0],
+                f"{(b[1] - a[1]) / (b[0] - a[0]) / 1024:.1f}",
+                f"{(b[2] - a[2]) / (b[0] - a[0]) / 1024:.1f}",
+            )
+            for a, b in zip(growth, growth[1:], strict=False)
+        ],
     )
-    print("\nheap = Python allocations traced by tracemalloc from the batch's start; RSS = ru_maxrss of an "
-          "untraced run (process peak, MiB).")
+    print(
+        "\nheap = Python allocations traced by tracemalloc from the batch's start; RSS = ru_maxrss of an "
+        "untraced run (process peak, MiB)."
+    )
 
 
 if __name__ == "__main__":

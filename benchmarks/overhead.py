@@ -27,19 +27,40 @@ import statistics
 import time
 from collections import defaultdict
 
+import _harness as h
 import sqlalchemy as sa
 
-import _harness as h
 from tests.scripted_llm.scenarios import ORDERS_BY_SEGMENT, TOP_CATEGORIES
 
-LLM_AGENTS = {"IntentAnalyzer": "Batch 1 call (reasoning)", "SQLGenerator": "Batch 2 call (SQL)",
-              "SelfCorrection": "Batch 3 call (correction)", "ResponseSynthesizer": "Batch 4 call (answer)"}
+LLM_AGENTS = {
+    "IntentAnalyzer": "Batch 1 call (reasoning)",
+    "SQLGenerator": "Batch 2 call (SQL)",
+    "SelfCorrection": "Batch 3 call (correction)",
+    "ResponseSynthesizer": "Batch 4 call (answer)",
+}
 REASONING = {"IntentAnalyzer", "ClarificationAgent", "QueryDecomposer", "QueryPlanner"}
-TRACE_STAGES = ["Batch 1 call (reasoning)", "SchemaExplorer", "DataExplorer", "Batch 2 call (SQL)",
-                "SafetyValidator", "SQLExecutor", "Batch 3 call (correction)", "ResultValidator",
-                "Batch 4 call (answer)"]
-PROGRESS_STAGES = ["(before the first stage)", "reasoning", "exploring schema", "writing SQL",
-                   "waiting for approval", "running SQL", "correcting SQL", "writing the answer", "(after)"]
+TRACE_STAGES = [
+    "Batch 1 call (reasoning)",
+    "SchemaExplorer",
+    "DataExplorer",
+    "Batch 2 call (SQL)",
+    "SafetyValidator",
+    "SQLExecutor",
+    "Batch 3 call (correction)",
+    "ResultValidator",
+    "Batch 4 call (answer)",
+]
+PROGRESS_STAGES = [
+    "(before the first stage)",
+    "reasoning",
+    "exploring schema",
+    "writing SQL",
+    "waiting for approval",
+    "running SQL",
+    "correcting SQL",
+    "writing the answer",
+    "(after)",
+]
 
 CASES = [
     ("simple count, 1 table", h.GENERATED_QUESTIONS[0]),
@@ -62,7 +83,7 @@ class ProgressClock:
     def spans(self, start: float, end: float) -> dict[str, float]:
         out: dict[str, float] = defaultdict(float)
         marks = [(start, PROGRESS_STAGES[0])] + self.events + [(end, PROGRESS_STAGES[-1])]
-        for (t, stage), (t_next, _) in zip(marks, marks[1:]):
+        for (t, stage), (t_next, _) in zip(marks, marks[1:], strict=False):
             out[stage] += (t_next - t) * 1000.0
         self.events = []
         return out
@@ -95,7 +116,9 @@ def main() -> None:
     args = parser.parse_args()
     repeat = args.repeat or (5 if args.quick else 20)
 
-    h.header("Benchmark 4: orchestrator overhead per question (zero-latency scripted model, demo SQLite)")
+    h.header(
+        "Benchmark 4: orchestrator overhead per question (zero-latency scripted model, demo SQLite)"
+    )
     db = h.demo_database()
     plain = sa.create_engine(f"sqlite:///{db}")
     progress = ProgressClock()
@@ -116,15 +139,30 @@ def main() -> None:
                 split = trace_split(r)
                 for stage in TRACE_STAGES:
                     stages[stage].append(split.get(stage, 0.0))
-                stages["remainder (prompts, approval gate, bookkeeping)"].append(walls[-1] - sum(split.values()))
+                stages["remainder (prompts, approval gate, bookkeeping)"].append(
+                    walls[-1] - sum(split.values())
+                )
                 alone.append(sql_alone(plain, r.sql))
             assert r.status.value == "answered" and first.sql == r.sql, (label, r.status, r.error)
             wall, base = med(walls), med(alone)
             llm = sum(med(stages[s]) for s in TRACE_STAGES if s.startswith("Batch"))
-            summary.append((label, r.llm_calls, f"{wall:.2f}", f"{llm:.2f}", f"{wall - llm:.2f}", f"{base:.3f}",
-                            f"{wall / base:,.0f}x", f"{(wall - llm) / base:,.0f}x"))
-            trace_rows.append([label] + [f"{med(stages[s]):.2f}" for s in TRACE_STAGES]
-                              + [f"{med(stages['remainder (prompts, approval gate, bookkeeping)']):.2f}"])
+            summary.append(
+                (
+                    label,
+                    r.llm_calls,
+                    f"{wall:.2f}",
+                    f"{llm:.2f}",
+                    f"{wall - llm:.2f}",
+                    f"{base:.3f}",
+                    f"{wall / base:,.0f}x",
+                    f"{(wall - llm) / base:,.0f}x",
+                )
+            )
+            trace_rows.append(
+                [label]
+                + [f"{med(stages[s]):.2f}" for s in TRACE_STAGES]
+                + [f"{med(stages['remainder (prompts, approval gate, bookkeeping)']):.2f}"]
+            )
             progress_rows.append([label] + [f"{med(spans[s]):.2f}" for s in PROGRESS_STAGES])
 
         # a batch of 50, per question
@@ -145,27 +183,66 @@ def main() -> None:
 
     h.table(
         f"Wall time per question, median of {repeat} asks (ms)",
-        ["question", "LLM calls", "wall", "of which LLM calls", "without LLM calls", "SQL alone",
-         "wall / SQL alone", "without LLM / SQL alone"],
+        [
+            "question",
+            "LLM calls",
+            "wall",
+            "of which LLM calls",
+            "without LLM calls",
+            "SQL alone",
+            "wall / SQL alone",
+            "without LLM / SQL alone",
+        ],
         summary,
     )
-    short = ["B1 call", "Schema", "Data", "B2 call", "Safety", "Execute", "B3 call", "ResultVal", "B4 call",
-             "remainder"]
-    h.table("Split by the trace's per-agent durations, medians (ms); remainder = prompt building, approval gate, bookkeeping",
-            ["question"] + short, trace_rows)
-    h.table("Split by progress events, medians (ms)",
-            ["question", "setup", "reasoning", "exploring", "writing SQL*", "approval", "running SQL",
-             "correcting", "answer", "after"],
-            progress_rows)
+    short = [
+        "B1 call",
+        "Schema",
+        "Data",
+        "B2 call",
+        "Safety",
+        "Execute",
+        "B3 call",
+        "ResultVal",
+        "B4 call",
+        "remainder",
+    ]
+    h.table(
+        "Split by the trace's per-agent durations, medians (ms); "
+        "remainder = prompt building, approval gate, bookkeeping",
+        ["question"] + short,
+        trace_rows,
+    )
+    h.table(
+        "Split by progress events, medians (ms)",
+        [
+            "question",
+            "setup",
+            "reasoning",
+            "exploring",
+            "writing SQL*",
+            "approval",
+            "running SQL",
+            "correcting",
+            "answer",
+            "after",
+        ],
+        progress_rows,
+    )
     bw, ba = med(batch_walls), med(batch_alone)
     h.table(
         f"Batch of {len(questions)} questions, k = 10, per question (median of {len(batch_walls)} batches, ms)",
         ["wall / question", "SQL alone / question", "ratio"] + [s for s in PROGRESS_STAGES[1:-1]],
-        [[f"{bw:.2f}", f"{ba:.3f}", f"{bw / ba:,.0f}x"] + [f"{med(batch_spans[s]):.2f}" for s in PROGRESS_STAGES[1:-1]]],
+        [
+            [f"{bw:.2f}", f"{ba:.3f}", f"{bw / ba:,.0f}x"]
+            + [f"{med(batch_spans[s]):.2f}" for s in PROGRESS_STAGES[1:-1]]
+        ],
     )
-    print("\n* \"writing SQL\" also holds the SafetyValidator and the approval items' creation, which run after "
-          "its last progress event.\nLLM call times are the client's: prompt building, the openai SDK, the local "
-          "HTTP round trip and the scripted server's own work (no model latency).")
+    print(
+        '\n* "writing SQL" also holds the SafetyValidator and the approval items\' creation, which run after '
+        "its last progress event.\nLLM call times are the client's: prompt building, the openai SDK, the local "
+        "HTTP round trip and the scripted server's own work (no model latency)."
+    )
 
 
 if __name__ == "__main__":

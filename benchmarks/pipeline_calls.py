@@ -19,8 +19,15 @@ import math
 import time
 
 import _harness as h
+
 from orchestrator.result import RunStatus
-from tests.scripted_llm.scenarios import AMBIGUOUS, ORDERS_BY_SEGMENT, SALES_BY_REGION, TABLES_META, TOP_CATEGORIES
+from tests.scripted_llm.scenarios import (
+    AMBIGUOUS,
+    ORDERS_BY_SEGMENT,
+    SALES_BY_REGION,
+    TABLES_META,
+    TOP_CATEGORIES,
+)
 
 SINGLE = [
     ("simple data question", TOP_CATEGORIES, 3),
@@ -47,8 +54,16 @@ def main() -> None:
         for label, question, budget in SINGLE:
             p = h.pipeline(db, model.base_url, k=k)
             r = p.ask(question)
-            rows.append((label, r.status.value, p.llm.calls, p.llm.http_requests, budget,
-                         "yes" if p.llm.calls == budget else "NO"))
+            rows.append(
+                (
+                    label,
+                    r.status.value,
+                    p.llm.calls,
+                    p.llm.http_requests,
+                    budget,
+                    "yes" if p.llm.calls == budget else "NO",
+                )
+            )
         h.table(
             "Single questions (one run each)",
             ["scenario", "status", "LLM calls", "HTTP requests", "design budget", "on budget"],
@@ -63,7 +78,12 @@ def main() -> None:
         batch_ok = sum(r.status == RunStatus.ANSWERED for r in results)
 
         # the same batch size with two questions that need corrections (one and two rounds)
-        mixed = h.GENERATED_QUESTIONS[: n // 2 - 1] + [ORDERS_BY_SEGMENT] + h.GENERATED_QUESTIONS[n // 2 - 1 : n - 2] + [SALES_BY_REGION]
+        mixed = (
+            h.GENERATED_QUESTIONS[: n // 2 - 1]
+            + [ORDERS_BY_SEGMENT]
+            + h.GENERATED_QUESTIONS[n // 2 - 1 : n - 2]
+            + [SALES_BY_REGION]
+        )
         corrected = h.pipeline(db, model.base_url, k=k)
         mixed_results = corrected.run_batch(mixed)
         mixed_ok = sum(r.status == RunStatus.ANSWERED for r in mixed_results)
@@ -82,22 +102,48 @@ def main() -> None:
         f"{n} simple questions (no corrections): one batch with k = {k} against {n} single-question runs",
         ["run", "answered", "LLM calls", "HTTP requests", "calls / question", "wall time (s)"],
         [
-            (f"run_batch, k = {k}", f"{batch_ok}/{n}", batch.llm.calls, batch.llm.http_requests,
-             f"{batch.llm.calls / n:.2f}", f"{batch_s:.2f}"),
-            (f"{n} x ask()", f"{alone_ok}/{n}", alone_calls, alone_http, f"{alone_calls / n:.2f}", f"{alone_s:.2f}"),
+            (
+                f"run_batch, k = {k}",
+                f"{batch_ok}/{n}",
+                batch.llm.calls,
+                batch.llm.http_requests,
+                f"{batch.llm.calls / n:.2f}",
+                f"{batch_s:.2f}",
+            ),
+            (
+                f"{n} x ask()",
+                f"{alone_ok}/{n}",
+                alone_calls,
+                alone_http,
+                f"{alone_calls / n:.2f}",
+                f"{alone_s:.2f}",
+            ),
         ],
     )
     h.table(
         f"The same batch size with 2 of the {n} questions needing corrections (1 and 2 rounds)",
         ["run", "answered", "LLM calls", "HTTP requests", "expected"],
-        [(f"run_batch, k = {k}", f"{mixed_ok}/{n}", corrected.llm.calls, corrected.llm.http_requests,
-          f"{3 * math.ceil(n / k)} + 2 correction rounds = {3 * math.ceil(n / k) + 2}")],
+        [
+            (
+                f"run_batch, k = {k}",
+                f"{mixed_ok}/{n}",
+                corrected.llm.calls,
+                corrected.llm.http_requests,
+                f"{3 * math.ceil(n / k)} + 2 correction rounds = {3 * math.ceil(n / k) + 2}",
+            )
+        ],
     )
-    print(f"\nTarget: batch <= {target} calls (3·⌈{n}/{k}⌉ = {3 * math.ceil(n / k)}) against {3 * n} alone; "
-          f"measured {batch.llm.calls} against {alone_calls} ({alone_calls / batch.llm.calls:.1f}x fewer) -> "
-          f"{'met' if batch.llm.calls <= target else 'NOT met'}.")
-    client_side = sum(r[3] for r in rows) + batch.llm.http_requests + corrected.llm.http_requests + alone_http
-    print(f"Cross-check: the scripted server answered {model.served} requests; the clients counted {client_side}.")
+    print(
+        f"\nTarget: batch <= {target} calls (3·⌈{n}/{k}⌉ = {3 * math.ceil(n / k)}) against {3 * n} alone; "
+        f"measured {batch.llm.calls} against {alone_calls} ({alone_calls / batch.llm.calls:.1f}x fewer) -> "
+        f"{'met' if batch.llm.calls <= target else 'NOT met'}."
+    )
+    client_side = (
+        sum(r[3] for r in rows) + batch.llm.http_requests + corrected.llm.http_requests + alone_http
+    )
+    print(
+        f"Cross-check: the scripted server answered {model.served} requests; the clients counted {client_side}."
+    )
 
 
 if __name__ == "__main__":

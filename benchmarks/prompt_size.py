@@ -31,7 +31,6 @@ import sqlalchemy as sa  # noqa: E402
 import sqlglot  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
-from agents.llm_batch import QuestionInput  # noqa: E402
 from agents.catalogue import (  # noqa: E402
     DEFAULT_MAX_TABLES,
     CatalogueIndex,
@@ -39,6 +38,7 @@ from agents.catalogue import (  # noqa: E402
     compact_catalogue,
     rank_tables,
 )
+from agents.llm_batch import QuestionInput  # noqa: E402
 from agents.reasoning import ReasoningAgent  # noqa: E402
 from agents.schema_explorer import ColumnInfo, ForeignKeyInfo, SchemaExplorer, TableInfo  # noqa: E402
 from orchestrator.erp_db import ERP_QUESTIONS, build_erp_database  # noqa: E402
@@ -48,7 +48,12 @@ TARGET_SHARE = 0.15
 
 
 def request_chars(question: str, catalogue: str) -> int:
-    return sum(len(m["content"]) for m in ReasoningAgent().build_messages([QuestionInput("q1", question)], catalogue, "sqlite"))
+    return sum(
+        len(m["content"])
+        for m in ReasoningAgent().build_messages(
+            [QuestionInput("q1", question)], catalogue, "sqlite"
+        )
+    )
 
 
 def erp(max_tables: int, per_question: bool) -> None:
@@ -93,32 +98,53 @@ def erp(max_tables: int, per_question: bool) -> None:
         compact_catalogue(question, tables, max_tables=max_tables)
     warm_ms = (time.perf_counter() - started) * 1000 / len(ERP_QUESTIONS)
 
-    print(f"ERP schema: {len(tables)} tables, {sum(len(t.columns) for t in tables.values())} columns, "
-          f"{sum(len(t.foreign_keys) for t in tables.values())} foreign keys; {len(ERP_QUESTIONS)} questions")
+    print(
+        f"ERP schema: {len(tables)} tables, {sum(len(t.columns) for t in tables.values())} columns, "
+        f"{sum(len(t.foreign_keys) for t in tables.values())} foreign keys; {len(ERP_QUESTIONS)} questions"
+    )
     print(f"whole-schema catalogue: {len(whole):,} characters")
     print(f"ranked catalogue, top {max_tables} in full + the other names on one line:")
-    print(f"  catalogue share of whole   mean {statistics.mean(shares):.1%}  max {max(shares):.1%}"
-          f"  (target <= {TARGET_SHARE:.0%})")
-    print(f"  Batch-1 request share      mean {statistics.mean(request_shares):.1%}"
-          f"  max {max(request_shares):.1%}  (system + user messages)")
-    print(f"  gold-table recall          {included}/{total_gold} = {included / total_gold:.1%};"
-          f" questions with every gold table shown {complete}/{len(ERP_QUESTIONS)}")
-    print(f"  worst gold rank per question: median {statistics.median(ranks):g}, max {max(ranks)}"
-          f"  (the smallest cutoff with full recall is {max(ranks)})")
-    print(f"  time: index {index_ms:.1f} ms once per schema; catalogue per question "
-          f"{statistics.median(rank_ms):.2f} ms median with the index "
-          f"({warm_ms:.2f} ms mean through the cached index), {cold_ms:.1f} ms re-indexing every time")
+    print(
+        f"  catalogue share of whole   mean {statistics.mean(shares):.1%}  max {max(shares):.1%}"
+        f"  (target <= {TARGET_SHARE:.0%})"
+    )
+    print(
+        f"  Batch-1 request share      mean {statistics.mean(request_shares):.1%}"
+        f"  max {max(request_shares):.1%}  (system + user messages)"
+    )
+    print(
+        f"  gold-table recall          {included}/{total_gold} = {included / total_gold:.1%};"
+        f" questions with every gold table shown {complete}/{len(ERP_QUESTIONS)}"
+    )
+    print(
+        f"  worst gold rank per question: median {statistics.median(ranks):g}, max {max(ranks)}"
+        f"  (the smallest cutoff with full recall is {max(ranks)})"
+    )
+    print(
+        f"  time: index {index_ms:.1f} ms once per schema; catalogue per question "
+        f"{statistics.median(rank_ms):.2f} ms median with the index "
+        f"({warm_ms:.2f} ms mean through the cached index), {cold_ms:.1f} ms re-indexing every time"
+    )
     for k in (5, 10):
-        chunks = [ERP_QUESTIONS[i:i + k] for i in range(0, len(ERP_QUESTIONS), k)]
-        texts = [batch_catalogue([q for q, _ in chunk], tables, max_tables=max_tables, index=index)
-                 for chunk in chunks]
+        chunks = [ERP_QUESTIONS[i : i + k] for i in range(0, len(ERP_QUESTIONS), k)]
+        texts = [
+            batch_catalogue([q for q, _ in chunk], tables, max_tables=max_tables, index=index)
+            for chunk in chunks
+        ]
         batch_shares = [len(text) / len(whole) for text in texts]
-        kept = sum(len(gold & {line.split("(")[0] for line in text.splitlines()[:-1]})
-                   for chunk, text in zip(chunks, texts) for _, gold in chunk)
-        print(f"  {k} questions per Batch-1 call (batch_catalogue): one catalogue per call, share of whole "
-              f"mean {statistics.mean(batch_shares):.1%} max {max(batch_shares):.1%}, "
-              f"gold recall {kept}/{total_gold}")
-    print("  sizes in characters: tiktoken needs a network download of its encodings, so no token counts")
+        kept = sum(
+            len(gold & {line.split("(")[0] for line in text.splitlines()[:-1]})
+            for chunk, text in zip(chunks, texts, strict=False)
+            for _, gold in chunk
+        )
+        print(
+            f"  {k} questions per Batch-1 call (batch_catalogue): one catalogue per call, share of whole "
+            f"mean {statistics.mean(batch_shares):.1%} max {max(batch_shares):.1%}, "
+            f"gold recall {kept}/{total_gold}"
+        )
+    print(
+        "  sizes in characters: tiktoken needs a network download of its encodings, so no token counts"
+    )
 
 
 def spider_schemas(dev_ids: set[str]) -> dict[str, dict[str, TableInfo]]:
@@ -131,13 +157,20 @@ def spider_schemas(dev_ids: set[str]) -> dict[str, dict[str, TableInfo]]:
         infos = [TableInfo(name=name) for name in names]
         for position, (table_index, column) in enumerate(columns):
             if table_index >= 0:
-                infos[table_index].columns.append(ColumnInfo(
-                    name=column, type=db["column_types"][position].upper(),
-                    primary_key=position in db["primary_keys"]))
+                infos[table_index].columns.append(
+                    ColumnInfo(
+                        name=column,
+                        type=db["column_types"][position].upper(),
+                        primary_key=position in db["primary_keys"],
+                    )
+                )
         for source, target in db["foreign_keys"]:
             (src_table, src_col), (dst_table, dst_col) = columns[source], columns[target]
-            infos[src_table].foreign_keys.append(ForeignKeyInfo(
-                columns=[src_col], referred_table=names[dst_table], referred_columns=[dst_col]))
+            infos[src_table].foreign_keys.append(
+                ForeignKeyInfo(
+                    columns=[src_col], referred_table=names[dst_table], referred_columns=[dst_col]
+                )
+            )
         schemas[db["db_id"]] = {info.name: info for info in infos}
     return schemas
 
@@ -153,7 +186,9 @@ def spider(cutoffs: tuple[int, ...]) -> None:
     dev = json.loads((CORPORA / "spider_dev" / "dev.json").read_text())
     schemas = spider_schemas({entry["db_id"] for entry in dev})
     indexes = {db: CatalogueIndex(tables) for db, tables in schemas.items()}
-    hits = {k: [0, 0, 0] for k in cutoffs}  # gold tables included, questions complete, baseline complete
+    hits = {
+        k: [0, 0, 0] for k in cutoffs
+    }  # gold tables included, questions complete, baseline complete
     hits_base = {k: 0 for k in cutoffs}
     gold_total = questions = 0
     for entry in dev:
@@ -171,13 +206,17 @@ def spider(cutoffs: tuple[int, ...]) -> None:
             hits_base[k] += len(gold & baseline)
             hits[k][2] += gold <= baseline
     sizes = [len(t) for t in schemas.values()]
-    print(f"Spider dev: {questions} questions over {len(schemas)} databases of {min(sizes)}-{max(sizes)} tables "
-          f"(mean {statistics.mean(sizes):.1f}); compact_catalogue keeps them whole (<= 40 tables), so this is "
-          "the ranker alone at a small cutoff")
+    print(
+        f"Spider dev: {questions} questions over {len(schemas)} databases of {min(sizes)}-{max(sizes)} tables "
+        f"(mean {statistics.mean(sizes):.1f}); compact_catalogue keeps them whole (<= 40 tables), so this is "
+        "the ranker alone at a small cutoff"
+    )
     for k in cutoffs:
         included, complete, base_complete = hits[k]
-        print(f"  top-{k}: gold-table recall {included / gold_total:.1%}, every gold table {complete / questions:.1%}"
-              f"  | schema order: {hits_base[k] / gold_total:.1%}, {base_complete / questions:.1%}")
+        print(
+            f"  top-{k}: gold-table recall {included / gold_total:.1%}, every gold table {complete / questions:.1%}"
+            f"  | schema order: {hits_base[k] / gold_total:.1%}, {base_complete / questions:.1%}"
+        )
 
 
 def main() -> None:

@@ -62,10 +62,14 @@ class Ours:
         self.backend = open_ours(backend_kind, location)
         if tokens:
             rules = RequestLimit(limit, window) & TokenLimit(limit * 1000, window)
-            self.lim = SlidingWindowLimiter(limits=rules, key=key, backend=self.backend, margin=margin)
+            self.lim = SlidingWindowLimiter(
+                limits=rules, key=key, backend=self.backend, margin=margin
+            )
             self.tokens = 100
         else:
-            self.lim = SlidingWindowLimiter(limit, window, key=key, backend=self.backend, margin=margin)
+            self.lim = SlidingWindowLimiter(
+                limit, window, key=key, backend=self.backend, margin=margin
+            )
             self.tokens = 0
         self.stamps: list[float] = []
 
@@ -128,8 +132,12 @@ class Pyrate:
         else:
             from psycopg_pool import ConnectionPool
 
-            self.pool = ConnectionPool(location.replace("+psycopg", ""), min_size=1, max_size=8, open=True)
-            bucket = pyrate_limiter.PostgresBucket(self.pool, "b" + key.replace("-", "")[:20], rates)
+            self.pool = ConnectionPool(
+                location.replace("+psycopg", ""), min_size=1, max_size=8, open=True
+            )
+            bucket = pyrate_limiter.PostgresBucket(
+                self.pool, "b" + key.replace("-", "")[:20], rates
+            )
         self.bucket = bucket
         self.lim = Limiter(bucket)
         self.key = key
@@ -272,17 +280,25 @@ def exactness(lib, kind, tmpdir, seconds, pool):
             "sqlgate req+tok": MemoryBackend(),
             "sqlgate margin=50ms": MemoryBackend(),
             "limits moving-window": limits_lib.storage.MemoryStorage() if limits_lib else None,
-            "pyrate-limiter": pyrate_limiter.InMemoryBucket([pyrate_limiter.Rate(limit, 1000)]) if pyrate_limiter else None,
+            "pyrate-limiter": pyrate_limiter.InMemoryBucket([pyrate_limiter.Rate(limit, 1000)])
+            if pyrate_limiter
+            else None,
         }[lib]
-        returns, stamps = hammer(lib, kind, limit, window, key, location, time.time() + 0.05, seconds, 16, shared)
+        returns, stamps = hammer(
+            lib, kind, limit, window, key, location, time.time() + 0.05, seconds, 16, shared
+        )
     else:
         if kind == "sqlite" and lib.startswith("pyrate"):
             pyrate_limiter.SQLiteBucket.init_from_file(  # create the table once, before the race
-                [pyrate_limiter.Rate(limit, 1000)], table="b" + key.replace("-", "")[:20], db_path=location, use_file_lock=True
+                [pyrate_limiter.Rate(limit, 1000)],
+                table="b" + key.replace("-", "")[:20],
+                db_path=location,
+                use_file_lock=True,
             )
         start_at = time.time() + 0.5
         futures = [
-            pool.submit(hammer, lib, kind, limit, window, key, location, start_at, seconds, 4) for _ in range(4)
+            pool.submit(hammer, lib, kind, limit, window, key, location, start_at, seconds, 4)
+            for _ in range(4)
         ]
         results = [f.result() for f in futures]
         returns = [t for r, _ in results for t in r]
@@ -306,16 +322,24 @@ def main():
     kinds = [k for k in kinds if (k != "postgres" or POSTGRES_URL) and (k != "redis" or REDIS_URL)]
     skipped = sorted(set(args.only.split(",")) - set(kinds))
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-    print("compared with: " + ", ".join(
-        f"{name} {mod.__version__}" for name, mod in (("limits", limits_lib), ("pyrate-limiter", pyrate_limiter)) if mod
-    ) or "nothing else (limits / pyrate-limiter not installed)")
+    print(
+        "compared with: "
+        + ", ".join(
+            f"{name} {mod.__version__}"
+            for name, mod in (("limits", limits_lib), ("pyrate-limiter", pyrate_limiter))
+            if mod
+        )
+        or "nothing else (limits / pyrate-limiter not installed)"
+    )
     if skipped:
         print(f"skipped backends (no URL in the environment): {', '.join(skipped)}")
     n_memory, n_io = (5000, 300) if args.quick else (50000, 2000)
     seconds = 1.0 if args.quick else 2.0
     tmpdir = tempfile.mkdtemp(prefix="ratelimit-bench-")
 
-    print("\n1. overhead per acquisition (us; grant path with a 10^7/60 s limit, deny path at 5/60 s)")
+    print(
+        "\n1. overhead per acquisition (us; grant path with a 10^7/60 s limit, deny path at 5/60 s)"
+    )
     print(f"   {'backend':9} {'library':22} {'grant us':>10} {'deny us':>10}")
     for kind in kinds:
         for lib, factory in libraries():
@@ -334,8 +358,12 @@ def main():
             rate = contention(factory, kind, tmpdir, seconds / 2)
             print(f"   {kind:9} {lib:22} {rate:12.0f}", flush=True)
 
-    print("\n3. N = 5 per 1 s; most grants in any 1 s window (memory: 16 threads; shared: 4 processes x 4 threads)")
-    print(f"   {'backend':9} {'library':22} {'admitted/s':>10} {'by return time':>15} {'by commit stamp':>16}")
+    print(
+        "\n3. N = 5 per 1 s; most grants in any 1 s window (memory: 16 threads; shared: 4 processes x 4 threads)"
+    )
+    print(
+        f"   {'backend':9} {'library':22} {'admitted/s':>10} {'by return time':>15} {'by commit stamp':>16}"
+    )
     with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
         assert all(f.result() for f in [pool.submit(ready) for _ in range(4)])
         for kind in kinds:
@@ -348,7 +376,10 @@ def main():
                 # return times too); the others only have return times
                 judged = by_stamp if lib == "sqlgate" else max(by_return, by_stamp or 0)
                 flag = "  OVERRUN" if judged > 5 else ""
-                print(f"   {kind:9} {lib:22} {rate:10.1f} {by_return:15d} {stamp_text:>16}{flag}", flush=True)
+                print(
+                    f"   {kind:9} {lib:22} {rate:10.1f} {by_return:15d} {stamp_text:>16}{flag}",
+                    flush=True,
+                )
     print(
         "\n   'by return time' is when callers saw the grant; sqlgate's commit stamps are exact, and the"
         "\n   return times are exact too once `margin` covers the commit-to-return delay (margin=50ms row)."

@@ -39,28 +39,69 @@ class Benchmark:
 
 
 BENCHMARKS = [
-    Benchmark("calls", "pipeline_calls.py", "1. LLM calls: single questions and 50 batched (k=10) vs alone", quick=["--quick"]),
-    Benchmark("throughput", "throughput.py", "2. questions per simulated minute under 5 requests / 60 s", quick=["--quick"]),
-    Benchmark("prompt_size", "prompt_size.py", "3. Batch-1 prompt size on the 300-table ERP schema"),
-    Benchmark("overhead", "overhead.py", "4. orchestrator overhead per question vs the SQL alone", quick=["--quick"]),
-    Benchmark("memory", "memory.py", "5. peak memory for batches of 100, 300, 1,000 questions", quick=["--quick"]),
-    Benchmark("safety", "safety_validator.py", "validator throughput and false positives", quick=["--rounds", "1"],
-              other=True),
-    Benchmark("approvals", "approvals_gate.py", "approval gate: decision-to-resume latency, listing pending",
-              quick=["--rounds", "50", "--pending", "2000"], other=True),
-    Benchmark("ratelimit", "ratelimit_bench.py", "sliding-window limiter overhead and exactness",
-              quick=["--quick"], other=True),
+    Benchmark(
+        "calls",
+        "pipeline_calls.py",
+        "1. LLM calls: single questions and 50 batched (k=10) vs alone",
+        quick=["--quick"],
+    ),
+    Benchmark(
+        "throughput",
+        "throughput.py",
+        "2. questions per simulated minute under 5 requests / 60 s",
+        quick=["--quick"],
+    ),
+    Benchmark(
+        "prompt_size", "prompt_size.py", "3. Batch-1 prompt size on the 300-table ERP schema"
+    ),
+    Benchmark(
+        "overhead",
+        "overhead.py",
+        "4. orchestrator overhead per question vs the SQL alone",
+        quick=["--quick"],
+    ),
+    Benchmark(
+        "memory",
+        "memory.py",
+        "5. peak memory for batches of 100, 300, 1,000 questions",
+        quick=["--quick"],
+    ),
+    Benchmark(
+        "safety",
+        "safety_validator.py",
+        "validator throughput and false positives",
+        quick=["--rounds", "1"],
+        other=True,
+    ),
+    Benchmark(
+        "approvals",
+        "approvals_gate.py",
+        "approval gate: decision-to-resume latency, listing pending",
+        quick=["--rounds", "50", "--pending", "2000"],
+        other=True,
+    ),
+    Benchmark(
+        "ratelimit",
+        "ratelimit_bench.py",
+        "sliding-window limiter overhead and exactness",
+        quick=["--quick"],
+        other=True,
+    ),
 ]
 
 
 def select(only: str | None, with_others: bool) -> list[Benchmark]:
     if only:
         wanted = [w.strip() for w in only.split(",") if w.strip()]
-        by_name = {b.name: b for b in BENCHMARKS} | {b.script.removesuffix(".py"): b for b in BENCHMARKS}
+        by_name = {b.name: b for b in BENCHMARKS} | {
+            b.script.removesuffix(".py"): b for b in BENCHMARKS
+        }
         unknown = [w for w in wanted if w.removesuffix(".py") not in by_name]
         if unknown:
-            raise SystemExit(f"unknown benchmark(s): {', '.join(unknown)}; known: "
-                             f"{', '.join(b.name for b in BENCHMARKS)}")
+            raise SystemExit(
+                f"unknown benchmark(s): {', '.join(unknown)}; known: "
+                f"{', '.join(b.name for b in BENCHMARKS)}"
+            )
         return [by_name[w.removesuffix(".py")] for w in wanted]
     return [b for b in BENCHMARKS if with_others or not b.other]
 
@@ -69,7 +110,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter settings for every script")
     parser.add_argument("--only", default=None, help="comma-separated names (see --list)")
-    parser.add_argument("--with-others", action="store_true", help="also the safety, approvals and ratelimit ones")
+    parser.add_argument(
+        "--with-others", action="store_true", help="also the safety, approvals and ratelimit ones"
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     args = parser.parse_args()
 
@@ -83,8 +126,11 @@ def main() -> None:
     for b in select(args.only, args.with_others):
         path = HERE / b.script
         command = [sys.executable, str(path)] + (b.quick if args.quick else b.args)
-        print(f"\n{'#' * 78}\n# {b.name}: {b.what}\n# $ {' '.join([Path(sys.executable).name, 'benchmarks/' + b.script] + command[2:])}\n{'#' * 78}",
-              flush=True)
+        shown = " ".join([Path(sys.executable).name, "benchmarks/" + b.script] + command[2:])
+        print(
+            f"\n{'#' * 78}\n# {b.name}: {b.what}\n# $ {shown}\n{'#' * 78}",
+            flush=True,
+        )
         if not path.is_file():
             outcomes.append((b.name, "missing", 0.0))
             print(f"{b.script} does not exist; skipped.")

@@ -84,7 +84,7 @@ def throughput(texts: list[str], rounds: int) -> tuple[float, float, float]:
             validate_total += end - middle
         parse_times.append(parse_total)
         validate_times.append(validate_total)
-    ratios = sorted(v / p for v, p in zip(validate_times, parse_times))
+    ratios = sorted(v / p for v, p in zip(validate_times, parse_times, strict=False))
     return len(texts) / min(validate_times), len(texts) / min(parse_times), ratios[len(ratios) // 2]
 
 
@@ -117,7 +117,9 @@ def main() -> None:
         sys.exit(f"corpora not found at {CORPORA}")
     texts = spider_gold()
     per_second, parse_per_second, ratio = throughput(texts, args.rounds)
-    print(f"Spider dev gold: {len(texts)} statements, {args.rounds} rounds, parse and validate interleaved")
+    print(
+        f"Spider dev gold: {len(texts)} statements, {args.rounds} rounds, parse and validate interleaved"
+    )
     print(f"  bare sqlglot.parse : {parse_per_second:8.0f} statements/s (best round)")
     print(f"  SqlValidator       : {per_second:8.0f} validations/s (best round)")
     print(f"  ratio validate/parse time: {ratio:.2f}x (median of rounds; target 1.5x)")
@@ -125,11 +127,15 @@ def main() -> None:
     for star in ("reject", "expand"):
         totals, wrong, policy = false_positives(items, star)
         n = sum(totals.values())
-        print(f"\nFalse positives, star={star!r}: {sum(wrong.values())} of {n} ({sum(wrong.values()) / n:.4%})")
+        print(
+            f"\nFalse positives, star={star!r}: {sum(wrong.values())} of {n} ({sum(wrong.values()) / n:.4%})"
+        )
         for source in sorted(totals):
             fp = sum(v for (s, _), v in wrong.items() if s == source)
             pol = sum(v for (s, _), v in policy.items() if s == source)
-            print(f"  {source:22s} {totals[source]:5d} statements  false positives {fp:3d}  policy refusals {pol:3d}")
+            print(
+                f"  {source:22s} {totals[source]:5d} statements  false positives {fp:3d}  policy refusals {pol:3d}"
+            )
         for (source, code), count in sorted(wrong.items()):
             print(f"    false positive: {source} {code} x{count}")
         for (source, code), count in sorted(policy.items()):

@@ -54,14 +54,27 @@ def seed(state_url: str, batches: int) -> float:
     store.setup()
     started = time.perf_counter()
     for n in range(batches):
-        gate = ApprovalGate(reviewer=None, validate=_Accepted, store=store, run_id=f"run_load{n:06d}",
-                            context={"dialect": "sqlite"})
-        gate.open([
-            ApprovalItem.new(question_id="q1", question=f"How many orders in batch {n}?",
-                             sql="SELECT COUNT(*) AS n FROM orders LIMIT 1"),
-            ApprovalItem.new(question_id="q2", question=f"How many customers in batch {n}?",
-                             sql="SELECT COUNT(*) AS n FROM customers LIMIT 1"),
-        ])
+        gate = ApprovalGate(
+            reviewer=None,
+            validate=_Accepted,
+            store=store,
+            run_id=f"run_load{n:06d}",
+            context={"dialect": "sqlite"},
+        )
+        gate.open(
+            [
+                ApprovalItem.new(
+                    question_id="q1",
+                    question=f"How many orders in batch {n}?",
+                    sql="SELECT COUNT(*) AS n FROM orders LIMIT 1",
+                ),
+                ApprovalItem.new(
+                    question_id="q2",
+                    question=f"How many customers in batch {n}?",
+                    sql="SELECT COUNT(*) AS n FROM customers LIMIT 1",
+                ),
+            ]
+        )
         if n and n % 2000 == 0:
             print(f"  seeded {n} batches", flush=True)
     store.close()
@@ -79,10 +92,13 @@ def serve(state_url: str, db: str) -> None:
     from ratelimit import SlidingWindowLimiter
 
     config = ServerConfig(
-        database_url=db, state_url=state_url, tokens=TokenRegistry.from_json(json.dumps(TOKENS)),
+        database_url=db,
+        state_url=state_url,
+        tokens=TokenRegistry.from_json(json.dumps(TOKENS)),
         llm=LLMSettings(model="unused", base_url="http://127.0.0.1:9/v1"),
         limiter=SlidingWindowLimiter(limit=10, window=60.0),
-        poll_interval=0.2, keepalive=5.0,
+        poll_interval=0.2,
+        keepalive=5.0,
     )
     app = create_app(config)
     sock = socket.socket()
@@ -103,11 +119,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def follow(base_url: str, received: dict[str, list[float]], ready: asyncio.Event, count: list[int]) -> None:
+async def follow(
+    base_url: str, received: dict[str, list[float]], ready: asyncio.Event, count: list[int]
+) -> None:
     import httpx
 
-    async with httpx.AsyncClient(base_url=base_url, headers=HEADERS, timeout=None) as client, \
-            client.stream("GET", "/events") as response:
+    async with (
+        httpx.AsyncClient(base_url=base_url, headers=HEADERS, timeout=None) as client,
+        client.stream("GET", "/events") as response,
+    ):
         count[0] += 1
         if count[0] == count[1]:
             ready.set()
@@ -116,7 +136,9 @@ async def follow(base_url: str, received: dict[str, list[float]], ready: asyncio
             if line.startswith("event: "):
                 event = line[7:]
             elif line.startswith("data: ") and event == "approval_decided":
-                received.setdefault(json.loads(line[6:])["batch_id"], []).append(time.perf_counter())
+                received.setdefault(json.loads(line[6:])["batch_id"], []).append(
+                    time.perf_counter()
+                )
 
 
 async def fan_out(base_url: str, clients: int, decisions: int) -> list[float]:
@@ -125,7 +147,9 @@ async def fan_out(base_url: str, clients: int, decisions: int) -> list[float]:
     received: dict[str, list[float]] = {}
     ready = asyncio.Event()
     count = [0, clients]
-    followers = [asyncio.create_task(follow(base_url, received, ready, count)) for _ in range(clients)]
+    followers = [
+        asyncio.create_task(follow(base_url, received, ready, count)) for _ in range(clients)
+    ]
     await asyncio.wait_for(ready.wait(), 60)
     await asyncio.sleep(0.5)
     samples: list[float] = []
@@ -138,11 +162,16 @@ async def fan_out(base_url: str, clients: int, decisions: int) -> list[float]:
             response = await client.post(f"/approvals/{summary['batch_id']}/decision", json=body)
             assert response.status_code == 200, response.text
             deadline = time.perf_counter() + 10
-            while len(received.get(summary["batch_id"], [])) < clients and time.perf_counter() < deadline:
+            while (
+                len(received.get(summary["batch_id"], [])) < clients
+                and time.perf_counter() < deadline
+            ):
                 await asyncio.sleep(0.002)
             got = received.get(summary["batch_id"], [])
             if len(got) < clients:
-                print(f"  {clients - len(got)} client(s) missed the decision of {summary['batch_id']}")
+                print(
+                    f"  {clients - len(got)} client(s) missed the decision of {summary['batch_id']}"
+                )
             samples.extend((t - sent) * 1000.0 for t in got)
     for task in followers:
         task.cancel()
@@ -150,7 +179,9 @@ async def fan_out(base_url: str, clients: int, decisions: int) -> list[float]:
     return samples
 
 
-async def list_rate(base_url: str, seconds: float, connections: int = 10) -> tuple[int, list[float]]:
+async def list_rate(
+    base_url: str, seconds: float, connections: int = 10
+) -> tuple[int, list[float]]:
     import httpx
 
     latencies: list[float] = []
@@ -169,7 +200,9 @@ async def list_rate(base_url: str, seconds: float, connections: int = 10) -> tup
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batches", type=int, default=10_000)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--decisions", type=int, default=200)
@@ -190,8 +223,13 @@ def main() -> None:
     took = seed(state_url, args.batches)
     print(f"seeded {args.batches} pending batches in {took:.1f} s")
 
-    child = subprocess.Popen([sys.executable, __file__, "--serve", state_url, db], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", state_url, db],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         base_url = child.stdout.readline().strip()  # type: ignore[union-attr]
         if not base_url.startswith("http"):
@@ -205,14 +243,23 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.05)
         samples = asyncio.run(fan_out(base_url, args.clients, args.decisions))
-        print(f"\ndecision -> approval_decided event, {args.clients} SSE clients x {args.decisions} decisions "
-              f"({len(samples)} samples):")
-        print(f"  p50 {percentile(samples, 0.5):7.1f} ms   p99 {percentile(samples, 0.99):7.1f} ms   "
-              f"max {max(samples):7.1f} ms   (target p99 < 500 ms: {'met' if percentile(samples, 0.99) < 500 else 'MISSED'})")
+        print(
+            f"\ndecision -> approval_decided event, {args.clients} SSE clients x {args.decisions} decisions "
+            f"({len(samples)} samples):"
+        )
+        print(
+            f"  p50 {percentile(samples, 0.5):7.1f} ms   p99 {percentile(samples, 0.99):7.1f} ms   "
+            f"max {max(samples):7.1f} ms   "
+            f"(target p99 < 500 ms: {'met' if percentile(samples, 0.99) < 500 else 'MISSED'})"
+        )
         requests, latencies = asyncio.run(list_rate(base_url, args.seconds))
-        print(f"\nGET /approvals (100 of {args.batches - args.decisions} pending), 10 connections, {args.seconds:g} s:")
-        print(f"  {requests / args.seconds:7.1f} requests/s   p50 {statistics.median(latencies):6.1f} ms   "
-              f"p99 {percentile(latencies, 0.99):6.1f} ms")
+        print(
+            f"\nGET /approvals (100 of {args.batches - args.decisions} pending), 10 connections, {args.seconds:g} s:"
+        )
+        print(
+            f"  {requests / args.seconds:7.1f} requests/s   p50 {statistics.median(latencies):6.1f} ms   "
+            f"p99 {percentile(latencies, 0.99):6.1f} ms"
+        )
     finally:
         child.stdin.close()  # type: ignore[union-attr]
         child.wait(timeout=30)

@@ -22,6 +22,7 @@ import argparse
 import math
 
 import _harness as h
+
 from orchestrator.result import RunStatus
 from ratelimit import ManualClock
 
@@ -34,6 +35,7 @@ def run(db, base_url: str, questions: list[str], k: int, batched: bool) -> dict:
     finished: list[float] = []
     answered = 0
     if batched:
+
         def on_result(_index, result) -> None:
             nonlocal answered
             finished.append(clock())
@@ -66,7 +68,9 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in (args.sizes or ("50" if args.quick else "50,200")).split(",")]
 
-    h.header(f"Benchmark 2: throughput under the seed's limit ({LIMIT} requests per {WINDOW:g} s, virtual clock)")
+    h.header(
+        f"Benchmark 2: throughput under the seed's limit ({LIMIT} requests per {WINDOW:g} s, virtual clock)"
+    )
     db = h.demo_database()
     rows, ratios = [], []
     with h.ScriptedModel(copies=math.ceil(max(sizes) / 50)) as model:
@@ -74,25 +78,54 @@ def main() -> None:
             questions = h.many_questions(n)
             alone = run(db, model.base_url, questions, args.k, batched=False)
             batch = run(db, model.base_url, questions, args.k, batched=True)
-            for label, m in ((f"one at a time", alone), (f"run_batch, k = {args.k}", batch)):
-                rows.append((
-                    n, label, f"{m['answered']}/{n}", m["requests"], f"{m['elapsed_s'] / 60:.1f}",
-                    f"{m['per_min']:.2f}", m["windows"], f"{m['steady_per_min']:.2f}", f"{m['first_s'] / 60:.1f}",
-                ))
-            ratios.append((n, batch["per_min"] / alone["per_min"], batch["steady_per_min"] / alone["steady_per_min"]))
+            for label, m in (("one at a time", alone), (f"run_batch, k = {args.k}", batch)):
+                rows.append(
+                    (
+                        n,
+                        label,
+                        f"{m['answered']}/{n}",
+                        m["requests"],
+                        f"{m['elapsed_s'] / 60:.1f}",
+                        f"{m['per_min']:.2f}",
+                        m["windows"],
+                        f"{m['steady_per_min']:.2f}",
+                        f"{m['first_s'] / 60:.1f}",
+                    )
+                )
+            ratios.append(
+                (
+                    n,
+                    batch["per_min"] / alone["per_min"],
+                    batch["steady_per_min"] / alone["steady_per_min"],
+                )
+            )
     h.table(
         "Questions per simulated minute",
-        ["N", "mode", "answered", "LLM requests", "to last answer (min)", "q/min", "windows used",
-         "q/min (whole windows)", "first answer (min)"],
+        [
+            "N",
+            "mode",
+            "answered",
+            "LLM requests",
+            "to last answer (min)",
+            "q/min",
+            "windows used",
+            "q/min (whole windows)",
+            "first answer (min)",
+        ],
         rows,
     )
     h.table(
         "Batched / one at a time (target >= 10x)",
         ["N", "to last answer", "whole windows", "target met"],
-        [(n, f"{a:.1f}x", f"{b:.1f}x", "yes" if min(a, b) >= 10 - 1e-9 else "NO") for n, a, b in ratios],
+        [
+            (n, f"{a:.1f}x", f"{b:.1f}x", "yes" if min(a, b) >= 10 - 1e-9 else "NO")
+            for n, a, b in ratios
+        ],
     )
-    print("\nThe clock is virtual: waits cost no real time; the model is scripted and instant, so "
-          "the rate limit alone sets these figures.")
+    print(
+        "\nThe clock is virtual: waits cost no real time; the model is scripted and instant, so "
+        "the rate limit alone sets these figures."
+    )
 
 
 if __name__ == "__main__":

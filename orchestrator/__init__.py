@@ -23,7 +23,14 @@ from orchestrator.errors import (
 )
 from orchestrator.llm import LLMCall, LLMClient, LLMSettings, TokenUsage
 from orchestrator.pipeline import Pipeline, PipelineConfig
-from orchestrator.result import EXIT_CODES, ApprovalRecord, RunError, RunResult, RunStatus, TraceEntry
+from orchestrator.result import (
+    EXIT_CODES,
+    ApprovalRecord,
+    RunError,
+    RunResult,
+    RunStatus,
+    TraceEntry,
+)
 
 __all__ = [
     "ApprovalRecord",

@@ -47,8 +47,12 @@ def read_questions(path: Path) -> list[str]:
     with path.open(encoding="utf-8", newline="") as handle:
         if suffix == ".csv":
             reader = csv.DictReader(handle)
-            if not reader.fieldnames or "question" not in [f.strip().lower() for f in reader.fieldnames]:
-                raise ConfigurationError(f"{path} has no 'question' column (columns: {reader.fieldnames})")
+            if not reader.fieldnames or "question" not in [
+                f.strip().lower() for f in reader.fieldnames
+            ]:
+                raise ConfigurationError(
+                    f"{path} has no 'question' column (columns: {reader.fieldnames})"
+                )
             column = next(f for f in reader.fieldnames if f.strip().lower() == "question")
             questions = [(row.get(column) or "").strip() for row in reader]
         elif suffix in (".jsonl", ".ndjson"):
@@ -59,9 +63,15 @@ def read_questions(path: Path) -> list[str]:
                 try:
                     questions.append(str(json.loads(line)["question"]).strip())
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise ConfigurationError(f"{path}:{number}: not a JSON object with a 'question' key") from exc
+                    raise ConfigurationError(
+                        f"{path}:{number}: not a JSON object with a 'question' key"
+                    ) from exc
         else:
-            questions = [line.strip() for line in handle if line.strip() and not line.lstrip().startswith("#")]
+            questions = [
+                line.strip()
+                for line in handle
+                if line.strip() and not line.lstrip().startswith("#")
+            ]
     questions = [q for q in questions if q]
     if not questions:
         raise ConfigurationError(f"{path} holds no questions")
@@ -82,7 +92,9 @@ class ResultWriter:
         """Keep the final results already in the file; return them by question."""
         if not self.path.exists():
             return {}
-        kept = [r for r in self._read_existing() if r.get("status") in {s.value for s in FINAL_STATUSES}]
+        kept = [
+            r for r in self._read_existing() if r.get("status") in {s.value for s in FINAL_STATUSES}
+        ]
         self.done = {r["question"]: r for r in kept}
         self._rewrite(list(self.done.values()))
         return self.done
@@ -125,7 +137,9 @@ class ResultWriter:
         return records
 
     def _rewrite(self, records: list[dict[str, Any]]) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
+        )
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
                 if self.format == "csv":

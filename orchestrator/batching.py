@@ -25,7 +25,13 @@ class BatchedCalls:
     """
 
     def __init__(
-        self, llm: LLMClient, *, k: int, max_prompt_chars: int, progress: Progress, calls_before: int
+        self,
+        llm: LLMClient,
+        *,
+        k: int,
+        max_prompt_chars: int,
+        progress: Progress,
+        calls_before: int,
     ) -> None:
         self.llm = llm
         self.k = k
@@ -70,14 +76,18 @@ class BatchedCalls:
                 for q in chunk:
                     yield from self._chunk_call(agent, [q], build, prepared)
                 return
-            chunk[0].finish(RunStatus.LLM_ERROR, RunError(code=exc.code, message=redact(exc.message)))
+            chunk[0].finish(
+                RunStatus.LLM_ERROR, RunError(code=exc.code, message=redact(exc.message))
+            )
             return
         index = call.index - self.calls_before
         for q in chunk:
             q.took_part(call, index, len(chunk))
         split = split_results(list(reply.results), [q.qid for q in chunk])
         if len(chunk) == 1 and not split.by_id and len(reply.results) == 1:
-            split.by_id[chunk[0].qid] = reply.results[0]  # one question, one answer: the id is a formality
+            split.by_id[chunk[0].qid] = reply.results[
+                0
+            ]  # one question, one answer: the id is a formality
             split.missing = []
         for q in chunk:
             if q.qid in split.by_id:
@@ -87,10 +97,15 @@ class BatchedCalls:
             else:
                 q.finish(
                     RunStatus.LLM_ERROR,
-                    RunError(code="invalid_model_output", message="the model's reply did not answer this question"),
+                    RunError(
+                        code="invalid_model_output",
+                        message="the model's reply did not answer this question",
+                    ),
                 )
 
-    def _chunks(self, qs: list[QuestionState], prepared: dict[str, QuestionInput]) -> Iterable[list[QuestionState]]:
+    def _chunks(
+        self, qs: list[QuestionState], prepared: dict[str, QuestionInput]
+    ) -> Iterable[list[QuestionState]]:
         """Up to ``k`` questions per call, fewer when their contexts would make the prompt too big."""
         chunk: list[QuestionState] = []
         size = 0

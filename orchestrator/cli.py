@@ -60,7 +60,6 @@ app = typer.Typer(
 )
 
 
-
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version
@@ -75,7 +74,10 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     show_version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
     ] = False,
 ) -> None:
     """Ask a database questions in plain language, with one approval before any SQL runs."""
@@ -88,6 +90,7 @@ def _mount_subcommands() -> None:
     app.command()(batch)
     app.add_typer(approvals_app, name="approvals")
 
+
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question, in plain language.")],
@@ -97,7 +100,9 @@ def ask(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     rate_limit: RateOpt = None,
-    wait: Annotated[bool, typer.Option("--wait", help="Wait for the rate limiter instead of failing fast.")] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait for the rate limiter instead of failing fast.")
+    ] = False,
     row_cap: RowCapOpt = 1000,
     max_limit: MaxLimitOpt = 1000,
     timeout: TimeoutOpt = None,
@@ -111,7 +116,8 @@ def ask(
         ),
     ] = False,
     ttl: Annotated[
-        float | None, typer.Option(help="With --defer: seconds the batch may wait; then it is rejected.")
+        float | None,
+        typer.Option(help="With --defer: seconds the batch may wait; then it is rejected."),
     ] = None,
     quorum: Annotated[int, typer.Option(help="With --defer: distinct reviewers needed.")] = 1,
 ) -> None:
@@ -127,19 +133,33 @@ def ask(
     if (ttl is not None or quorum != 1) and not defer:
         fail("--ttl and --quorum apply to a deferred approval: add --defer", as_json=as_json)
     config = PipelineConfig(
-        row_cap=row_cap, max_limit=max_limit, admission=not wait, approval_ttl_s=ttl, approval_quorum=quorum
+        row_cap=row_cap,
+        max_limit=max_limit,
+        admission=not wait,
+        approval_ttl_s=ttl,
+        approval_quorum=quorum,
     )
     # Before anything is opened: the gate fails closed first.
     reviewer = None if defer else reviewer_for(yes, as_json)
     approval_store, run_store = stores() if defer else (None, None)
     database, llm = open_target(
-        db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=wait, timeout=timeout,
+        db=db,
+        model=model,
+        base_url=base_url,
+        rate_limit=rate_limit,
+        wait=wait,
+        timeout=timeout,
         as_json=as_json,
     )
     with Spinner(enabled=True) as spinner:
         pipeline = Pipeline(
-            database, llm, reviewer, config=config, progress=spinner,
-            approval_store=approval_store, run_store=run_store,
+            database,
+            llm,
+            reviewer,
+            config=config,
+            progress=spinner,
+            approval_store=approval_store,
+            run_store=run_store,
         )
         result = pipeline.ask(question)
     database.dispose()
@@ -166,7 +186,10 @@ def resume(
     run_id: Annotated[str, typer.Argument(help="The run id printed when the run paused.")],
     db: Annotated[
         str | None,
-        typer.Option("--db", help="The database URL, when the stored one had a password (it is never stored)."),
+        typer.Option(
+            "--db",
+            help="The database URL, when the stored one had a password (it is never stored).",
+        ),
     ] = None,
     as_json: JsonOpt = False,
     trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
@@ -187,10 +210,19 @@ def resume(
         fail(exc.message, as_json=as_json, error_code=exc.code)
         return
     if db is None and "***" in stored_db:
-        fail("the run's database URL had a password, which sqlgate never stores: pass --db URL",
-              as_json=as_json, error_code="config_error")
+        fail(
+            "the run's database URL had a password, which sqlgate never stores: pass --db URL",
+            as_json=as_json,
+            error_code="config_error",
+        )
     database, llm = open_target(
-        db=db or stored_db, model=None, base_url=None, rate_limit=None, wait=True, timeout=None, as_json=as_json
+        db=db or stored_db,
+        model=None,
+        base_url=None,
+        rate_limit=None,
+        wait=True,
+        timeout=None,
+        as_json=as_json,
     )
     pipeline = Pipeline(database, llm, None, approval_store=approval_store, run_store=run_store)
     try:
@@ -224,7 +256,8 @@ def demo(
         ),
     ] = False,
     workdir: Annotated[
-        Path | None, typer.Option(help="Where to build the demo database (default: a cache folder).")
+        Path | None,
+        typer.Option(help="Where to build the demo database (default: a cache folder)."),
     ] = None,
     trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
 ) -> None:
@@ -245,7 +278,9 @@ def demo(
             path = ensure_demo_database(workdir or default_cache_dir())
         if review and not sys.stdin.isatty():
             fail("--review needs a terminal", as_json=as_json)
-        reviewer = TerminalReviewer(console=err) if review else _ShowingApprover(ApproveAll(), console)
+        reviewer = (
+            TerminalReviewer(console=err) if review else _ShowingApprover(ApproveAll(), console)
+        )
         session = DemoSession.replaying(path, reviewer)
     except SqlgateError as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)
@@ -285,7 +320,9 @@ class _ShowingApprover:
         from approvals import TerminalReviewer
 
         TerminalReviewer(console=self.console).show(batch)
-        self.console.print("[dim]demo: approved automatically (run `sqlgate demo --review` to decide yourself)[/]")
+        self.console.print(
+            "[dim]demo: approved automatically (run `sqlgate demo --review` to decide yourself)[/]"
+        )
         return self.inner(batch)
 
 
@@ -300,7 +337,9 @@ class _null:
 @app.command()
 def schema(
     db: DbOpt = None,
-    tables: Annotated[list[str] | None, typer.Argument(help="Tables to show (with their FK neighbours).")] = None,
+    tables: Annotated[
+        list[str] | None, typer.Argument(help="Tables to show (with their FK neighbours).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the schema sqlgate explores: tables, columns, keys and foreign keys."""
@@ -309,7 +348,12 @@ def schema(
     try:
         database = TargetDatabase(db or "")
     except SqlgateError as exc:
-        fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
+        fail(
+            exc.message,
+            10 if exc.code.startswith("database") else 2,
+            as_json=as_json,
+            error_code=exc.code,
+        )
         return
     names = tables or database.schema.table_names()
     context = database.schema.explore(names)
@@ -317,7 +361,9 @@ def schema(
         emit_json({"dialect": database.dialect, **context.model_dump(mode="json")})
     else:
         console = Console()
-        console.print(f"[bold]{database.safe_url}[/] ({database.dialect}), {len(context.tables)} table(s)")
+        console.print(
+            f"[bold]{database.safe_url}[/] ({database.dialect}), {len(context.tables)} table(s)"
+        )
         from orchestrator.render import sql_block
 
         console.print(sql_block(context.render()))
@@ -330,7 +376,9 @@ def schema(
 def validate(
     sql: Annotated[str, typer.Argument(help="The SQL to check ('-' reads it from stdin).")],
     dialect: Annotated[str, typer.Option(help="sqlite, postgres, mysql or duckdb.")] = "sqlite",
-    max_limit: Annotated[int, typer.Option(help="LIMIT added to (or lowered in) the query.")] = 1000,
+    max_limit: Annotated[
+        int, typer.Option(help="LIMIT added to (or lowered in) the query.")
+    ] = 1000,
     as_json: JsonOpt = False,
 ) -> None:
     """Check SQL against the safety policy and print the SQL that would run.
@@ -385,10 +433,20 @@ def limits(
         fail(exc.message, as_json=as_json, error_code=exc.code)
         return
     except Exception as exc:  # a shared backend that is down: say so, never guess
-        fail(f"the rate-limit backend is unavailable: {exc}", as_json=as_json, error_code="backend_unavailable")
+        fail(
+            f"the rate-limit backend is unavailable: {exc}",
+            as_json=as_json,
+            error_code="backend_unavailable",
+        )
         return
     rows = [
-        {"unit": u.unit, "used": u.used, "limit": u.limit, "window_s": u.window, "next_free_in_s": round(u.retry_after, 3)}
+        {
+            "unit": u.unit,
+            "used": u.used,
+            "limit": u.limit,
+            "window_s": u.window,
+            "next_free_in_s": round(u.retry_after, 3),
+        }
         for u in usages
     ]
     if as_json:
@@ -408,15 +466,22 @@ def limits(
 @app.command()
 def serve(
     db: DbOpt = None,
-    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every interface).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Address to listen on (0.0.0.0 for every interface).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     tokens: Annotated[
         str | None,
-        typer.Option("--tokens", envvar="SQLGATE_TOKENS_FILE",
-                     help="JSON file of bearer tokens: [{\"token\"|\"sha256\": ..., \"actor\": ..., "
-                     "\"role\": \"analyst\"|\"reviewer\"|\"admin\"}]. Env: SQLGATE_TOKENS_FILE (or SQLGATE_TOKENS inline)."),
+        typer.Option(
+            "--tokens",
+            envvar="SQLGATE_TOKENS_FILE",
+            help='JSON file of bearer tokens: [{"token"|"sha256": ..., "actor": ..., '
+            '"role": "analyst"|"reviewer"|"admin"}]. Env: SQLGATE_TOKENS_FILE (or SQLGATE_TOKENS inline).',
+        ),
     ] = None,
-    workers: Annotated[int | None, typer.Option(help="Runs executed at once by this process (default 4).")] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Runs executed at once by this process (default 4).")
+    ] = None,
 ) -> None:
     """Serve the HTTP API, live events (SSE) and the analyst and reviewer pages.
 

@@ -71,8 +71,13 @@ def _gate_for(record: Any, approvals: Any, runs: Any) -> Any:
         except SqlgateError:
             dialect = "sqlite"
     validator = SqlValidator(dialect=dialect, policy=SafetyPolicy())
-    return ApprovalGate(reviewer=None, validate=validator.validate, store=approvals, run_id=record.batch.run_id,
-                        actor=reviewer_identity())
+    return ApprovalGate(
+        reviewer=None,
+        validate=validator.validate,
+        store=approvals,
+        run_id=record.batch.run_id,
+        actor=reviewer_identity(),
+    )
 
 
 @approvals_app.command("list")
@@ -107,14 +112,19 @@ def list_batches(
     Console().print(
         rows_table(
             ["batch", "run", "cycle", "status", "pending", "created"],
-            [[r["batch_id"], r["run_id"], r["cycle"], r["status"], r["pending"], r["created_at"]] for r in rows],
+            [
+                [r["batch_id"], r["run_id"], r["cycle"], r["status"], r["pending"], r["created_at"]]
+                for r in rows
+            ],
         )
     )
 
 
 @approvals_app.command()
-def show(batch_id: Annotated[str, typer.Argument(help="The batch id (from `approvals list`).")],
-         as_json: JsonOpt = False) -> None:
+def show(
+    batch_id: Annotated[str, typer.Argument(help="The batch id (from `approvals list`).")],
+    as_json: JsonOpt = False,
+) -> None:
     """Every statement of a batch: the question, the highlighted SQL and the validator's findings."""
     from approvals import BatchNotFound, TerminalReviewer
 
@@ -143,7 +153,9 @@ def decide(
             '{"action": "edit", "sql": "..."}}, covering exactly the pending statements.',
         ),
     ] = None,
-    idempotency_key: Annotated[str | None, typer.Option(help="Repeat-safe key: the same decision twice is one.")] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Repeat-safe key: the same decision twice is one.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Decide a batch: approve, reject with a reason, or edit each pending statement.
@@ -164,18 +176,28 @@ def decide(
         try:
             decisions = json.loads(file.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            fail(f"cannot read decisions from {file}: {exc}", error_code="invalid_decision_file", as_json=as_json)
+            fail(
+                f"cannot read decisions from {file}: {exc}",
+                error_code="invalid_decision_file",
+                as_json=as_json,
+            )
             return
     else:
         if not sys.stdin.isatty():
-            fail("no terminal to decide on: pass --file decisions.json", error_code="no_reviewer", as_json=as_json)
+            fail(
+                "no terminal to decide on: pass --file decisions.json",
+                error_code="no_reviewer",
+                as_json=as_json,
+            )
         try:
             decisions = TerminalReviewer(console=err, validate=gate.validate)(record.batch)
         except ApprovalError as exc:
             fail(str(exc), 130, error_code="approval_cancelled", as_json=as_json)
             return
     try:
-        outcome = gate.submit(batch_id, decisions, actor=reviewer_identity(), idempotency_key=idempotency_key)
+        outcome = gate.submit(
+            batch_id, decisions, actor=reviewer_identity(), idempotency_key=idempotency_key
+        )
     except ApprovalError as exc:
         code = getattr(exc, "code", "decision_refused")
         fail(str(exc), 1, error_code=code, as_json=as_json)
@@ -193,7 +215,9 @@ def decide(
     if as_json:
         emit_json(payload)
     else:
-        Console().print(f"Batch {batch_id}: [bold]{payload['status']}[/]. Next: [cyan]{payload['next']}[/]")
+        Console().print(
+            f"Batch {batch_id}: [bold]{payload['status']}[/]. Next: [cyan]{payload['next']}[/]"
+        )
 
 
 @approvals_app.command()
@@ -213,7 +237,17 @@ def history(
     Console().print(
         rows_table(
             ["seq", "at", "event", "actor", "batch", "call"],
-            [[e.seq, e.at.isoformat(timespec="seconds"), e.event, e.actor, e.batch_id, e.call_id or "-"] for e in events],
+            [
+                [
+                    e.seq,
+                    e.at.isoformat(timespec="seconds"),
+                    e.event,
+                    e.actor,
+                    e.batch_id,
+                    e.call_id or "-",
+                ]
+                for e in events
+            ],
         )
     )
 
@@ -233,4 +267,7 @@ def sweep(as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(rows)
         return
-    Console().print(f"{len(rows)} batch(es) expired." + "".join(f"\n  {r['batch_id']} (run {r['run_id']})" for r in rows))
+    Console().print(
+        f"{len(rows)} batch(es) expired."
+        + "".join(f"\n  {r['batch_id']} (run {r['run_id']})" for r in rows)
+    )

@@ -26,24 +26,36 @@ from orchestrator.result import RunResult
 
 
 def batch(
-    questions_file: Annotated[Path, typer.Argument(help="Questions: .txt (one per line), .csv (a 'question' column) or .jsonl.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Results file: .jsonl or .csv. A re-run resumes it.")],
+    questions_file: Annotated[
+        Path,
+        typer.Argument(
+            help="Questions: .txt (one per line), .csv (a 'question' column) or .jsonl."
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Results file: .jsonl or .csv. A re-run resumes it.")
+    ],
     db: DbOpt = None,
     yes: YesOpt = False,
     k: Annotated[int, typer.Option(help="Questions per LLM call at most.")] = 10,
     context_tokens: Annotated[
         int,
-        typer.Option(help="The model's context size in tokens; fewer questions go in a call when it is small."),
+        typer.Option(
+            help="The model's context size in tokens; fewer questions go in a call when it is small."
+        ),
     ] = 32_000,
     run_size: Annotated[
         int,
-        typer.Option(help="Questions per run (one approval prompt each); bounds memory on huge files."),
+        typer.Option(
+            help="Questions per run (one approval prompt each); bounds memory on huge files."
+        ),
     ] = 1000,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     rate_limit: RateOpt = None,
     fail_fast: Annotated[
-        bool, typer.Option("--fail-fast", help="Stop when the rate limit is reached instead of waiting.")
+        bool,
+        typer.Option("--fail-fast", help="Stop when the rate limit is reached instead of waiting."),
     ] = False,
     row_cap: RowCapOpt = 1000,
     max_limit: MaxLimitOpt = 1000,
@@ -67,15 +79,24 @@ def batch(
         fail(exc.message, error_code=exc.code)
         return
     todo = list(pending_questions(questions, done))
-    err.print(f"{len(questions)} question(s) in {questions_file}; {len(done)} already answered in {out}; "
-              f"{len(todo)} to go.")
+    err.print(
+        f"{len(questions)} question(s) in {questions_file}; {len(done)} already answered in {out}; "
+        f"{len(todo)} to go."
+    )
     if not todo:
         raise typer.Exit(0)
     # About four characters a token; half the context for the questions' part of a prompt.
-    config = PipelineConfig(row_cap=row_cap, max_limit=max_limit, k=k, max_prompt_chars=max(1000, context_tokens * 2))
+    config = PipelineConfig(
+        row_cap=row_cap, max_limit=max_limit, k=k, max_prompt_chars=max(1000, context_tokens * 2)
+    )
     reviewer = reviewer_for(yes, as_json=False)
     database, llm = open_target(
-        db=db, model=model, base_url=base_url, rate_limit=rate_limit, wait=not fail_fast, timeout=timeout,
+        db=db,
+        model=model,
+        base_url=base_url,
+        rate_limit=rate_limit,
+        wait=not fail_fast,
+        timeout=timeout,
         as_json=False,
     )
     counts: dict[str, int] = {}
@@ -90,18 +111,30 @@ def batch(
             pipeline.run_batch([q for _, q in todo[start : start + run_size]], on_result=written)
     database.dispose()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    err.print(f"[bold]{sum(counts.values())} result(s) written to {out}[/]: {summary}; {llm.calls} LLM call(s).")
+    err.print(
+        f"[bold]{sum(counts.values())} result(s) written to {out}[/]: {summary}; {llm.calls} LLM call(s)."
+    )
 
 
 class StageBars:
     """One progress bar per pipeline stage, on stderr; paused while the reviewer decides."""
 
     def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.progress = Progress(
-            TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err, transient=False,
+            TextColumn("{task.description:<22}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
         )
         self.tasks: dict[str, Any] = {}
 

@@ -16,7 +16,9 @@ from orchestrator.result import RunResult
 err = Console(stderr=True)
 
 
-def fail(message: str, code: int = 2, *, as_json: bool = False, error_code: str = "config_error") -> None:
+def fail(
+    message: str, code: int = 2, *, as_json: bool = False, error_code: str = "config_error"
+) -> None:
     """Say what went wrong (as JSON too, for scripts) and exit with ``code``."""
     if as_json:
         print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
@@ -86,12 +88,20 @@ class Spinner:
 
 
 ModelOpt = Annotated[str | None, typer.Option(help="Model name. Env: SQLGATE_MODEL.")]
-BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint. Env: OPENAI_BASE_URL.")]
-RateOpt = Annotated[str | None, typer.Option(help="LLM requests per window, e.g. 5/60 (default) or 500/min.")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Approve the generated SQL without a prompt.")]
+BaseUrlOpt = Annotated[
+    str | None, typer.Option(help="OpenAI-compatible endpoint. Env: OPENAI_BASE_URL.")
+]
+RateOpt = Annotated[
+    str | None, typer.Option(help="LLM requests per window, e.g. 5/60 (default) or 500/min.")
+]
+YesOpt = Annotated[
+    bool, typer.Option("--yes", "-y", help="Approve the generated SQL without a prompt.")
+]
 RowCapOpt = Annotated[int, typer.Option(help="Rows fetched at most per query.")]
 MaxLimitOpt = Annotated[int, typer.Option(help="LIMIT added to (or lowered in) every query.")]
-TimeoutOpt = Annotated[float | None, typer.Option(help="Statement timeout in seconds (default 30).")]
+TimeoutOpt = Annotated[
+    float | None, typer.Option(help="Statement timeout in seconds (default 30).")
+]
 
 
 def open_target(
@@ -120,9 +130,16 @@ def open_target(
         if timeout is not None:
             settings.statement_timeout_s = timeout
         settings.require_credentials()
-        database = TargetDatabase(settings.db or "", statement_timeout_s=settings.statement_timeout_s)
+        database = TargetDatabase(
+            settings.db or "", statement_timeout_s=settings.statement_timeout_s
+        )
     except SqlgateError as exc:
-        fail(exc.message, 10 if exc.code.startswith("database") else 2, as_json=as_json, error_code=exc.code)
+        fail(
+            exc.message,
+            10 if exc.code.startswith("database") else 2,
+            as_json=as_json,
+            error_code=exc.code,
+        )
         raise  # unreachable: _fail exits
     try:
         limiter = build_limiter(settings, mode="wait" if wait else "fail_fast")

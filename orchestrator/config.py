@@ -1,17 +1,17 @@
 """Configuration: environment variables first, command-line options over them.
 
-    OPENAI_API_KEY      key for the OpenAI-compatible endpoint (never logged, never recorded)
-    OPENAI_BASE_URL     endpoint, e.g. http://localhost:11434/v1 for Ollama (default: OpenAI)
-    SQLGATE_MODEL       model name (default gpt-4o-mini)
-    SQLGATE_DB          database URL used when --db is not given
-    SQLGATE_RATE_LIMIT  requests per window, e.g. "5/60" (5 per 60 s, the default) or "500/min"
-    SQLGATE_STATEMENT_TIMEOUT  seconds a query may run (default 30)
-    SQLGATE_TOKEN_LIMIT tokens per rate window as well (estimated, then corrected by the reply)
-    SQLGATE_RATE_BACKEND where the window is kept: a SQLite file in the state folder (default),
-                        memory, another file path, postgresql://... or redis://...
-    SQLGATE_STATE_DIR   sqlgate's state folder (default ~/.local/state/sqlgate)
-    SQLGATE_APPROVAL_TTL     seconds a deferred approval batch may wait before it is rejected
-    SQLGATE_APPROVAL_QUORUM  distinct reviewers a deferred batch needs (default 1)
+OPENAI_API_KEY      key for the OpenAI-compatible endpoint (never logged, never recorded)
+OPENAI_BASE_URL     endpoint, e.g. http://localhost:11434/v1 for Ollama (default: OpenAI)
+SQLGATE_MODEL       model name (default gpt-4o-mini)
+SQLGATE_DB          database URL used when --db is not given
+SQLGATE_RATE_LIMIT  requests per window, e.g. "5/60" (5 per 60 s, the default) or "500/min"
+SQLGATE_STATEMENT_TIMEOUT  seconds a query may run (default 30)
+SQLGATE_TOKEN_LIMIT tokens per rate window as well (estimated, then corrected by the reply)
+SQLGATE_RATE_BACKEND where the window is kept: a SQLite file in the state folder (default),
+                    memory, another file path, postgresql://... or redis://...
+SQLGATE_STATE_DIR   sqlgate's state folder (default ~/.local/state/sqlgate)
+SQLGATE_APPROVAL_TTL     seconds a deferred approval batch may wait before it is rejected
+SQLGATE_APPROVAL_QUORUM  distinct reviewers a deferred batch needs (default 1)
 """
 
 from __future__ import annotations
@@ -39,15 +39,21 @@ def parse_rate(text: str) -> tuple[int, float]:
     """
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]*)\s*", text or "")
     if not match or (match.group(2) is None and not match.group(3)):
-        raise ConfigurationError(f"rate limit {text!r} is not N/SECONDS or N/UNIT (e.g. 5/60, 500/min)")
+        raise ConfigurationError(
+            f"rate limit {text!r} is not N/SECONDS or N/UNIT (e.g. 5/60, 500/min)"
+        )
     count = int(match.group(1))
     amount = float(match.group(2)) if match.group(2) else 1.0
     unit = match.group(3) or "s"
     if unit not in _UNITS:
-        raise ConfigurationError(f"unknown time unit {unit!r} in rate limit {text!r}; use s, min or h")
+        raise ConfigurationError(
+            f"unknown time unit {unit!r} in rate limit {text!r}; use s, min or h"
+        )
     window = amount * _UNITS[unit]
     if count < 1 or window <= 0:
-        raise ConfigurationError(f"rate limit {text!r} must allow at least 1 request per positive window")
+        raise ConfigurationError(
+            f"rate limit {text!r} must allow at least 1 request per positive window"
+        )
     return count, window
 
 
@@ -70,7 +76,9 @@ class Settings(BaseModel):
         try:
             timeout = float(env.get("SQLGATE_STATEMENT_TIMEOUT", "30"))
         except ValueError as exc:
-            raise ConfigurationError("SQLGATE_STATEMENT_TIMEOUT must be a number of seconds") from exc
+            raise ConfigurationError(
+                "SQLGATE_STATEMENT_TIMEOUT must be a number of seconds"
+            ) from exc
         try:
             ttl = float(env["SQLGATE_APPROVAL_TTL"]) if env.get("SQLGATE_APPROVAL_TTL") else None
             quorum = int(env.get("SQLGATE_APPROVAL_QUORUM") or 1)
@@ -83,7 +91,9 @@ class Settings(BaseModel):
         key = env.get("OPENAI_API_KEY")
         tokens = env.get("SQLGATE_TOKEN_LIMIT")
         if tokens is not None and not tokens.strip().isdigit():
-            raise ConfigurationError("SQLGATE_TOKEN_LIMIT must be a whole number of tokens per window")
+            raise ConfigurationError(
+                "SQLGATE_TOKEN_LIMIT must be a whole number of tokens per window"
+            )
         return cls(
             db=env.get("SQLGATE_DB") or None,
             llm=LLMSettings(

@@ -55,7 +55,9 @@ class TargetDatabase:
                 f"cannot open {self.safe_url} read-only: {_one_line(exc)}"
             ) from exc
         except Exception as exc:  # drivers raise their own types for bad files and hosts
-            raise DatabaseUnreachable(f"cannot open {self.safe_url} read-only: {_one_line(exc)}") from exc
+            raise DatabaseUnreachable(
+                f"cannot open {self.safe_url} read-only: {_one_line(exc)}"
+            ) from exc
         self.schema = SchemaExplorer(self.engine, cache_key=self.safe_url)
 
     def dispose(self) -> None:

@@ -53,7 +53,12 @@ class DemoSession:
         self.transport: Any | None = None  # the replay transport, when replaying
         self.clock = ManualClock()
         self.limiter = SlidingWindowLimiter(
-            limit=5, window=60.0, clock=self.clock, sleep=self.clock.sleep, mode="wait", max_wait=600.0
+            limit=5,
+            window=60.0,
+            clock=self.clock,
+            sleep=self.clock.sleep,
+            mode="wait",
+            max_wait=600.0,
         )
         self.llm = LLMClient(
             LLMSettings(model=DEMO_MODEL, base_url=base_url),
@@ -80,7 +85,9 @@ class DemoSession:
                 "its source tree with `pip install -e .` so the cassettes/ folder is available"
             )
         transport = CassetteTransport([cassette])
-        session = cls(database_path, reviewer, http_client=httpx2.Client(transport=transport), **kwargs)
+        session = cls(
+            database_path, reviewer, http_client=httpx2.Client(transport=transport), **kwargs
+        )
         session.transport = transport
         return session
 

@@ -22,7 +22,12 @@ from pathlib import Path
 
 from orchestrator.sqlite_file import write_sqlite_atomically
 
-__all__ = ["DEMO_SCHEMA_VERSION", "build_demo_database", "default_cache_dir", "ensure_demo_database"]
+__all__ = [
+    "DEMO_SCHEMA_VERSION",
+    "build_demo_database",
+    "default_cache_dir",
+    "ensure_demo_database",
+]
 
 #: Bump whenever the generator's output changes, so cached files are rebuilt.
 DEMO_SCHEMA_VERSION = 1
@@ -101,68 +106,352 @@ CREATE INDEX ix_order_items_product ON order_items (product_id);
 """
 
 REGIONS: Sequence[tuple[str, str, Sequence[str]]] = (
-    ("Northeast", "United States", ("Boston", "New York", "Philadelphia", "Hartford", "Providence", "Albany")),
-    ("Southeast", "United States", ("Atlanta", "Miami", "Charlotte", "Nashville", "Tampa", "Raleigh")),
-    ("Midwest", "United States", ("Chicago", "Detroit", "Minneapolis", "Columbus", "Milwaukee", "St. Louis")),
-    ("Southwest", "United States", ("Phoenix", "Dallas", "Austin", "Houston", "Albuquerque", "Tucson")),
-    ("West", "United States", ("Seattle", "Portland", "San Francisco", "Los Angeles", "San Diego", "Denver")),
+    (
+        "Northeast",
+        "United States",
+        ("Boston", "New York", "Philadelphia", "Hartford", "Providence", "Albany"),
+    ),
+    (
+        "Southeast",
+        "United States",
+        ("Atlanta", "Miami", "Charlotte", "Nashville", "Tampa", "Raleigh"),
+    ),
+    (
+        "Midwest",
+        "United States",
+        ("Chicago", "Detroit", "Minneapolis", "Columbus", "Milwaukee", "St. Louis"),
+    ),
+    (
+        "Southwest",
+        "United States",
+        ("Phoenix", "Dallas", "Austin", "Houston", "Albuquerque", "Tucson"),
+    ),
+    (
+        "West",
+        "United States",
+        ("Seattle", "Portland", "San Francisco", "Los Angeles", "San Diego", "Denver"),
+    ),
     ("Canada", "Canada", ("Toronto", "Vancouver", "Montreal", "Calgary", "Ottawa", "Halifax")),
 )
 # Relative share of customers per region, in REGIONS order.
 REGION_WEIGHTS = (24, 18, 20, 14, 18, 6)
 
 FIRST_NAMES = (
-    "James", "Mary", "Robert", "Patricia", "John", "Jennifer", "Michael", "Linda", "David", "Elizabeth",
-    "William", "Barbara", "Richard", "Susan", "Joseph", "Jessica", "Thomas", "Sarah", "Charles", "Karen",
-    "Christopher", "Lisa", "Daniel", "Nancy", "Matthew", "Betty", "Anthony", "Sandra", "Mark", "Margaret",
-    "Donald", "Ashley", "Steven", "Kimberly", "Andrew", "Emily", "Paul", "Donna", "Joshua", "Michelle",
-    "Kenneth", "Carol", "Kevin", "Amanda", "Brian", "Melissa", "George", "Deborah", "Timothy", "Stephanie",
-    "Ronald", "Rebecca", "Jason", "Sharon", "Edward", "Laura", "Jeffrey", "Cynthia", "Ryan", "Amy",
-    "Jacob", "Kathleen", "Gary", "Angela", "Nicholas", "Shirley", "Eric", "Brenda", "Jonathan", "Emma",
-    "Stephen", "Anna", "Larry", "Pamela", "Justin", "Nicole", "Scott", "Samantha", "Brandon", "Katherine",
-    "Priya", "Wei", "Aisha", "Mateo", "Sofia", "Hiroshi", "Fatima", "Lucas", "Chloe", "Omar",
-    "Isabella", "Raj", "Mei", "Diego", "Olivia", "Noah", "Ava", "Liam", "Zoe", "Ethan",
+    "James",
+    "Mary",
+    "Robert",
+    "Patricia",
+    "John",
+    "Jennifer",
+    "Michael",
+    "Linda",
+    "David",
+    "Elizabeth",
+    "William",
+    "Barbara",
+    "Richard",
+    "Susan",
+    "Joseph",
+    "Jessica",
+    "Thomas",
+    "Sarah",
+    "Charles",
+    "Karen",
+    "Christopher",
+    "Lisa",
+    "Daniel",
+    "Nancy",
+    "Matthew",
+    "Betty",
+    "Anthony",
+    "Sandra",
+    "Mark",
+    "Margaret",
+    "Donald",
+    "Ashley",
+    "Steven",
+    "Kimberly",
+    "Andrew",
+    "Emily",
+    "Paul",
+    "Donna",
+    "Joshua",
+    "Michelle",
+    "Kenneth",
+    "Carol",
+    "Kevin",
+    "Amanda",
+    "Brian",
+    "Melissa",
+    "George",
+    "Deborah",
+    "Timothy",
+    "Stephanie",
+    "Ronald",
+    "Rebecca",
+    "Jason",
+    "Sharon",
+    "Edward",
+    "Laura",
+    "Jeffrey",
+    "Cynthia",
+    "Ryan",
+    "Amy",
+    "Jacob",
+    "Kathleen",
+    "Gary",
+    "Angela",
+    "Nicholas",
+    "Shirley",
+    "Eric",
+    "Brenda",
+    "Jonathan",
+    "Emma",
+    "Stephen",
+    "Anna",
+    "Larry",
+    "Pamela",
+    "Justin",
+    "Nicole",
+    "Scott",
+    "Samantha",
+    "Brandon",
+    "Katherine",
+    "Priya",
+    "Wei",
+    "Aisha",
+    "Mateo",
+    "Sofia",
+    "Hiroshi",
+    "Fatima",
+    "Lucas",
+    "Chloe",
+    "Omar",
+    "Isabella",
+    "Raj",
+    "Mei",
+    "Diego",
+    "Olivia",
+    "Noah",
+    "Ava",
+    "Liam",
+    "Zoe",
+    "Ethan",
 )
 LAST_NAMES = (
-    "Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis", "Rodriguez", "Martinez",
-    "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson", "Thomas", "Taylor", "Moore", "Jackson", "Martin",
-    "Lee", "Perez", "Thompson", "White", "Harris", "Sanchez", "Clark", "Ramirez", "Lewis", "Robinson",
-    "Walker", "Young", "Allen", "King", "Wright", "Scott", "Torres", "Nguyen", "Hill", "Flores",
-    "Green", "Adams", "Nelson", "Baker", "Hall", "Rivera", "Campbell", "Mitchell", "Carter", "Roberts",
-    "Patel", "Chen", "Kim", "Singh", "Tremblay", "Gagnon", "Roy", "Cote", "Murphy", "O'Brien",
-    "Kowalski", "Novak", "Schmidt", "Fischer", "Rossi", "Russo", "Silva", "Costa", "Yamamoto", "Tanaka",
+    "Smith",
+    "Johnson",
+    "Williams",
+    "Brown",
+    "Jones",
+    "Garcia",
+    "Miller",
+    "Davis",
+    "Rodriguez",
+    "Martinez",
+    "Hernandez",
+    "Lopez",
+    "Gonzalez",
+    "Wilson",
+    "Anderson",
+    "Thomas",
+    "Taylor",
+    "Moore",
+    "Jackson",
+    "Martin",
+    "Lee",
+    "Perez",
+    "Thompson",
+    "White",
+    "Harris",
+    "Sanchez",
+    "Clark",
+    "Ramirez",
+    "Lewis",
+    "Robinson",
+    "Walker",
+    "Young",
+    "Allen",
+    "King",
+    "Wright",
+    "Scott",
+    "Torres",
+    "Nguyen",
+    "Hill",
+    "Flores",
+    "Green",
+    "Adams",
+    "Nelson",
+    "Baker",
+    "Hall",
+    "Rivera",
+    "Campbell",
+    "Mitchell",
+    "Carter",
+    "Roberts",
+    "Patel",
+    "Chen",
+    "Kim",
+    "Singh",
+    "Tremblay",
+    "Gagnon",
+    "Roy",
+    "Cote",
+    "Murphy",
+    "O'Brien",
+    "Kowalski",
+    "Novak",
+    "Schmidt",
+    "Fischer",
+    "Rossi",
+    "Russo",
+    "Silva",
+    "Costa",
+    "Yamamoto",
+    "Tanaka",
 )
 
 # name, description, (price_low, price_high), product nouns
 CATEGORIES: Sequence[tuple[str, str, tuple[float, float], Sequence[str]]] = (
-    ("Electronics", "Headphones, speakers, chargers and small gadgets", (19.0, 349.0),
-     ("Wireless Earbuds", "Bluetooth Speaker", "USB-C Charger", "Noise-Cancelling Headphones", "Smart Watch",
-      "Power Bank", "Webcam", "Portable SSD")),
-    ("Home & Kitchen", "Cookware, small appliances and tableware", (9.0, 249.0),
-     ("Chef's Knife", "Cast Iron Skillet", "Coffee Grinder", "Electric Kettle", "Stand Mixer",
-      "Dinnerware Set", "Cutting Board", "French Press")),
-    ("Sports & Outdoors", "Fitness gear, camping and cycling", (12.0, 299.0),
-     ("Yoga Mat", "Camping Tent", "Hiking Backpack", "Water Bottle", "Adjustable Dumbbells",
-      "Cycling Helmet", "Trekking Poles", "Sleeping Bag")),
-    ("Books", "Fiction, non-fiction and cookbooks", (8.0, 45.0),
-     ("Mystery Novel", "Cookbook", "Travel Guide", "Science Fiction Novel", "Biography",
-      "Children's Picture Book", "History Atlas", "Poetry Collection")),
-    ("Clothing", "Apparel and accessories for every season", (14.0, 189.0),
-     ("Rain Jacket", "Wool Sweater", "Running Shoes", "Denim Jeans", "Cotton T-Shirt",
-      "Leather Belt", "Winter Gloves", "Baseball Cap")),
-    ("Beauty", "Skincare, haircare and fragrance", (6.0, 95.0),
-     ("Face Moisturizer", "Shampoo", "Sunscreen SPF 50", "Lip Balm", "Eau de Parfum",
-      "Hair Dryer", "Body Lotion", "Facial Cleanser")),
-    ("Toys & Games", "Board games, puzzles and building sets", (9.0, 129.0),
-     ("Board Game", "1000-Piece Puzzle", "Building Blocks Set", "Plush Bear", "Remote Control Car",
-      "Card Game", "Science Kit", "Wooden Train Set")),
-    ("Office Supplies", "Paper, pens and desk accessories", (3.0, 399.0),
-     ("Notebook", "Gel Pen Pack", "Desk Lamp", "Ergonomic Chair", "Monitor Stand",
-      "Stapler", "Label Maker", "Whiteboard")),
+    (
+        "Electronics",
+        "Headphones, speakers, chargers and small gadgets",
+        (19.0, 349.0),
+        (
+            "Wireless Earbuds",
+            "Bluetooth Speaker",
+            "USB-C Charger",
+            "Noise-Cancelling Headphones",
+            "Smart Watch",
+            "Power Bank",
+            "Webcam",
+            "Portable SSD",
+        ),
+    ),
+    (
+        "Home & Kitchen",
+        "Cookware, small appliances and tableware",
+        (9.0, 249.0),
+        (
+            "Chef's Knife",
+            "Cast Iron Skillet",
+            "Coffee Grinder",
+            "Electric Kettle",
+            "Stand Mixer",
+            "Dinnerware Set",
+            "Cutting Board",
+            "French Press",
+        ),
+    ),
+    (
+        "Sports & Outdoors",
+        "Fitness gear, camping and cycling",
+        (12.0, 299.0),
+        (
+            "Yoga Mat",
+            "Camping Tent",
+            "Hiking Backpack",
+            "Water Bottle",
+            "Adjustable Dumbbells",
+            "Cycling Helmet",
+            "Trekking Poles",
+            "Sleeping Bag",
+        ),
+    ),
+    (
+        "Books",
+        "Fiction, non-fiction and cookbooks",
+        (8.0, 45.0),
+        (
+            "Mystery Novel",
+            "Cookbook",
+            "Travel Guide",
+            "Science Fiction Novel",
+            "Biography",
+            "Children's Picture Book",
+            "History Atlas",
+            "Poetry Collection",
+        ),
+    ),
+    (
+        "Clothing",
+        "Apparel and accessories for every season",
+        (14.0, 189.0),
+        (
+            "Rain Jacket",
+            "Wool Sweater",
+            "Running Shoes",
+            "Denim Jeans",
+            "Cotton T-Shirt",
+            "Leather Belt",
+            "Winter Gloves",
+            "Baseball Cap",
+        ),
+    ),
+    (
+        "Beauty",
+        "Skincare, haircare and fragrance",
+        (6.0, 95.0),
+        (
+            "Face Moisturizer",
+            "Shampoo",
+            "Sunscreen SPF 50",
+            "Lip Balm",
+            "Eau de Parfum",
+            "Hair Dryer",
+            "Body Lotion",
+            "Facial Cleanser",
+        ),
+    ),
+    (
+        "Toys & Games",
+        "Board games, puzzles and building sets",
+        (9.0, 129.0),
+        (
+            "Board Game",
+            "1000-Piece Puzzle",
+            "Building Blocks Set",
+            "Plush Bear",
+            "Remote Control Car",
+            "Card Game",
+            "Science Kit",
+            "Wooden Train Set",
+        ),
+    ),
+    (
+        "Office Supplies",
+        "Paper, pens and desk accessories",
+        (3.0, 399.0),
+        (
+            "Notebook",
+            "Gel Pen Pack",
+            "Desk Lamp",
+            "Ergonomic Chair",
+            "Monitor Stand",
+            "Stapler",
+            "Label Maker",
+            "Whiteboard",
+        ),
+    ),
 )
 PRODUCTS_PER_CATEGORY = 15
-BRANDS = ("Acme", "Northwind", "Contoso", "Fabrikam", "Litware", "Tailspin", "Woodgrove", "Proseware",
-          "Adatum", "Lucerne", "Wingtip", "Alpine", "Summit", "Harbor", "Evergreen")
+BRANDS = (
+    "Acme",
+    "Northwind",
+    "Contoso",
+    "Fabrikam",
+    "Litware",
+    "Tailspin",
+    "Woodgrove",
+    "Proseware",
+    "Adatum",
+    "Lucerne",
+    "Wingtip",
+    "Alpine",
+    "Summit",
+    "Harbor",
+    "Evergreen",
+)
 
 SEGMENTS = (("Consumer", 62), ("Small Business", 28), ("Enterprise", 10))
 DISCOUNTS = ((0.0, 70), (0.05, 14), (0.10, 10), (0.15, 4), (0.20, 2))
@@ -173,6 +462,7 @@ def build_demo_database(path: str | os.PathLike[str], seed: int = 7) -> Path:
 
     The same ``seed`` gives a byte-identical file; the file appears only once complete.
     """
+
     def fill(con: sqlite3.Connection) -> None:
         con.execute("PRAGMA foreign_keys = ON")
         con.executescript(SCHEMA)
@@ -253,30 +543,68 @@ def _person(rng: random.Random) -> tuple[str, str]:
 def _employees(con: sqlite3.Connection, rng: random.Random) -> dict[int, list[int]]:
     rows: list[tuple[object, ...]] = []
 
-    def add(title: str, manager: int | None, region: int | None, salary: tuple[int, int],
-            hired: tuple[dt.date, dt.date]) -> int:
+    def add(
+        title: str,
+        manager: int | None,
+        region: int | None,
+        salary: tuple[int, int],
+        hired: tuple[dt.date, dt.date],
+    ) -> int:
         employee_id = len(rows) + 1
         first, last = _person(rng)
-        rows.append((employee_id, first, last, _email(first, last, employee_id, "sqlgate-retail.com"), title,
-                     _day(*hired, rng).isoformat(), float(rng.randrange(*salary, 500)), manager, region))
+        rows.append(
+            (
+                employee_id,
+                first,
+                last,
+                _email(first, last, employee_id, "sqlgate-retail.com"),
+                title,
+                _day(*hired, rng).isoformat(),
+                float(rng.randrange(*salary, 500)),
+                manager,
+                region,
+            )
+        )
         return employee_id
 
-    ceo = add("Chief Executive Officer", None, None, (210_000, 260_000), (dt.date(2015, 3, 1), dt.date(2016, 6, 1)))
-    vp = add("VP of Sales", ceo, None, (160_000, 190_000), (dt.date(2016, 1, 1), dt.date(2018, 1, 1)))
+    ceo = add(
+        "Chief Executive Officer",
+        None,
+        None,
+        (210_000, 260_000),
+        (dt.date(2015, 3, 1), dt.date(2016, 6, 1)),
+    )
+    vp = add(
+        "VP of Sales", ceo, None, (160_000, 190_000), (dt.date(2016, 1, 1), dt.date(2018, 1, 1))
+    )
     reps_by_region: dict[int, list[int]] = {}
     for region_id, (name, _, _) in enumerate(REGIONS, start=1):
-        manager = add(f"Regional Sales Manager, {name}", vp, region_id, (105_000, 135_000),
-                      (dt.date(2017, 1, 1), dt.date(2021, 1, 1)))
+        manager = add(
+            f"Regional Sales Manager, {name}",
+            vp,
+            region_id,
+            (105_000, 135_000),
+            (dt.date(2017, 1, 1), dt.date(2021, 1, 1)),
+        )
         reps_by_region[region_id] = [
-            add(rng.choice(("Sales Representative", "Sales Representative", "Senior Sales Representative")),
-                manager, region_id, (52_000, 88_000), (dt.date(2019, 1, 1), dt.date(2024, 6, 30)))
+            add(
+                rng.choice(
+                    ("Sales Representative", "Sales Representative", "Senior Sales Representative")
+                ),
+                manager,
+                region_id,
+                (52_000, 88_000),
+                (dt.date(2019, 1, 1), dt.date(2024, 6, 30)),
+            )
             for _ in range(rng.randint(4, 7) if REGION_WEIGHTS[region_id - 1] > 10 else 3)
         ]
     con.executemany("INSERT INTO employees VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     return reps_by_region
 
 
-def _customers(con: sqlite3.Connection, rng: random.Random) -> list[tuple[int, int, dt.date, float]]:
+def _customers(
+    con: sqlite3.Connection, rng: random.Random
+) -> list[tuple[int, int, dt.date, float]]:
     """Insert customers; return (customer_id, region_id, signup_date, buying weight) per customer."""
     rows = []
     out = []
@@ -286,9 +614,22 @@ def _customers(con: sqlite3.Connection, rng: random.Random) -> list[tuple[int, i
         city = rng.choice(REGIONS[region_id - 1][2])
         segment = _weighted(rng, SEGMENTS)
         signup = _day(dt.date(2021, 1, 1), dt.date(2025, 9, 30), rng)
-        rows.append((customer_id, first, last, _email(first, last, customer_id, "example.com"), city,
-                     region_id, segment, signup.isoformat()))
-        weight = rng.paretovariate(1.6) * {"Consumer": 1.0, "Small Business": 1.8, "Enterprise": 3.0}[segment]
+        rows.append(
+            (
+                customer_id,
+                first,
+                last,
+                _email(first, last, customer_id, "example.com"),
+                city,
+                region_id,
+                segment,
+                signup.isoformat(),
+            )
+        )
+        weight = (
+            rng.paretovariate(1.6)
+            * {"Consumer": 1.0, "Small Business": 1.8, "Enterprise": 3.0}[segment]
+        )
         out.append((customer_id, region_id, signup, weight))
     con.executemany("INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     return out
@@ -315,7 +656,17 @@ def _products(con: sqlite3.Connection, rng: random.Random) -> list[tuple[int, fl
             price = float(int(low * (high / low) ** rng.random())) + rng.choice((0.99, 0.99, 0.49))
             cost = _money(price * rng.uniform(0.42, 0.68))
             sku = f"{name[:3].upper()}-{product_id:04d}"
-            rows.append((product_id, product_name, sku, category_id, _money(price), cost, int(rng.random() < 0.06)))
+            rows.append(
+                (
+                    product_id,
+                    product_name,
+                    sku,
+                    category_id,
+                    _money(price),
+                    cost,
+                    int(rng.random() < 0.06),
+                )
+            )
             out.append((product_id, _money(price), rng.paretovariate(2.0)))
     con.executemany("INSERT INTO products VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     return out
@@ -330,8 +681,13 @@ def _order_day(rng: random.Random) -> dt.date:
             return day
 
 
-def _orders(con: sqlite3.Connection, rng: random.Random, customers: list[tuple[int, int, dt.date, float]],
-            reps_by_region: dict[int, list[int]], products: list[tuple[int, float, float]]) -> None:
+def _orders(
+    con: sqlite3.Connection,
+    rng: random.Random,
+    customers: list[tuple[int, int, dt.date, float]],
+    reps_by_region: dict[int, list[int]],
+    products: list[tuple[int, float, float]],
+) -> None:
     weights = [w for *_, w in customers]
     drafts = []
     while len(drafts) < N_ORDERS:
@@ -353,11 +709,26 @@ def _orders(con: sqlite3.Connection, rng: random.Random, customers: list[tuple[i
             status = "shipped"
         else:
             status = _weighted(rng, (("delivered", 88), ("cancelled", 7), ("returned", 5)))
-        shipped = None if status == "cancelled" else (day + dt.timedelta(days=rng.randint(1, 4))).isoformat()
+        shipped = (
+            None
+            if status == "cancelled"
+            else (day + dt.timedelta(days=rng.randint(1, 4))).isoformat()
+        )
         order_rows.append((order_id, customer_id, employee_id, day.isoformat(), shipped, status))
         lines = rng.choices((1, 2, 3, 4, 5), weights=(24, 27, 22, 15, 12))[0]
-        for product_id, price, _ in {p[0]: p for p in rng.choices(products, weights=product_weights, k=lines)}.values():
+        for product_id, price, _ in {
+            p[0]: p for p in rng.choices(products, weights=product_weights, k=lines)
+        }.values():
             quantity = rng.choices((1, 2, 3, 4, 5, 10), weights=(60, 20, 9, 5, 4, 2))[0]
-            item_rows.append((len(item_rows) + 1, order_id, product_id, quantity, price, _weighted(rng, DISCOUNTS)))
+            item_rows.append(
+                (
+                    len(item_rows) + 1,
+                    order_id,
+                    product_id,
+                    quantity,
+                    price,
+                    _weighted(rng, DISCOUNTS),
+                )
+            )
     con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)", order_rows)
     con.executemany("INSERT INTO order_items VALUES (?, ?, ?, ?, ?, ?)", item_rows)

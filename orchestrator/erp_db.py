@@ -29,7 +29,14 @@ from pathlib import Path
 
 from orchestrator.sqlite_file import write_sqlite_atomically
 
-__all__ = ["ERP_MODULES", "ERP_QUESTIONS", "ErpColumn", "ErpTable", "build_erp_database", "erp_tables"]
+__all__ = [
+    "ERP_MODULES",
+    "ERP_QUESTIONS",
+    "ErpColumn",
+    "ErpTable",
+    "build_erp_database",
+    "erp_tables",
+]
 
 #: Module prefix -> what the module is, for people reading the schema.
 ERP_MODULES = {
@@ -457,6 +464,7 @@ rpt_monthly_financials(summary_id): >core_companies, >gl_fiscal_periods, revenue
     operating_expense_amount, net_income_amount
 """
 
+
 def _q(question: str, *tables: str) -> tuple[str, frozenset[str]]:
     return question, frozenset(tables)
 
@@ -464,95 +472,279 @@ def _q(question: str, *tables: str) -> tuple[str, frozenset[str]]:
 #: Analysts' questions with the tables a correct query needs (its gold plan).
 ERP_QUESTIONS: list[tuple[str, frozenset[str]]] = [
     _q("What was total invoiced revenue per customer in 2025?", "ar_invoices", "crm_customers"),
-    _q("Which customers have overdue receivables of more than 90 days?", "ar_aging_snapshots", "crm_customers"),
-    _q("How much do we owe each supplier right now, oldest due date first?", "ap_invoices", "pur_suppliers"),
-    _q("List unpaid supplier invoices that are on hold and why they were held", "ap_invoices", "ap_invoice_holds"),
-    _q("Top 10 items by quantity sold last quarter", "sls_sales_order_lines", "sls_sales_orders", "inv_items"),
-    _q("Average discount given on sales order lines by sales channel",
-       "sls_sales_order_lines", "sls_sales_orders", "sls_sales_channels"),
-    _q("Which salespeople beat their sales target in Q3 2025?",
-       "sls_sales_targets", "sls_sales_orders", "hr_employees"),
-    _q("Current on-hand stock per warehouse for item category Electronics",
-       "inv_stock_levels", "inv_warehouses", "inv_items", "inv_item_categories"),
-    _q("Which items are below their reorder point in each warehouse?",
-       "inv_reorder_rules", "inv_stock_levels", "inv_items", "inv_warehouses"),
+    _q(
+        "Which customers have overdue receivables of more than 90 days?",
+        "ar_aging_snapshots",
+        "crm_customers",
+    ),
+    _q(
+        "How much do we owe each supplier right now, oldest due date first?",
+        "ap_invoices",
+        "pur_suppliers",
+    ),
+    _q(
+        "List unpaid supplier invoices that are on hold and why they were held",
+        "ap_invoices",
+        "ap_invoice_holds",
+    ),
+    _q(
+        "Top 10 items by quantity sold last quarter",
+        "sls_sales_order_lines",
+        "sls_sales_orders",
+        "inv_items",
+    ),
+    _q(
+        "Average discount given on sales order lines by sales channel",
+        "sls_sales_order_lines",
+        "sls_sales_orders",
+        "sls_sales_channels",
+    ),
+    _q(
+        "Which salespeople beat their sales target in Q3 2025?",
+        "sls_sales_targets",
+        "sls_sales_orders",
+        "hr_employees",
+    ),
+    _q(
+        "Current on-hand stock per warehouse for item category Electronics",
+        "inv_stock_levels",
+        "inv_warehouses",
+        "inv_items",
+        "inv_item_categories",
+    ),
+    _q(
+        "Which items are below their reorder point in each warehouse?",
+        "inv_reorder_rules",
+        "inv_stock_levels",
+        "inv_items",
+        "inv_warehouses",
+    ),
     _q("How many stock moves were transfers between warehouses last month?", "inv_stock_moves"),
-    _q("Lots that expire in the next 30 days and the quantity we still hold of them",
-       "inv_lots", "inv_stock_moves", "inv_items"),
-    _q("Purchase orders not yet fully received, with supplier and expected delivery date",
-       "pur_purchase_orders", "pur_purchase_order_lines", "pur_suppliers"),
-    _q("Average supplier lead time by supplier category", "pur_supplier_items", "pur_suppliers",
-       "pur_supplier_categories"),
-    _q("Which suppliers had the worst quality score in their evaluations this year?",
-       "pur_supplier_evaluations", "pur_suppliers"),
+    _q(
+        "Lots that expire in the next 30 days and the quantity we still hold of them",
+        "inv_lots",
+        "inv_stock_moves",
+        "inv_items",
+    ),
+    _q(
+        "Purchase orders not yet fully received, with supplier and expected delivery date",
+        "pur_purchase_orders",
+        "pur_purchase_order_lines",
+        "pur_suppliers",
+    ),
+    _q(
+        "Average supplier lead time by supplier category",
+        "pur_supplier_items",
+        "pur_suppliers",
+        "pur_supplier_categories",
+    ),
+    _q(
+        "Which suppliers had the worst quality score in their evaluations this year?",
+        "pur_supplier_evaluations",
+        "pur_suppliers",
+    ),
     _q("Total spend per supplier country in 2025", "ap_invoices", "pur_suppliers", "ref_countries"),
-    _q("Goods receipts with rejected quantity, by supplier",
-       "pur_goods_receipt_lines", "pur_goods_receipts", "pur_purchase_orders", "pur_suppliers"),
-    _q("Trial balance: closing balance per GL account for period 12 of fiscal year 2025",
-       "gl_account_balances", "gl_accounts", "gl_fiscal_periods", "gl_fiscal_years"),
-    _q("Journal entries posted by each user last month, with their total debits",
-       "gl_journal_entries", "gl_journal_lines", "core_users"),
-    _q("Budget versus actual spend by cost center for 2025",
-       "gl_budget_lines", "gl_budgets", "gl_journal_lines", "gl_cost_centers"),
-    _q("Bank statement lines that are still unreconciled, per bank account",
-       "cm_bank_statement_lines", "cm_bank_statements", "cm_bank_accounts"),
-    _q("Revenue in euros: convert each invoice total with the exchange rate on the invoice date",
-       "ar_invoices", "ref_exchange_rates", "ref_currencies"),
+    _q(
+        "Goods receipts with rejected quantity, by supplier",
+        "pur_goods_receipt_lines",
+        "pur_goods_receipts",
+        "pur_purchase_orders",
+        "pur_suppliers",
+    ),
+    _q(
+        "Trial balance: closing balance per GL account for period 12 of fiscal year 2025",
+        "gl_account_balances",
+        "gl_accounts",
+        "gl_fiscal_periods",
+        "gl_fiscal_years",
+    ),
+    _q(
+        "Journal entries posted by each user last month, with their total debits",
+        "gl_journal_entries",
+        "gl_journal_lines",
+        "core_users",
+    ),
+    _q(
+        "Budget versus actual spend by cost center for 2025",
+        "gl_budget_lines",
+        "gl_budgets",
+        "gl_journal_lines",
+        "gl_cost_centers",
+    ),
+    _q(
+        "Bank statement lines that are still unreconciled, per bank account",
+        "cm_bank_statement_lines",
+        "cm_bank_statements",
+        "cm_bank_accounts",
+    ),
+    _q(
+        "Revenue in euros: convert each invoice total with the exchange rate on the invoice date",
+        "ar_invoices",
+        "ref_exchange_rates",
+        "ref_currencies",
+    ),
     _q("Headcount per department", "hr_employees", "hr_departments"),
-    _q("Average salary by job grade", "hr_employees", "hr_job_positions", "hr_job_grades", "hr_salary_history"),
+    _q(
+        "Average salary by job grade",
+        "hr_employees",
+        "hr_job_positions",
+        "hr_job_grades",
+        "hr_salary_history",
+    ),
     _q("Employees who joined in 2025 and their managers", "hr_employees"),
     _q("Who has the most remaining leave days this year?", "hr_leave_balances", "hr_employees"),
     _q("Total gross pay and net pay per payroll run in 2025", "pay_payroll_runs", "pay_payslips"),
     _q("Which employees received a bonus larger than 5000?", "pay_bonuses", "hr_employees"),
-    _q("Overtime hours per employee from attendance records last month", "hr_attendance_records", "hr_employees"),
-    _q("Expense reports waiting for approval and their totals by employee", "hr_expense_reports", "hr_employees"),
-    _q("Training courses completed per employee with their scores",
-       "hr_training_enrollments", "hr_training_courses", "hr_employees"),
-    _q("Open opportunities by sales stage with expected amount", "crm_opportunities", "crm_sales_stages"),
-    _q("Lead conversion: leads per lead source that became opportunities",
-       "crm_leads", "crm_lead_sources", "crm_opportunities"),
-    _q("Support cases opened per customer and average time to close",
-       "crm_cases", "crm_customers"),
-    _q("Net promoter score per industry from customer surveys",
-       "crm_customer_surveys", "crm_customers", "ref_industries"),
-    _q("Billable hours per project from time entries this quarter", "prj_time_entries", "prj_projects"),
-    _q("Projects over budget: actual cost versus budget amount",
-       "prj_projects", "prj_time_entries", "prj_expenses", "prj_budgets"),
-    _q("Production orders that finished late, with the product made",
-       "mfg_production_orders", "inv_items"),
-    _q("Scrap cost per work center this year",
-       "mfg_scrap_records", "mfg_production_orders", "mfg_production_order_operations", "mfg_work_centers"),
-    _q("Machine downtime minutes per machine and reason", "mfg_machine_downtime", "mfg_machines", "ref_reason_codes"),
-    _q("Components needed for the bill of materials of item A-100", "mfg_boms", "mfg_bom_lines", "inv_items"),
-    _q("Net book value of fixed assets by asset category",
-       "fa_assets", "fa_asset_categories", "fa_depreciation_schedules"),
-    _q("Assets disposed of in 2025 and the gain or loss on each", "fa_asset_disposals", "fa_assets"),
-    _q("Freight cost per carrier for shipments last month", "tms_freight_invoices", "tms_carriers", "sls_shipments"),
-    _q("Warranty claims per item and the approved amounts",
-       "svc_warranty_claims", "svc_installed_base", "inv_items"),
-    _q("Tax due versus tax paid per jurisdiction for 2025 returns", "tax_returns", "ref_tax_jurisdictions"),
+    _q(
+        "Overtime hours per employee from attendance records last month",
+        "hr_attendance_records",
+        "hr_employees",
+    ),
+    _q(
+        "Expense reports waiting for approval and their totals by employee",
+        "hr_expense_reports",
+        "hr_employees",
+    ),
+    _q(
+        "Training courses completed per employee with their scores",
+        "hr_training_enrollments",
+        "hr_training_courses",
+        "hr_employees",
+    ),
+    _q(
+        "Open opportunities by sales stage with expected amount",
+        "crm_opportunities",
+        "crm_sales_stages",
+    ),
+    _q(
+        "Lead conversion: leads per lead source that became opportunities",
+        "crm_leads",
+        "crm_lead_sources",
+        "crm_opportunities",
+    ),
+    _q("Support cases opened per customer and average time to close", "crm_cases", "crm_customers"),
+    _q(
+        "Net promoter score per industry from customer surveys",
+        "crm_customer_surveys",
+        "crm_customers",
+        "ref_industries",
+    ),
+    _q(
+        "Billable hours per project from time entries this quarter",
+        "prj_time_entries",
+        "prj_projects",
+    ),
+    _q(
+        "Projects over budget: actual cost versus budget amount",
+        "prj_projects",
+        "prj_time_entries",
+        "prj_expenses",
+        "prj_budgets",
+    ),
+    _q(
+        "Production orders that finished late, with the product made",
+        "mfg_production_orders",
+        "inv_items",
+    ),
+    _q(
+        "Scrap cost per work center this year",
+        "mfg_scrap_records",
+        "mfg_production_orders",
+        "mfg_production_order_operations",
+        "mfg_work_centers",
+    ),
+    _q(
+        "Machine downtime minutes per machine and reason",
+        "mfg_machine_downtime",
+        "mfg_machines",
+        "ref_reason_codes",
+    ),
+    _q(
+        "Components needed for the bill of materials of item A-100",
+        "mfg_boms",
+        "mfg_bom_lines",
+        "inv_items",
+    ),
+    _q(
+        "Net book value of fixed assets by asset category",
+        "fa_assets",
+        "fa_asset_categories",
+        "fa_depreciation_schedules",
+    ),
+    _q(
+        "Assets disposed of in 2025 and the gain or loss on each", "fa_asset_disposals", "fa_assets"
+    ),
+    _q(
+        "Freight cost per carrier for shipments last month",
+        "tms_freight_invoices",
+        "tms_carriers",
+        "sls_shipments",
+    ),
+    _q(
+        "Warranty claims per item and the approved amounts",
+        "svc_warranty_claims",
+        "svc_installed_base",
+        "inv_items",
+    ),
+    _q(
+        "Tax due versus tax paid per jurisdiction for 2025 returns",
+        "tax_returns",
+        "ref_tax_jurisdictions",
+    ),
 ]
 
 
 LOOKUP_ROWS: dict[str, list[tuple[object, ...]]] = {
-    "ref_currencies": [("USD", "US Dollar", "$", 2), ("EUR", "Euro", "€", 2), ("GBP", "Pound Sterling", "£", 2),
-                       ("JPY", "Japanese Yen", "¥", 0), ("CAD", "Canadian Dollar", "$", 2),
-                       ("CHF", "Swiss Franc", "Fr", 2), ("INR", "Indian Rupee", "₹", 2)],
-    "ref_countries": [("US", "United States", "USA", "North America", 1), ("DE", "Germany", "DEU", "Europe", 2),
-                      ("GB", "United Kingdom", "GBR", "Europe", 3), ("JP", "Japan", "JPN", "Asia", 4),
-                      ("CA", "Canada", "CAN", "North America", 5), ("FR", "France", "FRA", "Europe", 2),
-                      ("CH", "Switzerland", "CHE", "Europe", 6), ("IN", "India", "IND", "Asia", 7)],
-    "ref_units_of_measure": [("EA", "Each", "count"), ("BOX", "Box", "count"), ("KG", "Kilogram", "weight"),
-                             ("G", "Gram", "weight"), ("L", "Litre", "volume"), ("M", "Metre", "length"),
-                             ("H", "Hour", "time")],
-    "ref_payment_terms": [("NET30", "Net 30 days", 30, 0, 0.0), ("NET60", "Net 60 days", 60, 0, 0.0),
-                          ("2/10N30", "2% 10, net 30", 30, 10, 2.0), ("COD", "Cash on delivery", 0, 0, 0.0),
-                          ("EOM", "End of month", 30, 0, 0.0)],
-    "ref_payment_methods": [("WIRE", "Wire transfer", 1), ("ACH", "ACH transfer", 1), ("CHECK", "Cheque", 0),
-                            ("CARD", "Credit card", 1), ("CASH", "Cash", 0)],
-    "ref_status_codes": [("sales_order", "open", "Open", 0), ("sales_order", "shipped", "Shipped", 0),
-                         ("sales_order", "closed", "Closed", 1), ("invoice", "open", "Open", 0),
-                         ("invoice", "paid", "Paid", 1), ("invoice", "cancelled", "Cancelled", 1)],
+    "ref_currencies": [
+        ("USD", "US Dollar", "$", 2),
+        ("EUR", "Euro", "€", 2),
+        ("GBP", "Pound Sterling", "£", 2),
+        ("JPY", "Japanese Yen", "¥", 0),
+        ("CAD", "Canadian Dollar", "$", 2),
+        ("CHF", "Swiss Franc", "Fr", 2),
+        ("INR", "Indian Rupee", "₹", 2),
+    ],
+    "ref_countries": [
+        ("US", "United States", "USA", "North America", 1),
+        ("DE", "Germany", "DEU", "Europe", 2),
+        ("GB", "United Kingdom", "GBR", "Europe", 3),
+        ("JP", "Japan", "JPN", "Asia", 4),
+        ("CA", "Canada", "CAN", "North America", 5),
+        ("FR", "France", "FRA", "Europe", 2),
+        ("CH", "Switzerland", "CHE", "Europe", 6),
+        ("IN", "India", "IND", "Asia", 7),
+    ],
+    "ref_units_of_measure": [
+        ("EA", "Each", "count"),
+        ("BOX", "Box", "count"),
+        ("KG", "Kilogram", "weight"),
+        ("G", "Gram", "weight"),
+        ("L", "Litre", "volume"),
+        ("M", "Metre", "length"),
+        ("H", "Hour", "time"),
+    ],
+    "ref_payment_terms": [
+        ("NET30", "Net 30 days", 30, 0, 0.0),
+        ("NET60", "Net 60 days", 60, 0, 0.0),
+        ("2/10N30", "2% 10, net 30", 30, 10, 2.0),
+        ("COD", "Cash on delivery", 0, 0, 0.0),
+        ("EOM", "End of month", 30, 0, 0.0),
+    ],
+    "ref_payment_methods": [
+        ("WIRE", "Wire transfer", 1),
+        ("ACH", "ACH transfer", 1),
+        ("CHECK", "Cheque", 0),
+        ("CARD", "Credit card", 1),
+        ("CASH", "Cash", 0),
+    ],
+    "ref_status_codes": [
+        ("sales_order", "open", "Open", 0),
+        ("sales_order", "shipped", "Shipped", 0),
+        ("sales_order", "closed", "Closed", 1),
+        ("invoice", "open", "Open", 0),
+        ("invoice", "paid", "Paid", 1),
+        ("invoice", "cancelled", "Cancelled", 1),
+    ],
     "ref_languages": [("en", "English"), ("de", "German"), ("fr", "French"), ("ja", "Japanese")],
 }
 
@@ -577,12 +769,47 @@ VOCABULARY: dict[str, tuple[str, ...]] = {
     "stage": ("screening", "interview", "offer", "hired", "rejected"),
     "channel": ("email", "web", "phone", "partner"),
 }
-ORGANISATIONS = ("Northwind Traders", "Contoso Ltd", "Fabrikam Inc", "Adatum Corp", "Litware Inc", "Tailspin Toys",
-                 "Wingtip Supply", "Proseware GmbH", "Lucerne Publishing", "Woodgrove Bank", "Alpine Ski House",
-                 "Coho Winery")
-FIRST_NAMES = ("Ada", "Grace", "Linus", "Barbara", "Wei", "Priya", "Mateo", "Sofia", "Hiroshi", "Fatima", "Omar",
-               "Chloe")
-LAST_NAMES = ("Lovelace", "Hopper", "Torvalds", "Liskov", "Chen", "Patel", "Garcia", "Rossi", "Tanaka", "Khan", "Novak")
+ORGANISATIONS = (
+    "Northwind Traders",
+    "Contoso Ltd",
+    "Fabrikam Inc",
+    "Adatum Corp",
+    "Litware Inc",
+    "Tailspin Toys",
+    "Wingtip Supply",
+    "Proseware GmbH",
+    "Lucerne Publishing",
+    "Woodgrove Bank",
+    "Alpine Ski House",
+    "Coho Winery",
+)
+FIRST_NAMES = (
+    "Ada",
+    "Grace",
+    "Linus",
+    "Barbara",
+    "Wei",
+    "Priya",
+    "Mateo",
+    "Sofia",
+    "Hiroshi",
+    "Fatima",
+    "Omar",
+    "Chloe",
+)
+LAST_NAMES = (
+    "Lovelace",
+    "Hopper",
+    "Torvalds",
+    "Liskov",
+    "Chen",
+    "Patel",
+    "Garcia",
+    "Rossi",
+    "Tanaka",
+    "Khan",
+    "Novak",
+)
 FIRST_DAY = dt.date(2024, 1, 1)
 ROWS_PER_TABLE = (4, 8)
 _PREFIXES = frozenset(ERP_MODULES)
@@ -603,7 +830,14 @@ class ErpTable:
 
 
 def _singular(word: str) -> str:
-    for plural, single in (("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("s", "")):
+    for plural, single in (
+        ("ies", "y"),
+        ("sses", "ss"),
+        ("ches", "ch"),
+        ("shes", "sh"),
+        ("xes", "x"),
+        ("s", ""),
+    ):
         if word.endswith(plural) and not word.endswith(("ss", "us", "is")):
             return word[: -len(plural)] + single
     return word
@@ -621,15 +855,26 @@ _TYPE_RULES: tuple[tuple[str, str], ...] = (
     (r"_at$", "TIMESTAMP"),
     (r"^(is|has)_", "BOOLEAN"),
     (r"(_time)$", "VARCHAR(8)"),
-    (r"_(code|type|method|frequency)$|^(gender|tier|channel|stage|decision|result|severity|priority)$", "VARCHAR(20)"),
+    (
+        r"_(code|type|method|frequency)$|^(gender|tier|channel|stage|decision|result|severity|priority)$",
+        "VARCHAR(20)",
+    ),
     (r"(_number|_no|^iban|^barcode|reference)$", "VARCHAR(34)"),
     (r"(^|_)(name|title|subject|email)$", "VARCHAR(120)"),
     (r"(^status|_status)$", "VARCHAR(20)"),
-    (r"(amount|price|cost|balance|salary|total|limit|rate|value|fee|budget|depreciation)(_|$)", "NUMERIC(14, 2)"),
-    (r"(quantity|hours|days|percent|minutes|kg|cm|km|factor|score|complete|per_day|per_unit|unit)$|_change$|^days_"
-     r"|^hours_", "NUMERIC(12, 3)"),
-    (r"(description|notes|comments?|comment_text|feedback|reason|summary|message|address_line\d|plan)$",
-     "VARCHAR(400)"),
+    (
+        r"(amount|price|cost|balance|salary|total|limit|rate|value|fee|budget|depreciation)(_|$)",
+        "NUMERIC(14, 2)",
+    ),
+    (
+        r"(quantity|hours|days|percent|minutes|kg|cm|km|factor|score|complete|per_day|per_unit|unit)$|_change$|^days_"
+        r"|^hours_",
+        "NUMERIC(12, 3)",
+    ),
+    (
+        r"(description|notes|comments?|comment_text|feedback|reason|summary|message|address_line\d|plan)$",
+        "VARCHAR(400)",
+    ),
 )
 
 
@@ -698,7 +943,9 @@ def build_erp_database(path: str | os.PathLike[str], seed: int = 11, tables: int
 
 
 def _populate(con: sqlite3.Connection, tables: list[ErpTable], rng: random.Random) -> None:
-    counts = {t.name: len(LOOKUP_ROWS.get(t.name, ())) or rng.randint(*ROWS_PER_TABLE) for t in tables}
+    counts = {
+        t.name: len(LOOKUP_ROWS.get(t.name, ())) or rng.randint(*ROWS_PER_TABLE) for t in tables
+    }
     for table in tables:
         rows = []
         fixed = LOOKUP_ROWS.get(table.name)
@@ -706,13 +953,17 @@ def _populate(con: sqlite3.Connection, tables: list[ErpTable], rng: random.Rando
             if fixed is not None:
                 values: list[object] = [row_id, *fixed[row_id - 1]]
             else:
-                values = [row_id] + [_value(table, col, row_id, counts, rng) for col in table.columns[1:]]
+                values = [row_id] + [
+                    _value(table, col, row_id, counts, rng) for col in table.columns[1:]
+                ]
             rows.append(values)
         marks = ", ".join("?" * len(table.columns))
         con.executemany(f"INSERT INTO {table.name} VALUES ({marks})", rows)
 
 
-def _value(table: ErpTable, col: ErpColumn, row_id: int, counts: dict[str, int], rng: random.Random) -> object:
+def _value(
+    table: ErpTable, col: ErpColumn, row_id: int, counts: dict[str, int], rng: random.Random
+) -> object:
     name, type_ = col.name, col.type
     if col.references is not None:
         if col.references == table.name:  # hierarchies: the first row is a root
@@ -750,11 +1001,21 @@ def _value(table: ErpTable, col: ErpColumn, row_id: int, counts: dict[str, int],
     if name in ("status", "response_status") or name.endswith("_status"):
         return rng.choice(STATUSES)
     if name == "first_name" or name.endswith("contact_name"):
-        return rng.choice(FIRST_NAMES) + ("" if name == "first_name" else " " + rng.choice(LAST_NAMES))
+        return rng.choice(FIRST_NAMES) + (
+            "" if name == "first_name" else " " + rng.choice(LAST_NAMES)
+        )
     if name == "last_name":
         return rng.choice(LAST_NAMES)
-    if name in ("legal_name", "company_name", "insurer_name", "carrier_name", "provider_name", "merchant_name") or (
-        name == "name" and table.name in ("crm_customers", "pur_suppliers", "crm_competitors", "core_companies")
+    if name in (
+        "legal_name",
+        "company_name",
+        "insurer_name",
+        "carrier_name",
+        "provider_name",
+        "merchant_name",
+    ) or (
+        name == "name"
+        and table.name in ("crm_customers", "pur_suppliers", "crm_competitors", "core_companies")
     ):
         return rng.choice(ORGANISATIONS)
     if name == "email":
@@ -762,7 +1023,9 @@ def _value(table: ErpTable, col: ErpColumn, row_id: int, counts: dict[str, int],
     if name == "phone":
         return f"+1-555-{rng.randint(1000, 9999)}"
     if name == "city":
-        return rng.choice(("Boston", "Berlin", "London", "Osaka", "Toronto", "Lyon", "Zurich", "Pune"))
+        return rng.choice(
+            ("Boston", "Berlin", "London", "Osaka", "Toronto", "Lyon", "Zurich", "Pune")
+        )
     label = _default_key(table.name)[:-3].replace("_", " ").title()
     if type_ == "VARCHAR(20)":
         return f"{name.split('_')[0][:3].upper()}{rng.randint(1, 4)}"

@@ -47,7 +47,9 @@ def backend_for(spec: str | None) -> Any:
     if spec.startswith(("redis://", "rediss://", "unix://")):
         return RedisBackend(spec)
     if "://" in spec:
-        raise ConfigurationError(f"SQLGATE_RATE_BACKEND {spec!r}: use memory, a file path, postgresql:// or redis://")
+        raise ConfigurationError(
+            f"SQLGATE_RATE_BACKEND {spec!r}: use memory, a file path, postgresql:// or redis://"
+        )
     return SQLiteBackend(Path(spec).expanduser())
 
 

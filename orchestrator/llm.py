@@ -33,7 +33,12 @@ from orchestrator.errors import (
 #: Real model requests are allowed unless a test suite turns this off (tests replay cassettes).
 ALLOW_MODEL_REQUESTS = True
 
-TRANSIENT = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
+TRANSIENT = (
+    openai.APIConnectionError,
+    openai.APITimeoutError,
+    openai.RateLimitError,
+    openai.InternalServerError,
+)
 
 
 class LLMSettings(BaseModel):
@@ -55,7 +60,9 @@ class TokenUsage(BaseModel):
         return self.prompt + self.completion
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(prompt=self.prompt + other.prompt, completion=self.completion + other.completion)
+        return TokenUsage(
+            prompt=self.prompt + other.prompt, completion=self.completion + other.completion
+        )
 
 
 class LLMCall(BaseModel):
@@ -145,7 +152,11 @@ class LLMClient:
             raise
 
     def _call(
-        self, agent: LLMAgent[Any], messages: list[dict[str, str]], started: float, requests_before: int
+        self,
+        agent: LLMAgent[Any],
+        messages: list[dict[str, str]],
+        started: float,
+        requests_before: int,
     ) -> tuple[Any, LLMCall]:
         text, tokens = self._complete(agent, messages)
         repaired = False
@@ -181,7 +192,9 @@ class LLMClient:
 
     # -- one request, with retries -------------------------------------------------------------
 
-    def _complete(self, agent: LLMAgent[Any], messages: list[dict[str, str]]) -> tuple[str | None, TokenUsage]:
+    def _complete(
+        self, agent: LLMAgent[Any], messages: list[dict[str, str]]
+    ) -> tuple[str | None, TokenUsage]:
         try:
             return self._retrying(agent, messages)
         except openai.BadRequestError as exc:
@@ -191,7 +204,9 @@ class LLMClient:
                 return self._retrying(agent, messages)
             raise LLMRequestRejected(_describe(exc)) from exc
 
-    def _retrying(self, agent: LLMAgent[Any], messages: list[dict[str, str]]) -> tuple[str | None, TokenUsage]:
+    def _retrying(
+        self, agent: LLMAgent[Any], messages: list[dict[str, str]]
+    ) -> tuple[str | None, TokenUsage]:
         retrying = Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT)),
             stop=stop_after_attempt(self.settings.max_attempts),
@@ -219,7 +234,9 @@ class LLMClient:
             return min(asked, self.settings.max_backoff_s)
         return wait_exponential_jitter(initial=1.0, max=self.settings.max_backoff_s)(state)
 
-    def _attempt(self, agent: LLMAgent[Any], messages: list[dict[str, str]]) -> tuple[str | None, TokenUsage]:
+    def _attempt(
+        self, agent: LLMAgent[Any], messages: list[dict[str, str]]
+    ) -> tuple[str | None, TokenUsage]:
         grant = self.limiter.acquire(tokens=estimate_tokens(messages))
         self.http_requests += 1
         try:

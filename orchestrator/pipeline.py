@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import timedelta
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -39,7 +39,12 @@ from agents import (
     rank_tables,
 )
 from agents.llm_batch import QuestionInput
-from agents.response_synthesizer import PREVIEW_ROWS, describe_failure, describe_result, describe_schema
+from agents.response_synthesizer import (
+    PREVIEW_ROWS,
+    describe_failure,
+    describe_result,
+    describe_schema,
+)
 from approvals import (
     AlreadyExecuted,
     ApprovalCancelled,
@@ -53,7 +58,13 @@ from orchestrator.database import TargetDatabase
 from orchestrator.errors import DatabaseError
 from orchestrator.llm import LLMClient
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
-from orchestrator.result import ApprovalRecord, ClarifyingQuestionOut, RunError, RunResult, RunStatus
+from orchestrator.result import (
+    ApprovalRecord,
+    ClarifyingQuestionOut,
+    RunError,
+    RunResult,
+    RunStatus,
+)
 from orchestrator.runs import RunConflict, RunStore
 from ratelimit import RateLimitError
 from safety import SafetyPolicy, SqlValidator
@@ -64,7 +75,6 @@ CORRECTABLE_REFUSALS = frozenset({"select_star", "parse_error", "unknown_table",
 #: Above this many tables, Batch 1 sees a ranked, pruned catalogue and Batch 2 only the planned
 #: tables plus the tables they refer to.
 LARGE_SCHEMA_TABLES = 40
-
 
 
 class PipelineConfig(BaseModel):
@@ -80,9 +90,13 @@ class PipelineConfig(BaseModel):
     )
     parallelism: int = Field(default=4, ge=1, description="queries executed at once")
     approval_ttl_s: float | None = Field(
-        default=None, gt=0, description="a batch not decided within this many seconds gets on_expiry"
+        default=None,
+        gt=0,
+        description="a batch not decided within this many seconds gets on_expiry",
     )
-    on_expiry: Literal["reject", "approve"] = Field(default="reject", description="what a deadline does")
+    on_expiry: Literal["reject", "approve"] = Field(
+        default="reject", description="what a deadline does"
+    )
     approval_quorum: int = Field(default=1, ge=1, description="distinct reviewers needed per batch")
     admission: bool = Field(
         default=False,
@@ -114,7 +128,9 @@ class Pipeline:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if reviewer is None and (approval_store is None or run_store is None):
-            raise ValueError("a pipeline without a reviewer pauses at the gate: give it approval_store and run_store")
+            raise ValueError(
+                "a pipeline without a reviewer pauses at the gate: give it approval_store and run_store"
+            )
         self.db = database
         self.llm = llm
         self.reviewer = reviewer
@@ -149,7 +165,9 @@ class Pipeline:
         ``run_id`` names the run (a service answers with it before the run starts).
         """
         run_id = run_id or "run_" + uuid.uuid4().hex[:16]
-        qs = [QuestionState(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)]
+        qs = [
+            QuestionState(run_id, f"q{i + 1}", text, self.clock) for i, text in enumerate(questions)
+        ]
         self._start(qs, on_result, self.llm.calls)
         for q in qs:
             self._check_input(q)
@@ -213,7 +231,11 @@ class Pipeline:
         if self._on_result is None:
             return
         for index, q in enumerate(self._all):
-            if q.status is not None and q.status != RunStatus.AWAITING_APPROVAL and q.qid not in self._emitted:
+            if (
+                q.status is not None
+                and q.status != RunStatus.AWAITING_APPROVAL
+                and q.qid not in self._emitted
+            ):
                 self._emitted.add(q.qid)
                 self._on_result(index, q.to_result(self.db.dialect, self.config.preview_rows))
                 if self.reviewer is not None:  # nothing will checkpoint it: let its state go
@@ -221,7 +243,9 @@ class Pipeline:
 
     # -- the stages ---------------------------------------------------------------------------------
 
-    def _run(self, qs: list[QuestionState], run_id: str, *, resume: Any, stored: int | None) -> None:
+    def _run(
+        self, qs: list[QuestionState], run_id: str, *, resume: Any, stored: int | None
+    ) -> None:
         try:
             if resume is None:
                 self._reason([q for q in qs if q.active])
@@ -239,13 +263,19 @@ class Pipeline:
             for q in qs:
                 q.finish(
                     RunStatus.RATE_LIMITED,
-                    RunError(code=exc.code, message=str(exc), retry_after=getattr(exc, "retry_after", None)),
+                    RunError(
+                        code=exc.code,
+                        message=str(exc),
+                        retry_after=getattr(exc, "retry_after", None),
+                    ),
                 )
         except ApprovalCancelled:
             for q in qs:
                 q.finish(
                     RunStatus.CANCELLED,
-                    RunError(code="approval_cancelled", message="the approval was cancelled; nothing ran"),
+                    RunError(
+                        code="approval_cancelled", message="the approval was cancelled; nothing ran"
+                    ),
                 )
         except (DatabaseError, SchemaInspectionError) as exc:
             for q in qs:
@@ -261,11 +291,15 @@ class Pipeline:
             )
             self._final = final
 
-    def _pause(self, qs: list[QuestionState], run_id: str, pause: PausedAtGate, stored: int | None) -> None:
+    def _pause(
+        self, qs: list[QuestionState], run_id: str, pause: PausedAtGate, stored: int | None
+    ) -> None:
         """Checkpoint the run at the gate; its questions wait with ``awaiting_approval``."""
         waiting = {p.q.qid for p in pause.pending.values()}
         for q in qs:
-            if q.active and (q.qid in waiting or q.after_synthesis is not None or q.correction_error):
+            if q.active and (
+                q.qid in waiting or q.after_synthesis is not None or q.correction_error
+            ):
                 q.status = RunStatus.AWAITING_APPROVAL
                 q.error = q.error or RunError(
                     code="awaiting_approval",
@@ -277,20 +311,30 @@ class Pipeline:
             "calls_made": self.llm.calls - self._calls_before,
             "cycle": pause.cycle,
             "batch_id": pause.batch_id,
-            "pending": {cid: [p.q.qid, p.ok, p.code, p.message] for cid, p in pause.pending.items()},
+            "pending": {
+                cid: [p.q.qid, p.ok, p.code, p.message] for cid, p in pause.pending.items()
+            },
             "questions": [q.to_state() for q in qs],
         }
         assert self.run_store is not None
         if stored is None:
             self.run_store.create(run_id, self.db.safe_url, checkpoint)
         else:
-            self.run_store.transition(run_id, expected=("resuming", stored), status="awaiting_approval",
-                                      checkpoint=checkpoint)
+            self.run_store.transition(
+                run_id,
+                expected=("resuming", stored),
+                status="awaiting_approval",
+                checkpoint=checkpoint,
+            )
 
     def _admit(self, qs: list[QuestionState]) -> None:
         """Admission control: the worst case is 5 requests per chunk of questions."""
         active = [q for q in qs if q.active]
-        if not self.config.admission or not active or getattr(self.llm.limiter, "mode", "") != "fail_fast":
+        if (
+            not self.config.admission
+            or not active
+            or getattr(self.llm.limiter, "mode", "") != "fail_fast"
+        ):
             return
         chunks = -(-len(active) // self.config.k)
         worst = (3 + self.config.max_corrections) * chunks
@@ -303,13 +347,20 @@ class Pipeline:
             for q in active:
                 q.finish(
                     RunStatus.RATE_LIMITED,
-                    RunError(code="rate_limited", message=message, retry_after=None if wait == float("inf") else wait),
+                    RunError(
+                        code="rate_limited",
+                        message=message,
+                        retry_after=None if wait == float("inf") else wait,
+                    ),
                 )
 
     def _check_input(self, q: QuestionState) -> None:
         text = q.text.strip()
         if not text:
-            q.finish(RunStatus.INVALID_INPUT, RunError(code="empty_question", message="the question is empty"))
+            q.finish(
+                RunStatus.INVALID_INPUT,
+                RunError(code="empty_question", message="the question is empty"),
+            )
         elif len(text) > self.config.max_question_chars:
             q.finish(
                 RunStatus.INVALID_INPUT,
@@ -368,7 +419,11 @@ class Pipeline:
             planned = list(q.reasoning.plan.tables)
             if not planned or not self.db.schema.explore(planned, neighbours=False).tables:
                 # Nothing usable planned: the whole schema if small, else the best-ranked tables.
-                planned = rank_tables(q.text, all_tables, limit=DEFAULT_MAX_TABLES) if large else list(all_tables)
+                planned = (
+                    rank_tables(q.text, all_tables, limit=DEFAULT_MAX_TABLES)
+                    if large
+                    else list(all_tables)
+                )
             q.schema = self.db.schema.explore(planned, incoming=not large)
             q.note(
                 "SchemaExplorer",
@@ -387,7 +442,12 @@ class Pipeline:
                 started = self.clock()
                 explored = DataExplorer(self.db.engine).explore(filters, schema=q.schema)
                 q.data_context = explored.render()
-                q.note("DataExplorer", f"{len(filters)} filter column(s)", explored.summary(), started=started)
+                q.note(
+                    "DataExplorer",
+                    f"{len(filters)} filter column(s)",
+                    explored.summary(),
+                    started=started,
+                )
         self.progress("exploring schema", len(qs), len(qs))
 
     def _generate(self, qs: list[QuestionState]) -> None:
@@ -397,10 +457,18 @@ class Pipeline:
 
         def build(items: list[QuestionInput]) -> list[dict[str, str]]:
             chunk = [by_id[i.id] for i in items]
-            return agent.build_messages(items, self._schema_text(chunk), _joined(q.data_context for q in chunk), self.db.dialect)
+            return agent.build_messages(
+                items,
+                self._schema_text(chunk),
+                _joined(q.data_context for q in chunk),
+                self.db.dialect,
+            )
 
         by_id = {q.qid: q for q in qs}
-        inputs = lambda q: QuestionInput(q.qid, q.text.strip(), SQLGenerator.question_context(q.reasoning))  # noqa: E731
+
+        def inputs(q: QuestionState) -> QuestionInput:
+            return QuestionInput(q.qid, q.text.strip(), SQLGenerator.question_context(q.reasoning))
+
         for q, draft, call in self._call("writing SQL", agent, qs, build, inputs):
             q.pending_sql = draft.sql
             q.note("SQLGenerator", q.text, draft.sql, batch=2, call=call)
@@ -413,7 +481,9 @@ class Pipeline:
             run_id=run_id,
             context={"dialect": self.db.dialect},  # so a reviewer elsewhere validates edits alike
             quorum=self.config.approval_quorum,
-            ttl=timedelta(seconds=self.config.approval_ttl_s) if self.config.approval_ttl_s else None,
+            ttl=timedelta(seconds=self.config.approval_ttl_s)
+            if self.config.approval_ttl_s
+            else None,
             on_expiry=self.config.on_expiry,
         )
 
@@ -424,7 +494,9 @@ class Pipeline:
             schema={name: info.column_names() for name, info in self.db.schema.tables().items()},
         )
 
-    def _approve_and_execute(self, qs: list[QuestionState], run_id: str, *, resume: Any = None) -> None:
+    def _approve_and_execute(
+        self, qs: list[QuestionState], run_id: str, *, resume: Any = None
+    ) -> None:
         """Approval cycles: validate, ONE review for everything waiting, run; correct; repeat."""
         validator = self._validator()
         gate = self._gate(run_id, validator)
@@ -450,7 +522,12 @@ class Pipeline:
             self._after_review(pending, outcome, cycle, executor, gate, qs)
 
     def _after_review(
-        self, pending: dict[str, PendingStatement], outcome: Any, cycle: int, executor: SQLExecutor, gate: ApprovalGate,
+        self,
+        pending: dict[str, PendingStatement],
+        outcome: Any,
+        cycle: int,
+        executor: SQLExecutor,
+        gate: ApprovalGate,
         qs: list[QuestionState],
     ) -> None:
         self._execute(self._apply(pending, outcome, cycle), executor, gate)
@@ -458,7 +535,9 @@ class Pipeline:
         if needing:
             self._correct(needing)
 
-    def _validate_all(self, qs: list[QuestionState], validator: SqlValidator, cycle: int) -> dict[str, PendingStatement]:
+    def _validate_all(
+        self, qs: list[QuestionState], validator: SqlValidator, cycle: int
+    ) -> dict[str, PendingStatement]:
         pending: dict[str, PendingStatement] = {}
         for q in qs:
             sql, q.pending_sql = q.pending_sql, None
@@ -468,7 +547,9 @@ class Pipeline:
             q.note(
                 "SafetyValidator",
                 sql,
-                "accepted" + _rewrites(validation) if validation.ok else f"refused: {refusal.code}: {refusal.message}",
+                "accepted" + _rewrites(validation)
+                if validation.ok
+                else f"refused: {refusal.code}: {refusal.message}",
                 started=started,
                 ok=validation.ok,
             )
@@ -482,7 +563,11 @@ class Pipeline:
                 cycle=cycle,
             )
             pending[item.call_id] = PendingStatement(
-                q, item, validation.ok, refusal.code if refusal else None, refusal.message if refusal else None
+                q,
+                item,
+                validation.ok,
+                refusal.code if refusal else None,
+                refusal.message if refusal else None,
             )
         return pending
 
@@ -500,7 +585,9 @@ class Pipeline:
         except DecisionError as exc:
             raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
 
-    def _apply(self, pending: dict[str, PendingStatement], outcome: Any, cycle: int) -> list[tuple[QuestionState, Any, str]]:
+    def _apply(
+        self, pending: dict[str, PendingStatement], outcome: Any, cycle: int
+    ) -> list[tuple[QuestionState, Any, str]]:
         runnable = []
         for call_id, p in pending.items():
             q = p.q
@@ -520,12 +607,18 @@ class Pipeline:
                 if p.code in CORRECTABLE_REFUSALS and q.corrections < self.config.max_corrections:
                     q.correction_error = f"{p.code}: {p.message}"
                     continue
-                q.answer = f"sqlgate refused the generated SQL ({p.code}): {p.message} Nothing was run."
-                q.finish(RunStatus.UNSAFE, RunError(code=p.code or "refused", message=p.message or ""))
+                q.answer = (
+                    f"sqlgate refused the generated SQL ({p.code}): {p.message} Nothing was run."
+                )
+                q.finish(
+                    RunStatus.UNSAFE, RunError(code=p.code or "refused", message=p.message or "")
+                )
             elif status == "rejected":
                 reason = resolution.reason or "no reason given"
                 if reason.startswith("expired:"):  # the batch's deadline decided, not a person
-                    q.failure = "nobody decided on it before the approval deadline, so it was not run"
+                    q.failure = (
+                        "nobody decided on it before the approval deadline, so it was not run"
+                    )
                     q.error = RunError(code="approval_expired", message=reason)
                 else:
                     q.failure = f"a reviewer rejected it: {reason}"
@@ -535,13 +628,20 @@ class Pipeline:
                 runnable.append((q, outcome, call_id))
         return runnable
 
-    def _execute(self, runnable: list[tuple[QuestionState, Any, str]], executor: SQLExecutor, gate: ApprovalGate) -> None:
+    def _execute(
+        self,
+        runnable: list[tuple[QuestionState, Any, str]],
+        executor: SQLExecutor,
+        gate: ApprovalGate,
+    ) -> None:
         if not runnable:
             return
         self.progress("running SQL", 0, len(runnable))
         finished = [0]
 
-        def run_one(entry: tuple[QuestionState, Any, str]) -> tuple[QuestionState, Any, BaseException | None, float]:
+        def run_one(
+            entry: tuple[QuestionState, Any, str],
+        ) -> tuple[QuestionState, Any, BaseException | None, float]:
             q, outcome, call_id = entry
             started = self.clock()
             try:
@@ -559,7 +659,9 @@ class Pipeline:
         if len(runnable) == 1:
             done = [run_one(runnable[0])]
         else:
-            with ThreadPoolExecutor(max_workers=min(self.config.parallelism, len(runnable))) as pool:
+            with ThreadPoolExecutor(
+                max_workers=min(self.config.parallelism, len(runnable))
+            ) as pool:
                 done = list(pool.map(run_one, runnable))
 
         for q, result, exc, started in done:
@@ -573,7 +675,9 @@ class Pipeline:
                 q.result = result
                 self._check_result(q)
                 continue
-            q.note("SQLExecutor", q.sql or "", f"{exc.code}: {exc.message}", started=started, ok=False)
+            q.note(
+                "SQLExecutor", q.sql or "", f"{exc.code}: {exc.message}", started=started, ok=False
+            )
             if exc.code == "database_unreachable":
                 q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
             elif exc.code == "execution_in_doubt":  # never re-run what may have run
@@ -594,7 +698,12 @@ class Pipeline:
         q.warnings += ResultValidator().check(q.result)
         # Keep what the answer and the result object use, not every fetched row.
         q.result.rows = q.result.rows[: max(self.config.preview_rows, PREVIEW_ROWS)]
-        q.note("ResultValidator", f"{q.result.row_count} row(s)", "; ".join(q.warnings) or "no warnings", started=started)
+        q.note(
+            "ResultValidator",
+            f"{q.result.row_count} row(s)",
+            "; ".join(q.warnings) or "no warnings",
+            started=started,
+        )
         q.after_synthesis = RunStatus.ANSWERED
 
     def _correct(self, qs: list[QuestionState]) -> None:
@@ -604,11 +713,17 @@ class Pipeline:
         by_id = {q.qid: q for q in qs}
 
         def build(items: list[QuestionInput]) -> list[dict[str, str]]:
-            return agent.build_messages(items, self._schema_text([by_id[i.id] for i in items]), self.db.dialect)
+            return agent.build_messages(
+                items, self._schema_text([by_id[i.id] for i in items]), self.db.dialect
+            )
 
         def inputs(q: QuestionState) -> QuestionInput:
             return QuestionInput(
-                q.qid, q.text.strip(), SelfCorrection.question_context(q.sql or "", q.correction_error or "", q.corrections)
+                q.qid,
+                q.text.strip(),
+                SelfCorrection.question_context(
+                    q.sql or "", q.correction_error or "", q.corrections
+                ),
             )
 
         for q, fix, call in self._call("correcting SQL", agent, qs, build, inputs):
@@ -626,15 +741,21 @@ class Pipeline:
             if q.meta_outcome is not None:
                 return q.meta_outcome
             if q.result is not None:
-                return describe_result(q.sql or "", q.result.columns, q.result.rows, q.result.row_count)
+                return describe_result(
+                    q.sql or "", q.result.columns, q.result.rows, q.result.row_count
+                )
             return describe_failure(q.sql, q.failure or "unknown failure")
 
         def inputs(q: QuestionState) -> QuestionInput:
             return QuestionInput(
-                q.qid, q.text.strip(), ResponseSynthesizer.question_context(outcome(q), q.assumptions, q.warnings)
+                q.qid,
+                q.text.strip(),
+                ResponseSynthesizer.question_context(outcome(q), q.assumptions, q.warnings),
             )
 
-        for q, answer, call in self._call("writing the answer", agent, qs, agent.build_messages, inputs):
+        for q, answer, call in self._call(
+            "writing the answer", agent, qs, agent.build_messages, inputs
+        ):
             q.answer = answer.answer
             q.warnings += [c for c in answer.caveats if c not in q.warnings]
             q.note("ResponseSynthesizer", outcome(q), answer.answer, batch=4, call=call)
@@ -656,7 +777,10 @@ def _unique_questions(questions: list[Any]) -> list[ClarifyingQuestionOut]:
     """The clarifying questions with ids unique within the question (models repeat ids)."""
     if not questions:
         return [
-            ClarifyingQuestionOut(id="c1", text="Could you restate the question naming the measure and the data you mean?")
+            ClarifyingQuestionOut(
+                id="c1",
+                text="Could you restate the question naming the measure and the data you mean?",
+            )
         ]
     seen: set[str] = set()
     out = []

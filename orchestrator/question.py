@@ -14,13 +14,27 @@ from agents import ExecutionResult, ReasoningOutput, SchemaContext
 from approvals import ApprovalItem
 from orchestrator.errors import LLMError
 from orchestrator.llm import LLMCall, TokenUsage
-from orchestrator.result import ApprovalRecord, ClarifyingQuestionOut, RunError, RunResult, RunStatus, TraceEntry
+from orchestrator.result import (
+    ApprovalRecord,
+    ClarifyingQuestionOut,
+    RunError,
+    RunResult,
+    RunStatus,
+    TraceEntry,
+)
 
 
 class PendingStatement:
     """One statement in an approval cycle, with the validator's verdict on it."""
 
-    def __init__(self, q: QuestionState, item: ApprovalItem | None, ok: bool, code: str | None, message: str | None):
+    def __init__(
+        self,
+        q: QuestionState,
+        item: ApprovalItem | None,
+        ok: bool,
+        code: str | None,
+        message: str | None,
+    ):
         self.q, self.item, self.ok, self.code, self.message = q, item, ok, code, message
 
 
@@ -69,8 +83,19 @@ class QuestionState:
         return self.status is None
 
     _PLAIN = (
-        "qid", "text", "data_context", "pending_sql", "sql", "failure", "correction_error",
-        "meta_outcome", "corrections", "answer", "assumptions", "warnings", "http_requests",
+        "qid",
+        "text",
+        "data_context",
+        "pending_sql",
+        "sql",
+        "failure",
+        "correction_error",
+        "meta_outcome",
+        "corrections",
+        "answer",
+        "assumptions",
+        "warnings",
+        "http_requests",
     )
 
     def to_state(self) -> dict[str, Any]:
@@ -80,10 +105,14 @@ class QuestionState:
             status=self.status.value if self.status else None,
             after_synthesis=self.after_synthesis.value if self.after_synthesis else None,
             error=self.error.model_dump(mode="json") if self.error else None,
-            reasoning=self.reasoning.model_dump(mode="json") if self.reasoning is not None else None,
+            reasoning=self.reasoning.model_dump(mode="json")
+            if self.reasoning is not None
+            else None,
             schema=self.schema.model_dump(mode="json") if self.schema is not None else None,
             result=self.result.model_dump(mode="json") if self.result is not None else None,
-            clarification_questions=[c.model_dump(mode="json") for c in self.clarification_questions],
+            clarification_questions=[
+                c.model_dump(mode="json") for c in self.clarification_questions
+            ],
             approvals=[a.model_dump(mode="json") for a in self.approvals],
             trace=[t.model_dump(mode="json") for t in self.trace],
             tokens=self.tokens.model_dump(mode="json"),
@@ -92,17 +121,25 @@ class QuestionState:
         return state
 
     @classmethod
-    def from_state(cls, run_id: str, state: dict[str, Any], clock: Callable[[], float]) -> QuestionState:
+    def from_state(
+        cls, run_id: str, state: dict[str, Any], clock: Callable[[], float]
+    ) -> QuestionState:
         q = cls(run_id, state["qid"], state["text"], clock)
         for name in cls._PLAIN:
             setattr(q, name, state[name])
         q.status = RunStatus(state["status"]) if state["status"] else None
-        q.after_synthesis = RunStatus(state["after_synthesis"]) if state["after_synthesis"] else None
+        q.after_synthesis = (
+            RunStatus(state["after_synthesis"]) if state["after_synthesis"] else None
+        )
         q.error = RunError.model_validate(state["error"]) if state["error"] else None
-        q.reasoning = ReasoningOutput.model_validate(state["reasoning"]) if state["reasoning"] else None
+        q.reasoning = (
+            ReasoningOutput.model_validate(state["reasoning"]) if state["reasoning"] else None
+        )
         q.schema = SchemaContext.model_validate(state["schema"]) if state["schema"] else None
         q.result = ExecutionResult.model_validate(state["result"]) if state["result"] else None
-        q.clarification_questions = [ClarifyingQuestionOut.model_validate(c) for c in state["clarification_questions"]]
+        q.clarification_questions = [
+            ClarifyingQuestionOut.model_validate(c) for c in state["clarification_questions"]
+        ]
         q.approvals = [ApprovalRecord.model_validate(a) for a in state["approvals"]]
         q.trace = [TraceEntry.model_validate(t) for t in state["trace"]]
         q.tokens = TokenUsage.model_validate(state["tokens"])
@@ -124,7 +161,8 @@ class QuestionState:
             self.calls.add(call_index)
             self.http_requests += call.http_requests
             self.tokens = self.tokens + TokenUsage(
-                prompt=call.tokens.prompt // shared_by, completion=call.tokens.completion // shared_by
+                prompt=call.tokens.prompt // shared_by,
+                completion=call.tokens.completion // shared_by,
             )
 
     def took_part_in_failed(self, exc: LLMError) -> None:
@@ -149,7 +187,11 @@ class QuestionState:
         if call is not None:
             duration, tokens, index = call[0].duration_ms, call[0].tokens, call[1]
         else:
-            duration, tokens, index = (self.clock() - (started or self.clock())) * 1000.0 + extra_ms, None, None
+            duration, tokens, index = (
+                (self.clock() - (started or self.clock())) * 1000.0 + extra_ms,
+                None,
+                None,
+            )
         self.trace.append(
             TraceEntry(
                 agent=agent,
@@ -173,7 +215,9 @@ class QuestionState:
             sql=self.sql,
             row_count=result.row_count if result is not None else None,
             columns=list(result.columns) if result is not None else [],
-            rows_preview=[list(r) for r in result.rows[:preview_rows]] if result is not None else [],
+            rows_preview=[list(r) for r in result.rows[:preview_rows]]
+            if result is not None
+            else [],
             truncated=bool(result.truncated) if result is not None else False,
             warnings=self.warnings,
             assumptions=self.assumptions,

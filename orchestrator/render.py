@@ -58,7 +58,9 @@ def render_result(console: Console, result: RunResult, *, trace: bool = True) ->
         parts += [Text("SQL", style="bold"), sql_block(result.sql)]
     if result.columns:
         shown = len(result.rows_preview)
-        title = f"{result.row_count} row(s)" + (f", first {shown} shown" if shown < (result.row_count or 0) else "")
+        title = f"{result.row_count} row(s)" + (
+            f", first {shown} shown" if shown < (result.row_count or 0) else ""
+        )
         if result.truncated:
             title += " — row cap reached"
         parts.append(rows_table(result.columns, result.rows_preview, title=title))
@@ -72,20 +74,30 @@ def render_result(console: Console, result: RunResult, *, trace: bool = True) ->
     for warning in result.warnings:
         parts.append(Text(f"warning: {warning}", style="yellow"))
     if result.error:
-        retry = f" (retry after {result.error.retry_after:.1f} s)" if result.error.retry_after else ""
+        retry = (
+            f" (retry after {result.error.retry_after:.1f} s)" if result.error.retry_after else ""
+        )
         parts.append(Text(f"{result.error.code}: {result.error.message}{retry}", style="red"))
-    console.print(Panel(Group(*parts), title=Text(result.question, style="bold"), title_align="left"))
+    console.print(
+        Panel(Group(*parts), title=Text(result.question, style="bold"), title_align="left")
+    )
     if trace and result.trace:
         console.print(trace_table(result))
 
 
 def render_validation(console: Console, result: Any, original: str) -> None:
-    verdict = Text("accepted", style="bold green") if result.ok else Text("refused", style="bold red")
+    verdict = (
+        Text("accepted", style="bold green") if result.ok else Text("refused", style="bold red")
+    )
     parts: list[Any] = [Text.assemble(("validation: ", "dim"), verdict)]
     for finding in result.findings:
         style = {"error": "red", "rewrite": "cyan"}.get(str(finding.severity), "yellow")
         node = f" [{finding.node}]" if getattr(finding, "node", None) else ""
-        parts.append(Text(f"{finding.severity} {finding.code}{node}: {finding.message}", style=style))
+        parts.append(
+            Text(f"{finding.severity} {finding.code}{node}: {finding.message}", style=style)
+        )
     if result.ok and result.sql:
         parts += [Text("SQL to run", style="bold"), sql_block(result.sql)]
-    console.print(Panel(Group(*parts), title=Text(" ".join(original.split())[:80]), title_align="left"))
+    console.print(
+        Panel(Group(*parts), title=Text(" ".join(original.split())[:80]), title_align="left")
+    )

@@ -82,8 +82,12 @@ class _CassetteLoader(yaml.SafeLoader):
     """Safe YAML plus the few harmless Python tags VCR.py cassettes may contain."""
 
 
-_CassetteLoader.add_constructor("tag:yaml.org,2002:python/str", lambda loader, node: loader.construct_scalar(node))
-_CassetteLoader.add_constructor("tag:yaml.org,2002:python/unicode", lambda loader, node: loader.construct_scalar(node))
+_CassetteLoader.add_constructor(
+    "tag:yaml.org,2002:python/str", lambda loader, node: loader.construct_scalar(node)
+)
+_CassetteLoader.add_constructor(
+    "tag:yaml.org,2002:python/unicode", lambda loader, node: loader.construct_scalar(node)
+)
 _CassetteLoader.add_constructor(
     "tag:yaml.org,2002:python/tuple", lambda loader, node: tuple(loader.construct_sequence(node))
 )
@@ -121,7 +125,11 @@ def load_cassette(path: str | Path) -> list[RecordedInteraction]:
             if "status_code" in response:  # the layout older VCR.py versions wrote for httpx
                 status, reason, body = response["status_code"], None, response.get("content")
             else:
-                status, reason, body = response["status"]["code"], response["status"].get("message"), response["body"]["string"]
+                status, reason, body = (
+                    response["status"]["code"],
+                    response["status"].get("message"),
+                    response["body"]["string"],
+                )
             headers = response.get("headers") or {}
             interactions.append(
                 RecordedInteraction(
@@ -129,7 +137,9 @@ def load_cassette(path: str | Path) -> list[RecordedInteraction]:
                     index=index,
                     method=str(request["method"]).upper(),
                     uri=str(request["uri"]),
-                    request_headers={str(k).lower(): _first(v) for k, v in (request.get("headers") or {}).items()},
+                    request_headers={
+                        str(k).lower(): _first(v) for k, v in (request.get("headers") or {}).items()
+                    },
                     request_body=_as_bytes(request.get("body")),
                     status=int(status),
                     reason=reason or None,
@@ -142,7 +152,9 @@ def load_cassette(path: str | Path) -> list[RecordedInteraction]:
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ReplayError(f"{path}: interaction {index} is malformed ({type(exc).__name__}: {exc})") from exc
+            raise ReplayError(
+                f"{path}: interaction {index} is malformed ({type(exc).__name__}: {exc})"
+            ) from exc
     return interactions
 
 
@@ -165,7 +177,9 @@ def canonical_body(body: bytes, content_encoding: str | None = None) -> bytes:
         parsed = json.loads(body)
     except ValueError:
         return body
-    return json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8"
+    )
 
 
 @dataclass(frozen=True)
@@ -203,7 +217,7 @@ MATCHERS: dict[str, Callable[[_RequestView, _RequestView], bool]] = {
 
 
 def _first_difference(a: bytes, b: bytes) -> int:
-    for position, (x, y) in enumerate(zip(a, b)):
+    for position, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return position
     return min(len(a), len(b))
@@ -230,7 +244,9 @@ class CassetteTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         self.match_on = tuple(match_on)
         self.interactions = [item for path in self.cassette_paths for item in load_cassette(path)]
         self._views = [
-            _RequestView.of(i.method, i.uri, i.request_body, i.request_headers.get("content-encoding"))
+            _RequestView.of(
+                i.method, i.uri, i.request_body, i.request_headers.get("content-encoding")
+            )
             for i in self.interactions
         ]
         self._played_flags = [False] * len(self.interactions)
@@ -239,7 +255,11 @@ class CassetteTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def unplayed(self) -> list[RecordedInteraction]:
         with self._lock:
-            return [i for i, done in zip(self.interactions, self._played_flags) if not done]
+            return [
+                i
+                for i, done in zip(self.interactions, self._played_flags, strict=False)
+                if not done
+            ]
 
     def assert_all_played(self) -> None:
         """Raise :class:`ReplayError` naming every recorded interaction that was never requested."""
@@ -250,7 +270,10 @@ class CassetteTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         view = _RequestView.of(
-            request.method, str(request.url), request.read(), request.headers.get("content-encoding")
+            request.method,
+            str(request.url),
+            request.read(),
+            request.headers.get("content-encoding"),
         )
         with self._lock:
             index = self._find(view, played=False)
@@ -271,9 +294,13 @@ class CassetteTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
     def _matches(self, view: _RequestView, recorded: _RequestView, match_on: Sequence[str]) -> bool:
         return all(MATCHERS[name](view, recorded) for name in match_on)
 
-    def _find(self, view: _RequestView, *, played: bool, match_on: Sequence[str] | None = None) -> int | None:
+    def _find(
+        self, view: _RequestView, *, played: bool, match_on: Sequence[str] | None = None
+    ) -> int | None:
         for index, recorded in enumerate(self._views):
-            if self._played_flags[index] == played and self._matches(view, recorded, match_on or self.match_on):
+            if self._played_flags[index] == played and self._matches(
+                view, recorded, match_on or self.match_on
+            ):
                 return index
         return None
 
@@ -297,11 +324,13 @@ class CassetteTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
                 at = _first_difference(view.body, recorded)
                 lines.append(
                     f"nearest unplayed: {self.interactions[near].label} differs in the body from byte {at}: "
-                    f"request {view.body[at:at + 60]!r} vs recorded {recorded[at:at + 60]!r}"
+                    f"request {view.body[at : at + 60]!r} vs recorded {recorded[at : at + 60]!r}"
                 )
         return "; ".join(lines)
 
-    def _response(self, interaction: RecordedInteraction, request: httpx2.Request) -> httpx2.Response:
+    def _response(
+        self, interaction: RecordedInteraction, request: httpx2.Request
+    ) -> httpx2.Response:
         # The body is served as recorded (still compressed if it was); httpx2 decodes it as usual.
         # content-length is recomputed so a hand-edited body still replays.
         headers = [
@@ -310,7 +339,9 @@ class CassetteTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
             if name.lower() not in ("content-length", "transfer-encoding")
         ]
         headers.append(("content-length", str(len(interaction.response_body))))
-        extensions = {"reason_phrase": interaction.reason.encode("ascii")} if interaction.reason else None
+        extensions = (
+            {"reason_phrase": interaction.reason.encode("ascii")} if interaction.reason else None
+        )
         return httpx2.Response(
             interaction.status,
             headers=headers,

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from orchestrator.llm import TokenUsage
 
 
-class RunStatus(str, Enum):
+class RunStatus(str, Enum):  # noqa: UP042 - str() of a member is its qualified name, as before
     """Every way a run can end. Each maps to a distinct CLI exit code (see ``EXIT_CODES``)."""
 
     ANSWERED = "answered"

@@ -50,7 +50,11 @@ class RunStore:
             self.engine = url_or_engine
         else:
             parsed = sa.make_url(url_or_engine)
-            if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            if parsed.get_backend_name() == "sqlite" and parsed.database not in (
+                None,
+                "",
+                ":memory:",
+            ):
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
             self.engine = sa.create_engine(url_or_engine, pool_pre_ping=True)
         self._ready = False
@@ -86,21 +90,36 @@ class RunStore:
         return row.status, row.version, row.database, json.loads(row.checkpoint)
 
     def transition(
-        self, run_id: str, *, expected: tuple[str, int], status: str, checkpoint: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        *,
+        expected: tuple[str, int],
+        status: str,
+        checkpoint: dict[str, Any] | None = None,
     ) -> int:
         """Move the run to ``status`` if it is still in ``expected`` (status, version); else conflict."""
         self.setup()
-        values: dict[str, Any] = {"status": status, "version": expected[1] + 1, "updated_at": _now()}
+        values: dict[str, Any] = {
+            "status": status,
+            "version": expected[1] + 1,
+            "updated_at": _now(),
+        }
         if checkpoint is not None:
             values["checkpoint"] = json.dumps(checkpoint)
         with self.engine.begin() as conn:
             changed = conn.execute(
                 runs.update()
-                .where(runs.c.run_id == run_id, runs.c.status == expected[0], runs.c.version == expected[1])
+                .where(
+                    runs.c.run_id == run_id,
+                    runs.c.status == expected[0],
+                    runs.c.version == expected[1],
+                )
                 .values(**values)
             ).rowcount
         if changed != 1:
-            raise RunConflict(f"run {run_id} changed meanwhile (another process is resuming it, or it finished)")
+            raise RunConflict(
+                f"run {run_id} changed meanwhile (another process is resuming it, or it finished)"
+            )
         return expected[1] + 1
 
     def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:

@@ -81,7 +81,9 @@ class BackendUnavailable(RateLimitError):
     def __init__(self, backend: str, detail: str) -> None:
         self.backend = backend
         self.detail = detail
-        super().__init__(f"rate-limit backend {backend} is unavailable, refusing to admit: {detail}")
+        super().__init__(
+            f"rate-limit backend {backend} is unavailable, refusing to admit: {detail}"
+        )
 
 
 class LimiterConfigError(RateLimitError, ValueError):

@@ -104,12 +104,18 @@ class SlidingWindowLimiter:
         if not (max_wait >= 0):
             raise LimiterConfigError(f"max_wait must be >= 0, got {max_wait!r}")
         if not (margin >= 0 and math.isfinite(margin)):
-            raise LimiterConfigError(f"margin must be a finite number of seconds >= 0, got {margin!r}")
-        self.limits = as_limits(limits) if limits is not None else Limits((Limit(limit, float(window)),))
+            raise LimiterConfigError(
+                f"margin must be a finite number of seconds >= 0, got {margin!r}"
+            )
+        self.limits = (
+            as_limits(limits) if limits is not None else Limits((Limit(limit, float(window)),))
+        )
         self.margin = float(margin)
         # what the backend enforces: each window lengthened by the margin
         self._enforced = (
-            Limits(tuple(Limit(r.limit, r.window + margin, r.unit) for r in self.limits)) if margin else self.limits
+            Limits(tuple(Limit(r.limit, r.window + margin, r.unit) for r in self.limits))
+            if margin
+            else self.limits
         )
         self.key = key
         self.backend = backend if backend is not None else MemoryBackend()
@@ -154,7 +160,9 @@ class SlidingWindowLimiter:
         if self.mode == "fail_fast":
             verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
             if verdict.granted:
-                return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0)
+                return Grant(
+                    self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0
+                )
             raise RateLimitExceeded(verdict.retry_after, self.limit, self.window)
         started = self._timer()
         if not self._line.join(timeout=self.max_wait):
@@ -177,7 +185,9 @@ class SlidingWindowLimiter:
         charge = self._charge(cost, tokens)
         verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
         if verdict.granted:
-            return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0)
+            return Grant(
+                self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0
+            )
         return None
 
     async def aacquire(self, cost: int = 1, *, tokens: int = 0) -> Grant:
@@ -189,9 +199,13 @@ class SlidingWindowLimiter:
         """
         charge = self._charge(cost, tokens)
         if self.mode == "fail_fast":
-            verdict = await self._run(self.backend.acquire, self.key, self._enforced, charge, self._clock)
+            verdict = await self._run(
+                self.backend.acquire, self.key, self._enforced, charge, self._clock
+            )
             if verdict.granted:
-                return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0)
+                return Grant(
+                    self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0
+                )
             raise RateLimitExceeded(verdict.retry_after, self.limit, self.window)
         started = self._timer()
         if not await self._line.ajoin(timeout=self.max_wait):
@@ -199,7 +213,9 @@ class SlidingWindowLimiter:
         try:
             slept = 0.0
             while True:
-                verdict = await self._run(self.backend.acquire, self.key, self._enforced, charge, self._clock)
+                verdict = await self._run(
+                    self.backend.acquire, self.key, self._enforced, charge, self._clock
+                )
                 waited = max(slept, self._timer() - started)
                 if verdict.granted:
                     return self._grant(verdict, charge, waited)
@@ -211,7 +227,10 @@ class SlidingWindowLimiter:
 
     def _still_queued(self) -> RateLimitExceeded:
         return RateLimitExceeded(
-            self.max_wait, self.limit, self.window, reason=f"still queued behind earlier waiters after max_wait={self.max_wait:g} s"
+            self.max_wait,
+            self.limit,
+            self.window,
+            reason=f"still queued behind earlier waiters after max_wait={self.max_wait:g} s",
         )
 
     def _charge(self, cost: int, tokens: int) -> Charge:
@@ -223,7 +242,9 @@ class SlidingWindowLimiter:
 
     def _grant(self, verdict: Verdict, charge: Charge, waited: float) -> Grant:
         assert verdict.grant_id is not None
-        return Grant(self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, waited)
+        return Grant(
+            self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, waited
+        )
 
     def _refuse_unless_waiting(self, verdict: Verdict, waited: float) -> None:
         if self.mode == "fail_fast":
@@ -266,13 +287,17 @@ class SlidingWindowLimiter:
 
     async def afits(self, n: int, *, tokens: int = 0) -> float:
         """Async twin of :meth:`fits`."""
-        verdict = await self._run(self.backend.peek, self.key, self._enforced, Charge(n, tokens), self._clock)
+        verdict = await self._run(
+            self.backend.peek, self.key, self._enforced, Charge(n, tokens), self._clock
+        )
         return verdict.retry_after
 
     def pause(self, seconds: float) -> None:
         """Admit nobody sharing this key for ``seconds`` (a provider's 429 ``Retry-After``)."""
         if not (seconds >= 0 and math.isfinite(seconds)):
-            raise LimiterConfigError(f"pause must be a finite number of seconds >= 0, got {seconds!r}")
+            raise LimiterConfigError(
+                f"pause must be a finite number of seconds >= 0, got {seconds!r}"
+            )
         self.backend.pause(self.key, float(seconds), self._clock)
 
     def pause_from_headers(self, headers: Mapping[str, str]) -> float:
@@ -285,7 +310,9 @@ class SlidingWindowLimiter:
     async def apause(self, seconds: float) -> None:
         """Async twin of :meth:`pause`."""
         if not (seconds >= 0 and math.isfinite(seconds)):
-            raise LimiterConfigError(f"pause must be a finite number of seconds >= 0, got {seconds!r}")
+            raise LimiterConfigError(
+                f"pause must be a finite number of seconds >= 0, got {seconds!r}"
+            )
         await self._run(self.backend.pause, self.key, float(seconds), self._clock)
 
     def correct(self, grant: Grant, tokens: int) -> bool:
@@ -298,7 +325,9 @@ class SlidingWindowLimiter:
         """Async twin of :meth:`correct`."""
         if not isinstance(tokens, int) or tokens < 0:
             raise LimiterConfigError(f"tokens must be a non-negative integer, got {tokens!r}")
-        return await self._run(self.backend.correct, grant.key, grant.grant_id, tokens, self._enforced)
+        return await self._run(
+            self.backend.correct, grant.key, grant.grant_id, tokens, self._enforced
+        )
 
     def __repr__(self) -> str:
         return f"SlidingWindowLimiter({self.limits}, key={self.key!r}, backend={self.backend.name}, mode={self.mode})"

@@ -41,7 +41,9 @@ class Limit:
         if not isinstance(self.limit, int) or self.limit < 1:
             raise LimiterConfigError(f"limit must be a positive integer, got {self.limit!r}")
         if not (self.window > 0 and math.isfinite(self.window)):
-            raise LimiterConfigError(f"window must be a positive number of seconds, got {self.window!r}")
+            raise LimiterConfigError(
+                f"window must be a positive number of seconds, got {self.window!r}"
+            )
 
     def __and__(self, other: Limit | Limits) -> Limits:
         return Limits((self,)) & other
@@ -123,7 +125,10 @@ class Charge:
         return self.requests if unit == "requests" else self.tokens
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Charge) and (self.requests, self.tokens) == (other.requests, other.tokens)
+        return isinstance(other, Charge) and (self.requests, self.tokens) == (
+            other.requests,
+            other.tokens,
+        )
 
     def __hash__(self) -> int:
         return hash((self.requests, self.tokens))
@@ -223,8 +228,12 @@ def usage_query(rules: Limits, placeholder: str) -> tuple[str, int]:
     return ", ".join(parts), len(parts)
 
 
-def fits_now(rules: Limits, used: Sequence[int], charge: Charge, now: float, paused_until: float | None) -> bool:
+def fits_now(
+    rules: Limits, used: Sequence[int], charge: Charge, now: float, paused_until: float | None
+) -> bool:
     """True when ``charge`` fits every limit given each limit's usage at ``now``."""
     if paused_until is not None and paused_until > now:
         return False
-    return all(u + charge.amount(rule.unit) <= rule.limit for rule, u in zip(rules, used, strict=True))
+    return all(
+        u + charge.amount(rule.unit) <= rule.limit for rule, u in zip(rules, used, strict=True)
+    )

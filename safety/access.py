@@ -52,7 +52,11 @@ def _resolve(column: exp.Column, scope: Scope, ctx: RuleContext) -> list[str]:
             if tables or derived:
                 name = column.name.lower()
                 if ctx.schema is not None:
-                    known = [t for t in tables.values() if name in {c.lower() for c in ctx.schema.get(t, ())}]
+                    known = [
+                        t
+                        for t in tables.values()
+                        if name in {c.lower() for c in ctx.schema.get(t, ())}
+                    ]
                     if known:
                         return known
                     derived_names = {n.lower() for s in derived for n in s.expression.named_selects}
@@ -70,7 +74,12 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
     denied_tables = _names(policy.denied_tables) or frozenset()
     allowed_columns = _names(policy.allowed_columns)
     denied_columns = _names(policy.denied_columns) or frozenset()
-    if allowed_tables is None and not denied_tables and allowed_columns is None and not denied_columns:
+    if (
+        allowed_tables is None
+        and not denied_tables
+        and allowed_columns is None
+        and not denied_columns
+    ):
         return expression
     from .rules import where
 
@@ -80,7 +89,9 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
             node = scope.sources[next(k for k in scope.sources if k.lower() == alias)]
             shown = table if alias == table else f"{table} (as {alias})"
             if table in denied_tables:
-                ctx.report("table_denied", f"The table {shown} {where(node)} may not be read.", node)
+                ctx.report(
+                    "table_denied", f"The table {shown} {where(node)} may not be read.", node
+                )
             elif allowed_tables is not None and table not in allowed_tables:
                 ctx.report(
                     "table_not_allowed",
@@ -93,7 +104,11 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
         aliases = {k.lower() for k in _physical(scope)}
         for column in scope.columns:
             name = column.name.lower()
-            if not column.table and name in aliases and not _is_schema_column(ctx, _physical(scope)[name], name):
+            if (
+                not column.table
+                and name in aliases
+                and not _is_schema_column(ctx, _physical(scope)[name], name)
+            ):
                 ctx.report(
                     "whole_row_reference",
                     f"The reference {column.name} {where(column)} reads every column of a table at once; "
@@ -109,7 +124,9 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
                         f"read; leave it out.",
                         column,
                     )
-                elif allowed_columns is not None and not _column_listed(allowed_columns, table, name):
+                elif allowed_columns is not None and not _column_listed(
+                    allowed_columns, table, name
+                ):
                     ctx.report(
                         "column_not_allowed",
                         f"The column {table}.{column.name} {where(column)} is not among the columns this query "

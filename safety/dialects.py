@@ -41,5 +41,7 @@ def dialect_for_url(url: str) -> str:
 def check_dialect(dialect: str) -> str:
     """Return ``dialect`` if sqlgate supports it, else raise ``UnsupportedDialect``."""
     if dialect not in DIALECTS:
-        raise UnsupportedDialect(f"unsupported dialect {dialect!r}; expected one of {', '.join(DIALECTS)}")
+        raise UnsupportedDialect(
+            f"unsupported dialect {dialect!r}; expected one of {', '.join(DIALECTS)}"
+        )
     return dialect

@@ -24,12 +24,49 @@ _PURE_MODULES = frozenset(
 _PURE_MISC = frozenset(
     getattr(exp, name)
     for name in (
-        "And", "Or", "Xor", "Pow", "RegexpLike", "ApproxDistinct", "Typeof", "HashAgg",
-        "Case", "Cast", "CastToStrType", "Coalesce", "Collate", "Convert", "DecodeCase", "EqualNull",
-        "Exists", "Greatest", "If", "IsNullValue", "Least", "Nullif", "Nvl2", "Try", "TryCast",
-        "WidthBucket", "JSONCast", "ToBoolean", "IsArray", "Float64", "Int64", "Rand", "Randn",
-        "Uuid", "CurrentDatabase", "CurrentSchema", "CurrentUser", "CurrentCatalog", "CurrentRole",
-        "SessionUser", "CurrentVersion", "Columns", "JSONValueArray",
+        "And",
+        "Or",
+        "Xor",
+        "Pow",
+        "RegexpLike",
+        "ApproxDistinct",
+        "Typeof",
+        "HashAgg",
+        "Case",
+        "Cast",
+        "CastToStrType",
+        "Coalesce",
+        "Collate",
+        "Convert",
+        "DecodeCase",
+        "EqualNull",
+        "Exists",
+        "Greatest",
+        "If",
+        "IsNullValue",
+        "Least",
+        "Nullif",
+        "Nvl2",
+        "Try",
+        "TryCast",
+        "WidthBucket",
+        "JSONCast",
+        "ToBoolean",
+        "IsArray",
+        "Float64",
+        "Int64",
+        "Rand",
+        "Randn",
+        "Uuid",
+        "CurrentDatabase",
+        "CurrentSchema",
+        "CurrentUser",
+        "CurrentCatalog",
+        "CurrentRole",
+        "SessionUser",
+        "CurrentVersion",
+        "Columns",
+        "JSONValueArray",
     )
     if hasattr(exp, name)
 )
@@ -38,10 +75,27 @@ _PURE_MISC = frozenset(
 DENIED_CLASSES: frozenset[type[exp.Expression]] = frozenset(
     getattr(exp, name)
     for name in (
-        "ReadCSV", "ReadParquet", "ToFile", "NextValueFor", "GenerateTable", "VectorSearch",
-        "Predict", "MLForecast", "MLTranslate", "AIClassify", "AIEmbed", "AIForecast",
-        "AIGenerate", "AISimilarity", "GenerateEmbedding", "FeaturesAtTime", "Host", "NetFunc",
-        "RegDomain", "ParseIp", "CurrentIpAddress",
+        "ReadCSV",
+        "ReadParquet",
+        "ToFile",
+        "NextValueFor",
+        "GenerateTable",
+        "VectorSearch",
+        "Predict",
+        "MLForecast",
+        "MLTranslate",
+        "AIClassify",
+        "AIEmbed",
+        "AIForecast",
+        "AIGenerate",
+        "AISimilarity",
+        "GenerateEmbedding",
+        "FeaturesAtTime",
+        "Host",
+        "NetFunc",
+        "RegDomain",
+        "ParseIp",
+        "CurrentIpAddress",
     )
     if hasattr(exp, name)
 )
@@ -237,13 +291,19 @@ class FunctionAllowlist:
     def extend(self, *names: str) -> FunctionAllowlist:
         """A copy that also allows ``names`` (never overriding the denylist)."""
         return FunctionAllowlist(
-            self.dialect, self.allowed_names | {n.lower() for n in names}, self.denied_names, self.denied_classes
+            self.dialect,
+            self.allowed_names | {n.lower() for n in names},
+            self.denied_names,
+            self.denied_classes,
         )
 
     def deny(self, *names: str) -> FunctionAllowlist:
         """A copy that also refuses ``names``."""
         return FunctionAllowlist(
-            self.dialect, self.allowed_names, self.denied_names | {n.lower() for n in names}, self.denied_classes
+            self.dialect,
+            self.allowed_names,
+            self.denied_names | {n.lower() for n in names},
+            self.denied_classes,
         )
 
     def __call__(self, node: exp.Func) -> FunctionVerdict | None:
@@ -251,7 +311,10 @@ class FunctionAllowlist:
         name = function_name(node)
         if isinstance(node, self.denied_classes) or name in self.denied_names:
             return FunctionVerdict("function_denied", name)
-        if isinstance(node, exp.Anonymous) or type(node) in (exp.AnonymousAggFunc, exp.CombinedAggFunc):
+        if isinstance(node, exp.Anonymous) or type(node) in (
+            exp.AnonymousAggFunc,
+            exp.CombinedAggFunc,
+        ):
             if name in self.allowed_names:
                 return None
             return FunctionVerdict("function_not_allowed", name)

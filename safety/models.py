@@ -38,7 +38,9 @@ class ValidationResult(BaseModel):
         default=None,
         description="The SQL to execute (re-rendered without comments, LIMIT enforced); None when refused.",
     )
-    findings: list[SafetyFinding] = Field(default_factory=list, description="Every finding, rewrites included.")
+    findings: list[SafetyFinding] = Field(
+        default_factory=list, description="Every finding, rewrites included."
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -18,8 +18,12 @@ class SafetyPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    max_limit: int = Field(default=1000, ge=1, description="Row cap: LIMIT added when missing, lowered above this.")
-    enforce_limit: bool = Field(default=True, description="Add or lower LIMIT on the outermost query.")
+    max_limit: int = Field(
+        default=1000, ge=1, description="Row cap: LIMIT added when missing, lowered above this."
+    )
+    enforce_limit: bool = Field(
+        default=True, description="Add or lower LIMIT on the outermost query."
+    )
     star: Literal["reject", "expand"] = Field(
         default="reject", description="SELECT *: refuse, or expand to the schema's columns."
     )
@@ -30,13 +34,16 @@ class SafetyPolicy(BaseModel):
     allowed_columns: tuple[str, ...] | None = Field(
         default=None, description="When set, only these columns may be referenced."
     )
-    denied_columns: tuple[str, ...] = Field(default=(), description="Sensitive columns that may never be referenced.")
+    denied_columns: tuple[str, ...] = Field(
+        default=(), description="Sensitive columns that may never be referenced."
+    )
     allow_system_tables: bool = Field(
         default=False,
         description="Allow catalog tables (pg_catalog, information_schema, mysql.*, sqlite_master, ...).",
     )
     extra_functions: tuple[str, ...] = Field(
-        default=(), description="Function names (lower case, no schema) allowed on top of the dialect's allowlist."
+        default=(),
+        description="Function names (lower case, no schema) allowed on top of the dialect's allowlist.",
     )
     denied_functions: tuple[str, ...] = Field(
         default=(), description="Function names refused on top of the built-in denylist."

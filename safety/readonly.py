@@ -49,9 +49,13 @@ class ReadOnlySettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    statement_timeout_s: float = Field(default=10.0, gt=0, description="Longest a statement may run.")
+    statement_timeout_s: float = Field(
+        default=10.0, gt=0, description="Longest a statement may run."
+    )
     max_value_bytes: int = Field(
-        default=16 * 1024 * 1024, ge=1024, description="SQLite: longest string or blob a query may build."
+        default=16 * 1024 * 1024,
+        ge=1024,
+        description="SQLite: longest string or blob a query may build.",
     )
     postgres_role: str | None = Field(
         default=None,
@@ -84,32 +88,64 @@ def open_readonly_engine(
     """
     settings = settings or ReadOnlySettings()
     dialect = dialect_for_url(url)
-    builders = {"sqlite": _sqlite_engine, "postgres": _postgres_engine, "mysql": _mysql_engine, "duckdb": _duckdb_engine}
+    builders = {
+        "sqlite": _sqlite_engine,
+        "postgres": _postgres_engine,
+        "mysql": _mysql_engine,
+        "duckdb": _duckdb_engine,
+    }
     return builders[dialect](url, settings, clock, dict(engine_kwargs))
 
 
 # --- SQLite --------------------------------------------------------------------------------
 
-_SQLITE_READ_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE})
+_SQLITE_READ_ACTIONS = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
+)
 # Statements SQLAlchemy itself issues around a read (BEGIN / COMMIT / ROLLBACK, savepoints).
 _SQLITE_TXN_ACTIONS = frozenset({sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT})
 # Pragmas that only read the schema; any argument is a table or index name.
 _SQLITE_SCHEMA_PRAGMAS = frozenset(
-    {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list", "table_list"}
+    {
+        "table_info",
+        "table_xinfo",
+        "index_list",
+        "index_info",
+        "index_xinfo",
+        "foreign_key_list",
+        "table_list",
+    }
 )
 # Pragmas that may be read (never set).
-_SQLITE_READ_PRAGMAS = frozenset({"read_uncommitted", "database_list", "collation_list", "encoding", "user_version"})
+_SQLITE_READ_PRAGMAS = frozenset(
+    {"read_uncommitted", "database_list", "collation_list", "encoding", "user_version"}
+)
 _SQLITE_DENIED_FUNCTIONS = frozenset(
-    {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fsdir", "randomblob", "zeroblob"}
+    {
+        "load_extension",
+        "fts3_tokenizer",
+        "readfile",
+        "writefile",
+        "edit",
+        "fsdir",
+        "randomblob",
+        "zeroblob",
+    }
 )
 
 
-def sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
+def sqlite_authorizer(
+    action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
+) -> int:
     """Allow reads only: SELECT, column reads, pure functions, schema pragmas."""
     if action in _SQLITE_READ_ACTIONS or action in _SQLITE_TXN_ACTIONS:
         return sqlite3.SQLITE_OK
     if action == sqlite3.SQLITE_FUNCTION:
-        return sqlite3.SQLITE_DENY if (arg2 or "").lower() in _SQLITE_DENIED_FUNCTIONS else sqlite3.SQLITE_OK
+        return (
+            sqlite3.SQLITE_DENY
+            if (arg2 or "").lower() in _SQLITE_DENIED_FUNCTIONS
+            else sqlite3.SQLITE_OK
+        )
     if action == sqlite3.SQLITE_PRAGMA:
         name = (arg1 or "").lower()
         if name in _SQLITE_SCHEMA_PRAGMAS or (name in _SQLITE_READ_PRAGMAS and arg2 is None):
@@ -123,15 +159,21 @@ class _ReadOnlySqliteConnection(sqlite3.Connection):
     deadline: float | None = None
 
 
-def _sqlite_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
+def _sqlite_engine(
+    url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict
+) -> Engine:
     database = make_url(url).database
     if not database or database == ":memory:":
-        raise ReadOnlySetupError("a read-only SQLite engine needs a database file, not an in-memory database")
+        raise ReadOnlySetupError(
+            "a read-only SQLite engine needs a database file, not an in-memory database"
+        )
     target = database if database.startswith("file:") else f"file:{quote(database)}"
     target += ("&" if "?" in target else "?") + "mode=ro"
 
     def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(target, uri=True, factory=_ReadOnlySqliteConnection, check_same_thread=False)
+        conn = sqlite3.connect(
+            target, uri=True, factory=_ReadOnlySqliteConnection, check_same_thread=False
+        )
         conn.execute("PRAGMA query_only = 1")
         conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)  # no ATTACH, and so no VACUUM INTO
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, settings.max_value_bytes)
@@ -164,22 +206,32 @@ def _sqlite_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], flo
 # --- PostgreSQL ----------------------------------------------------------------------------
 
 
-def _postgres_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
+def _postgres_engine(
+    url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict
+) -> Engine:
     parsed = make_url(url)
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")  # the driver sqlgate ships with
     if parsed.get_driver_name() != "psycopg":
-        raise ReadOnlySetupError("read-only PostgreSQL engines need the psycopg (3) driver: postgresql+psycopg://")
+        raise ReadOnlySetupError(
+            "read-only PostgreSQL engines need the psycopg (3) driver: postgresql+psycopg://"
+        )
     timeout_ms = max(1, int(settings.statement_timeout_s * 1000))
     connect_args = dict(kwargs.pop("connect_args", {}) or {})
-    if "options" in parsed.query:  # keep the user's own options (e.g. -csearch_path=...) from the URL
+    if (
+        "options" in parsed.query
+    ):  # keep the user's own options (e.g. -csearch_path=...) from the URL
         user_options = parsed.query["options"]
         user_options = " ".join(user_options) if isinstance(user_options, tuple) else user_options
         connect_args["options"] = f"{user_options} {connect_args.get('options', '')}".strip()
         parsed = parsed.difference_update_query(["options"])
     options = f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms}"
-    connect_args["options"] = f"{connect_args['options']} {options}" if connect_args.get("options") else options
-    connect_args["prepare_threshold"] = 0  # every statement prepared server-side: one statement per execute
+    connect_args["options"] = (
+        f"{connect_args['options']} {options}" if connect_args.get("options") else options
+    )
+    connect_args["prepare_threshold"] = (
+        0  # every statement prepared server-side: one statement per execute
+    )
     kwargs.setdefault("poolclass", NullPool)  # no session state outlives one checkout
     engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
 
@@ -205,15 +257,21 @@ _PG_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
 _MYSQL_IN_TRANSACTION = 1  # pymysql SERVER_STATUS_IN_TRANS
 
 
-def _mysql_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
+def _mysql_engine(
+    url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict
+) -> Engine:
     parsed = make_url(url)
     if parsed.get_driver_name() != "pymysql":
-        raise ReadOnlySetupError("read-only MySQL/MariaDB engines need the pymysql driver: mysql+pymysql://")
+        raise ReadOnlySetupError(
+            "read-only MySQL/MariaDB engines need the pymysql driver: mysql+pymysql://"
+        )
     from pymysql.constants import CLIENT
 
     connect_args = dict(kwargs.pop("connect_args", {}) or {})
     connect_args["client_flag"] = int(connect_args.get("client_flag", 0)) & ~CLIENT.MULTI_STATEMENTS
-    kwargs.setdefault("poolclass", NullPool)  # user locks and session variables die with the connection
+    kwargs.setdefault(
+        "poolclass", NullPool
+    )  # user locks and session variables die with the connection
     engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
 
     def bound(cursor, raw) -> None:  # type: ignore[no-untyped-def]
@@ -223,7 +281,9 @@ def _mysql_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], floa
         if raw._sqlgate_mariadb:
             cursor.execute(f"SET SESSION max_statement_time = {settings.statement_timeout_s:.3f}")
         else:
-            cursor.execute(f"SET SESSION max_execution_time = {max(1, int(settings.statement_timeout_s * 1000))}")
+            cursor.execute(
+                f"SET SESSION max_execution_time = {max(1, int(settings.statement_timeout_s * 1000))}"
+            )
 
     @event.listens_for(engine, "before_cursor_execute")
     def _read_only_session(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
@@ -250,10 +310,14 @@ _DUCKDB_CONFIG = {
 }
 
 
-def _duckdb_engine(url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict) -> Engine:
+def _duckdb_engine(
+    url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict
+) -> Engine:
     database = make_url(url).database
     if not database or database == ":memory:":
-        raise ReadOnlySetupError("a read-only DuckDB engine needs a database file, not an in-memory database")
+        raise ReadOnlySetupError(
+            "a read-only DuckDB engine needs a database file, not an in-memory database"
+        )
     connect_args = dict(kwargs.pop("connect_args", {}) or {})
     connect_args["read_only"] = True
     connect_args["config"] = {**dict(connect_args.get("config", {}) or {}), **_DUCKDB_CONFIG}

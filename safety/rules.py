@@ -49,11 +49,20 @@ class RuleContext:
     _index: dict[type, list[exp.Expression]] | None = None
     _root: exp.Expression | None = None
 
-    def report(self, code: str, message: str, node: exp.Expression | None = None, severity: Severity = "error") -> None:
+    def report(
+        self,
+        code: str,
+        message: str,
+        node: exp.Expression | None = None,
+        severity: Severity = "error",
+    ) -> None:
         # model_construct: the fields are built right here, so pydantic's validation is skipped (hot path).
         self.findings.append(
             SafetyFinding.model_construct(
-                code=code, message=message, severity=severity, node=type(node).__name__ if node else None
+                code=code,
+                message=message,
+                severity=severity,
+                node=type(node).__name__ if node else None,
             )
         )
 
@@ -145,14 +154,50 @@ def check_root(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     return expression
 
 
-_DML = (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.TruncateTable, exp.Returning, exp.OnConflict)
+_DML = (
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Merge,
+    exp.TruncateTable,
+    exp.Returning,
+    exp.OnConflict,
+)
 _COMMANDS = tuple(
     getattr(exp, name)
     for name in (
-        "Command", "Set", "SetItem", "Pragma", "Transaction", "Commit", "Rollback", "Use", "Attach",
-        "Detach", "Install", "Copy", "LoadData", "Execute", "ExecuteSql", "Kill", "Export", "Show",
-        "Describe", "Summarize", "Declare", "DeclareItem", "Analyze", "Grant", "Revoke", "Refresh",
-        "Cache", "Uncache", "LockingStatement", "ConnectTo", "Disconnect", "AlterSession",
+        "Command",
+        "Set",
+        "SetItem",
+        "Pragma",
+        "Transaction",
+        "Commit",
+        "Rollback",
+        "Use",
+        "Attach",
+        "Detach",
+        "Install",
+        "Copy",
+        "LoadData",
+        "Execute",
+        "ExecuteSql",
+        "Kill",
+        "Export",
+        "Show",
+        "Describe",
+        "Summarize",
+        "Declare",
+        "DeclareItem",
+        "Analyze",
+        "Grant",
+        "Revoke",
+        "Refresh",
+        "Cache",
+        "Uncache",
+        "LockingStatement",
+        "ConnectTo",
+        "Disconnect",
+        "AlterSession",
     )
     if hasattr(exp, name)
 )
@@ -161,7 +206,15 @@ _HARMLESS_STATEMENT_PARTS = frozenset({exp.Comprehension, exp.CharacterSet, exp.
 # Clauses that only exist inside a statement node which is reported itself.
 _STATEMENT_CLAUSES = tuple(
     getattr(exp, name)
-    for name in ("Returning", "OnConflict", "When", "Whens", "SetItem", "DeclareItem", "CopyParameter")
+    for name in (
+        "Returning",
+        "OnConflict",
+        "When",
+        "Whens",
+        "SetItem",
+        "DeclareItem",
+        "CopyParameter",
+    )
     if hasattr(exp, name)
 )
 _STATEMENT_MODULES = ("sqlglot.expressions.ddl", "sqlglot.expressions.dml")
@@ -188,7 +241,11 @@ def _statement_category(cls: type) -> str | None:
 
 def check_statements_in_tree(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """No DML, DDL or command node anywhere: data-modifying CTEs, subqueries, EXPLAIN wrappers."""
-    kinds = {"dml_in_tree": "data-modifying", "command_in_tree": "command", "ddl_in_tree": "schema-changing"}
+    kinds = {
+        "dml_in_tree": "data-modifying",
+        "command_in_tree": "command",
+        "ddl_in_tree": "schema-changing",
+    }
     for cls, nodes in ctx.index(expression).items():
         category = _statement_category(cls)
         if category is None:
@@ -267,7 +324,8 @@ def check_functions(expression: exp.Expression, ctx: RuleContext) -> exp.Express
 
 
 _FILE_LIKE = re.compile(
-    r"[/\\:~]|\.(csv|tsv|parquet|json|jsonl|ndjson|txt|xlsx|gz|zst|db|duckdb|sqlite|arrow|avro)$", re.IGNORECASE
+    r"[/\\:~]|\.(csv|tsv|parquet|json|jsonl|ndjson|txt|xlsx|gz|zst|db|duckdb|sqlite|arrow|avro)$",
+    re.IGNORECASE,
 )
 
 
@@ -285,7 +343,15 @@ def check_file_tables(expression: exp.Expression, ctx: RuleContext) -> exp.Expre
 
 
 _SYSTEM_SCHEMAS = frozenset(
-    {"pg_catalog", "information_schema", "mysql", "performance_schema", "sys", "pg_toast", "sqlite_temp"}
+    {
+        "pg_catalog",
+        "information_schema",
+        "mysql",
+        "performance_schema",
+        "sys",
+        "pg_toast",
+        "sqlite_temp",
+    }
 )
 _SYSTEM_PREFIXES = ("pg_", "sqlite_", "duckdb_")
 
@@ -318,14 +384,18 @@ def _star_projections(select: exp.Select) -> list[exp.Expression]:
 
 def _in_exists(select: exp.Select) -> bool:
     parent = select.parent
-    return isinstance(parent, exp.Exists) or (isinstance(parent, exp.Subquery) and isinstance(parent.parent, exp.Exists))
+    return isinstance(parent, exp.Exists) or (
+        isinstance(parent, exp.Subquery) and isinstance(parent.parent, exp.Exists)
+    )
 
 
 def handle_star(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """``SELECT *`` is refused (default) or expanded to the schema's columns (``star="expand"``)."""
     from .star import expand_stars, star_message
 
-    selects = [n for n in ctx.of(expression, exp.Select) if _star_projections(n) and not _in_exists(n)]
+    selects = [
+        n for n in ctx.of(expression, exp.Select) if _star_projections(n) and not _in_exists(n)
+    ]
     if not selects:
         return expression
     if ctx.policy.star == "expand" and ctx.schema:
@@ -351,7 +421,9 @@ def enforce_limit(expression: exp.Expression, ctx: RuleContext) -> exp.Expressio
     limit = expression.args.get("limit")
     if limit is None:
         expression.set("limit", exp.Limit(expression=exp.Literal.number(cap)))
-        ctx.report("limit_added", f"LIMIT {cap} was added to the outermost query.", expression, "rewrite")
+        ctx.report(
+            "limit_added", f"LIMIT {cap} was added to the outermost query.", expression, "rewrite"
+        )
         return expression
     if isinstance(limit, exp.Fetch):
         count = limit.args.get("count")
@@ -365,7 +437,12 @@ def enforce_limit(expression: exp.Expression, ctx: RuleContext) -> exp.Expressio
             return expression
         if count is None:
             limit.set("count", exp.Literal.number(cap))
-            ctx.report("limit_added", f"FETCH FIRST {cap} ROWS was set on the outermost query.", limit, "rewrite")
+            ctx.report(
+                "limit_added",
+                f"FETCH FIRST {cap} ROWS was set on the outermost query.",
+                limit,
+                "rewrite",
+            )
             return expression
         _lower(limit, "count", count, cap, ctx)
         return expression
@@ -373,7 +450,9 @@ def enforce_limit(expression: exp.Expression, ctx: RuleContext) -> exp.Expressio
     return expression
 
 
-def _lower(limit: exp.Expression, arg: str, value: exp.Expression | None, cap: int, ctx: RuleContext) -> None:
+def _lower(
+    limit: exp.Expression, arg: str, value: exp.Expression | None, cap: int, ctx: RuleContext
+) -> None:
     if not (isinstance(value, exp.Literal) and value.is_int):
         shown = value.sql(ctx.dialect) if value is not None else "?"
         ctx.report(
@@ -386,7 +465,10 @@ def _lower(limit: exp.Expression, arg: str, value: exp.Expression | None, cap: i
     if int(value.name) > cap:
         limit.set(arg, exp.Literal.number(cap))
         ctx.report(
-            "limit_lowered", f"LIMIT {value.name} was lowered to the row cap {cap}.", limit, "rewrite"
+            "limit_lowered",
+            f"LIMIT {value.name} was lowered to the row cap {cap}.",
+            limit,
+            "rewrite",
         )
 
 

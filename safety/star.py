@@ -46,7 +46,9 @@ def _expand_one(scope: Scope, ctx: RuleContext) -> bool:
             projections.append(projection)
             continue
         star = projection.this if isinstance(projection, exp.Column) else projection
-        if isinstance(star, exp.Star) and any(star.args.get(k) for k in ("except_", "except", "replace", "rename")):
+        if isinstance(star, exp.Star) and any(
+            star.args.get(k) for k in ("except_", "except", "replace", "rename")
+        ):
             return False
         qualify = several or isinstance(projection, exp.Column)
         sources = _star_sources(scope, projection)
@@ -58,7 +60,10 @@ def _expand_one(scope: Scope, ctx: RuleContext) -> bool:
                 return False
             for column in columns:
                 projections.append(
-                    exp.column(exp.to_identifier(column), table=exp.to_identifier(name) if qualify else None)
+                    exp.column(
+                        exp.to_identifier(column),
+                        table=exp.to_identifier(name) if qualify else None,
+                    )
                 )
     select.set("expressions", projections)
     return True
@@ -93,7 +98,5 @@ def star_message(select: exp.Select, star: exp.Expression, ctx: RuleContext, whe
             columns = ctx.schema.get(table.name.lower())
             if columns:
                 hints.append(f"{table.name} has columns {', '.join(columns)}")
-    text = (
-        f"SELECT {star.sql(ctx.dialect)} {where} is not allowed: list the columns you need explicitly"
-    )
+    text = f"SELECT {star.sql(ctx.dialect)} {where} is not allowed: list the columns you need explicitly"
     return text + (f" ({'; '.join(hints)})." if hints else ".")

@@ -61,7 +61,9 @@ class SqlValidator:
         parsed = self._parse(sql)
         if isinstance(parsed, SafetyFinding):
             return ValidationResult(dialect=self.dialect, original=sql, findings=[parsed])
-        ctx = RuleContext(dialect=self.dialect, policy=self.policy, functions=self.functions, schema=self.schema)
+        ctx = RuleContext(
+            dialect=self.dialect, policy=self.policy, functions=self.functions, schema=self.schema
+        )
         expression = parsed
         try:
             for rule in self.rules:
@@ -69,11 +71,20 @@ class SqlValidator:
                 if ctx.halted:
                     break
             # copy=False: the tree is ours and discarded after rendering, so skip the generator's defensive copy.
-            rendered = None if ctx.refused else expression.sql(dialect=self._dialect, comments=False, copy=False)
+            rendered = (
+                None
+                if ctx.refused
+                else expression.sql(dialect=self._dialect, comments=False, copy=False)
+            )
         except Exception as error:  # a rule or the generator failed: refuse, never run the raw text
-            ctx.report("validation_failed", f"The statement could not be checked ({type(error).__name__}: {error}).")
+            ctx.report(
+                "validation_failed",
+                f"The statement could not be checked ({type(error).__name__}: {error}).",
+            )
             rendered = None
-        return ValidationResult.model_construct(dialect=self.dialect, original=sql, sql=rendered, findings=ctx.findings)
+        return ValidationResult.model_construct(
+            dialect=self.dialect, original=sql, sql=rendered, findings=ctx.findings
+        )
 
     def _parse(self, sql: str) -> exp.Expression | SafetyFinding:
         try:
@@ -85,9 +96,14 @@ class SqlValidator:
                 message=f"The SQL could not be parsed as {self.dialect}: {first}",
             )
         except Exception as error:  # sqlglot raised something unexpected: still refuse
-            return SafetyFinding(code="parse_error", message=f"The SQL could not be parsed ({type(error).__name__}).")
+            return SafetyFinding(
+                code="parse_error", message=f"The SQL could not be parsed ({type(error).__name__})."
+            )
         if not statements:
-            return SafetyFinding(code="empty_statement", message="There is no SQL statement, only blanks or comments.")
+            return SafetyFinding(
+                code="empty_statement",
+                message="There is no SQL statement, only blanks or comments.",
+            )
         if len(statements) > 1:
             kinds = ", ".join(label(s) for s in statements)
             return SafetyFinding(

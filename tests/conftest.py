@@ -17,7 +17,9 @@ orchestrator.llm.ALLOW_MODEL_REQUESTS = False
 
 
 @pytest.fixture(autouse=True)
-def _private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _private_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """sqlgate's state folder (shared rate-limit window, approvals) is private to each test."""
     monkeypatch.setenv("SQLGATE_STATE_DIR", str(tmp_path_factory.mktemp("state")))
 

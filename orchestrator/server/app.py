@@ -67,9 +67,13 @@ MAX_QUESTION_CHARS = 10_000
 class AskRequest(BaseModel):
     """One question (``question``) or many (``questions``), not both."""
 
-    question: str | None = Field(default=None, max_length=MAX_QUESTION_CHARS, description="One question")
+    question: str | None = Field(
+        default=None, max_length=MAX_QUESTION_CHARS, description="One question"
+    )
     questions: list[Annotated[str, Field(max_length=MAX_QUESTION_CHARS)]] | None = Field(
-        default=None, max_length=MAX_QUESTIONS, description="Several questions, answered as one batch"
+        default=None,
+        max_length=MAX_QUESTIONS,
+        description="Several questions, answered as one batch",
     )
 
     @model_validator(mode="after")
@@ -94,9 +98,13 @@ class RunView(BaseModel):
     run_id: str
     owner: str
     status: str = Field(description="queued, running, awaiting_approval, finished or failed")
-    batch_id: str | None = Field(description="The approval batch the run waits on (or last waited on)")
+    batch_id: str | None = Field(
+        description="The approval batch the run waits on (or last waited on)"
+    )
     questions: list[str]
-    results: list[dict[str, Any]] | None = Field(description="One RunResult per question, once known")
+    results: list[dict[str, Any]] | None = Field(
+        description="One RunResult per question, once known"
+    )
     error: dict[str, Any] | None = None
     created_at: str
     updated_at: str
@@ -104,9 +112,17 @@ class RunView(BaseModel):
     @classmethod
     def of(cls, row: RunRow) -> RunView:
         error = {k: v for k, v in row.error.items() if k != "trace"} if row.error else None
-        return cls(run_id=row.run_id, owner=row.owner, status=row.status, batch_id=row.batch_id,
-                   questions=row.questions, results=row.results, error=error, created_at=row.created_at,
-                   updated_at=row.updated_at)
+        return cls(
+            run_id=row.run_id,
+            owner=row.owner,
+            status=row.status,
+            batch_id=row.batch_id,
+            questions=row.questions,
+            results=row.results,
+            error=error,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
 
 
 class BatchSummaryView(BaseModel):
@@ -131,7 +147,9 @@ class DecisionRequest(BaseModel):
     decisions: dict[str, Any] = Field(
         description='call_id -> "approve" | {"action": "approve"} | {"action": "reject", "reason": "..."} '
         '| {"action": "edit", "sql": "..."}',
-        examples=[{"call_0123": "approve", "call_4567": {"action": "reject", "reason": "too broad"}}],
+        examples=[
+            {"call_0123": "approve", "call_4567": {"action": "reject", "reason": "too broad"}}
+        ],
     )
 
 
@@ -157,7 +175,10 @@ class ErrorResponse(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "no token, or an unknown one"},
     403: {"model": ErrorResponse, "description": "the token's role may not do this"},
-    422: {"model": ErrorResponse, "description": "invalid_request: the body, a parameter or a header is not valid"},
+    422: {
+        "model": ErrorResponse,
+        "description": "invalid_request: the body, a parameter or a header is not valid",
+    },
 }
 
 
@@ -178,7 +199,9 @@ class Service:
         self.run_store.setup()
         self.state = ServerState(self.approvals.engine)
         self.state.setup()
-        self.database = TargetDatabase(config.database_url, statement_timeout_s=config.statement_timeout_s)
+        self.database = TargetDatabase(
+            config.database_url, statement_timeout_s=config.statement_timeout_s
+        )
         limiter = config.limiter
         if limiter is None:
             from orchestrator.config import Settings
@@ -191,10 +214,23 @@ class Service:
             sweeper=ExpirySweeper(self.approvals),
             sweep_interval=config.sweep_interval,
         )
-        factory = PipelineFactory(self.database, config.llm, limiter, self.approvals, self.run_store,
-                                  config=config.pipeline, http_client=config.http_client)
-        self.runs = RunService(self.state, self.approvals, self.run_store, factory, workers=config.workers,
-                               notify=self.hub.poke)
+        factory = PipelineFactory(
+            self.database,
+            config.llm,
+            limiter,
+            self.approvals,
+            self.run_store,
+            config=config.pipeline,
+            http_client=config.http_client,
+        )
+        self.runs = RunService(
+            self.state,
+            self.approvals,
+            self.run_store,
+            factory,
+            workers=config.workers,
+            notify=self.hub.poke,
+        )
         self.hub.listeners.append(self.runs.on_event)
 
     def close(self) -> None:
@@ -207,12 +243,21 @@ class Service:
         from safety import SafetyPolicy, SqlValidator
 
         dialect = record.batch.context.get("dialect") or self.database.dialect
-        validator = SqlValidator(dialect=dialect, policy=SafetyPolicy(max_limit=self.config.pipeline.max_limit))
-        return ApprovalGate(reviewer=None, validate=validator.validate, store=self.approvals,
-                            run_id=record.batch.run_id, actor=actor)
+        validator = SqlValidator(
+            dialect=dialect, policy=SafetyPolicy(max_limit=self.config.pipeline.max_limit)
+        )
+        return ApprovalGate(
+            reviewer=None,
+            validate=validator.validate,
+            store=self.approvals,
+            run_id=record.batch.run_id,
+            actor=actor,
+        )
 
 
-_bearer = HTTPBearer(auto_error=False, description="A token from SQLGATE_TOKENS / SQLGATE_TOKENS_FILE")
+_bearer = HTTPBearer(
+    auto_error=False, description="A token from SQLGATE_TOKENS / SQLGATE_TOKENS_FILE"
+)
 
 
 def caller(
@@ -264,7 +309,11 @@ def create_app(config: ServerConfig) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [
-            {"code": "invalid_request", "call_id": "", "message": f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg')}"}
+            {
+                "code": "invalid_request",
+                "call_id": "",
+                "message": f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg')}",
+            }
             for e in exc.errors()
         ]
         return _error(422, "invalid_request", "the request is not valid", problems=problems)
@@ -278,7 +327,11 @@ def create_app(config: ServerConfig) -> FastAPI:
     @app.get("/health", tags=["service"])
     def health() -> dict[str, Any]:
         """Liveness and what is served (no token needed)."""
-        return {"status": "ok", "database": service.database.safe_url, "dialect": service.database.dialect}
+        return {
+            "status": "ok",
+            "database": service.database.safe_url,
+            "dialect": service.database.dialect,
+        }
 
     @app.get("/me", tags=["service"], responses=ERRORS)
     def me(principal: Caller) -> dict[str, str]:
@@ -295,14 +348,23 @@ def create_app(config: ServerConfig) -> FastAPI:
         return RunAccepted(run_id=run_id, status="queued", questions=questions)
 
     @app.get("/runs", response_model=list[RunView], tags=["runs"], responses=ERRORS)
-    def list_runs(principal: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[RunView]:
+    def list_runs(
+        principal: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 50
+    ) -> list[RunView]:
         """The caller's runs, newest first (an admin's: every run)."""
         principal.require("read_runs")
         owner = None if principal.may("read_any_run") else principal.actor
         return [RunView.of(row) for row in service.state.runs(owner=owner, limit=limit)]
 
-    @app.get("/runs/{run_id}", response_model=RunView, tags=["runs"],
-             responses={**ERRORS, 404: {"model": ErrorResponse, "description": "no such run of the caller's"}})
+    @app.get(
+        "/runs/{run_id}",
+        response_model=RunView,
+        tags=["runs"],
+        responses={
+            **ERRORS,
+            404: {"model": ErrorResponse, "description": "no such run of the caller's"},
+        },
+    )
     def get_run(run_id: Annotated[str, PathParam(max_length=64)], principal: Caller) -> RunView:
         """A run's status and, once known, one result per question."""
         principal.require("read_runs")
@@ -312,7 +374,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         return RunView.of(row)
 
     # -- approvals ---------------------------------------------------------------------------
-    @app.get("/approvals", response_model=list[BatchSummaryView], tags=["approvals"], responses=ERRORS)
+    @app.get(
+        "/approvals", response_model=list[BatchSummaryView], tags=["approvals"], responses=ERRORS
+    )
     def list_batches(
         principal: Caller,
         status: Literal["pending", "resolved", "expired", "all"] = "pending",
@@ -321,18 +385,33 @@ def create_app(config: ServerConfig) -> FastAPI:
     ) -> list[BatchSummaryView]:
         """Batch summaries, oldest first (without their items)."""
         principal.require("review")
-        summaries = service.approvals.list_summaries(status=None if status == "all" else status, run_id=run_id,
-                                                     limit=limit)
+        summaries = service.approvals.list_summaries(
+            status=None if status == "all" else status, run_id=run_id, limit=limit
+        )
         return [
-            BatchSummaryView(batch_id=s.batch_id, run_id=s.run_id, cycle=s.cycle, status=s.status, version=s.version,
-                             pending=s.pending, votes=s.votes, quorum=s.quorum, created_at=s.created_at.isoformat(),
-                             deadline=s.deadline.isoformat() if s.deadline else None)
+            BatchSummaryView(
+                batch_id=s.batch_id,
+                run_id=s.run_id,
+                cycle=s.cycle,
+                status=s.status,
+                version=s.version,
+                pending=s.pending,
+                votes=s.votes,
+                quorum=s.quorum,
+                created_at=s.created_at.isoformat(),
+                deadline=s.deadline.isoformat() if s.deadline else None,
+            )
             for s in summaries
         ]
 
-    @app.get("/approvals/{batch_id}", tags=["approvals"],
-             responses={**ERRORS, 404: {"model": ErrorResponse, "description": "no such batch"}})
-    def get_batch(batch_id: Annotated[str, PathParam(max_length=64)], principal: Caller) -> dict[str, Any]:
+    @app.get(
+        "/approvals/{batch_id}",
+        tags=["approvals"],
+        responses={**ERRORS, 404: {"model": ErrorResponse, "description": "no such batch"}},
+    )
+    def get_batch(
+        batch_id: Annotated[str, PathParam(max_length=64)], principal: Caller
+    ) -> dict[str, Any]:
         """One batch as stored: every item (question, SQL, findings, category), status, outcome."""
         principal.require("review")
         try:
@@ -345,18 +424,32 @@ def create_app(config: ServerConfig) -> FastAPI:
         data["voters"] = [v.actor for v in record.votes]
         return data
 
-    @app.post("/approvals/{batch_id}/decision", response_model=DecisionView, tags=["approvals"],
-              responses={**ERRORS,
-                         404: {"model": ErrorResponse, "description": "batch_not_found"},
-                         409: {"model": ErrorResponse, "description": "decision_conflict, batch_expired, "
-                                                                         "duplicate_vote or idempotency_conflict"},
-                         422: {"model": ErrorResponse, "description": "the decision is refused: unknown_call_id, "
-                               "missing_call_id, duplicate_call_id, invalid_decision, invalid_edit, ..."}})
+    @app.post(
+        "/approvals/{batch_id}/decision",
+        response_model=DecisionView,
+        tags=["approvals"],
+        responses={
+            **ERRORS,
+            404: {"model": ErrorResponse, "description": "batch_not_found"},
+            409: {
+                "model": ErrorResponse,
+                "description": "decision_conflict, batch_expired, "
+                "duplicate_vote or idempotency_conflict",
+            },
+            422: {
+                "model": ErrorResponse,
+                "description": "the decision is refused: unknown_call_id, "
+                "missing_call_id, duplicate_call_id, invalid_decision, invalid_edit, ...",
+            },
+        },
+    )
     def decide(
         batch_id: Annotated[str, PathParam(max_length=64)],
         body: DecisionRequest,
         principal: Caller,
-        idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
+        idempotency_key: Annotated[
+            str | None, Header(alias="Idempotency-Key", max_length=200)
+        ] = None,
     ) -> Any:
         """Decide every pending statement of a batch at once; exactly one decision wins.
 
@@ -375,7 +468,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         except BatchNotFound as exc:
             return _error(404, exc.code, str(exc))
         except DecisionError as exc:
-            problems = [{"code": p.code, "call_id": p.call_id, "message": p.message} for p in exc.problems]
+            problems = [
+                {"code": p.code, "call_id": p.call_id, "message": p.message} for p in exc.problems
+            ]
             return _error(422, exc.code, str(exc), problems=problems)
         except (DecisionConflict, IdempotencyConflict) as exc:
             decided_by = None
@@ -387,21 +482,35 @@ def create_app(config: ServerConfig) -> FastAPI:
             return _error(409, exc.code, str(exc), decided_by=decided_by)
         service.hub.poke()
         return DecisionView(
-            batch_id=batch_id, run_id=outcome.run_id, status=str(outcome.status), decided_by=outcome.decided_by,
+            batch_id=batch_id,
+            run_id=outcome.run_id,
+            status=str(outcome.status),
+            decided_by=outcome.decided_by,
             resolutions={cid: r.model_dump(mode="json") for cid, r in outcome.resolutions.items()},
         )
 
     # -- events ------------------------------------------------------------------------------
-    @app.get("/events", tags=["events"], response_class=StreamingResponse,
-             responses={**ERRORS, 200: {"content": {"text/event-stream": {}},
-                                         "description": "approval_requested, approval_decided, approval_expired, "
-                                         "run_progress, run_finished; id = A-R"},
-                        400: {"model": ErrorResponse, "description": "a malformed Last-Event-ID"}})
+    @app.get(
+        "/events",
+        tags=["events"],
+        response_class=StreamingResponse,
+        responses={
+            **ERRORS,
+            200: {
+                "content": {"text/event-stream": {}},
+                "description": "approval_requested, approval_decided, approval_expired, "
+                "run_progress, run_finished; id = A-R",
+            },
+            400: {"model": ErrorResponse, "description": "a malformed Last-Event-ID"},
+        },
+    )
     async def events(
         request: Request,
         principal: Caller,
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=64)] = None,
-        after: Annotated[str | None, Query(max_length=64, description="Same as Last-Event-ID")] = None,
+        after: Annotated[
+            str | None, Query(max_length=64, description="Same as Last-Event-ID")
+        ] = None,
     ) -> Any:
         """Server-Sent Events. Reconnect with ``Last-Event-ID`` to get every later event exactly once.
 
@@ -436,8 +545,11 @@ def create_app(config: ServerConfig) -> FastAPI:
                 if await visible(event.run_id):
                     yield event.sse(str(position))
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     # -- pages -------------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)
@@ -456,11 +568,19 @@ def create_app(config: ServerConfig) -> FastAPI:
     return app
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, *, db: str | None = None, tokens_file: str | None = None,
-          workers: int | None = None) -> None:
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    db: str | None = None,
+    tokens_file: str | None = None,
+    workers: int | None = None,
+) -> None:
     """Build the app from the environment and serve it with uvicorn until interrupted."""
     import uvicorn
 
     config = ServerConfig.from_env(db=db, tokens_file=tokens_file, workers=workers)
     # Open event streams never end by themselves: give them a few seconds on shutdown, then close.
-    uvicorn.run(create_app(config), host=host, port=port, log_level="info", timeout_graceful_shutdown=3)
+    uvicorn.run(
+        create_app(config), host=host, port=port, log_level="info", timeout_graceful_shutdown=3
+    )

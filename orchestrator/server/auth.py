@@ -106,9 +106,13 @@ class TokenRegistry:
             elif entry.get("sha256"):
                 digest = str(entry["sha256"]).lower()
             else:
-                raise TokenConfigError(f"token entry #{index + 1} ({actor}) has neither token nor sha256")
+                raise TokenConfigError(
+                    f"token entry #{index + 1} ({actor}) has neither token nor sha256"
+                )
             if digest in principals:
-                raise TokenConfigError(f"token entry #{index + 1} ({actor}) repeats another entry's token")
+                raise TokenConfigError(
+                    f"token entry #{index + 1} ({actor}) repeats another entry's token"
+                )
             principals[digest] = Principal(actor=actor, role=role)
         return cls(principals)
 

@@ -1,11 +1,11 @@
 """What ``sqlgate serve`` needs: the target database, the state database, tokens, the model.
 
-    SQLGATE_DB / --db          the database analysts ask about (opened read-only)
-    SQLGATE_STATE_URL          state database shared by every server process (default: SQLite file
-                               in the state folder); approvals, run checkpoints, run events
-    SQLGATE_TOKENS_FILE / SQLGATE_TOKENS   bearer tokens with roles (see ``orchestrator.server.auth``)
-    OPENAI_BASE_URL, OPENAI_API_KEY, SQLGATE_MODEL, SQLGATE_RATE_LIMIT, ...   as for ``sqlgate ask``
-    SQLGATE_SERVER_WORKERS     runs executed at once per process (default 4)
+SQLGATE_DB / --db          the database analysts ask about (opened read-only)
+SQLGATE_STATE_URL          state database shared by every server process (default: SQLite file
+                           in the state folder); approvals, run checkpoints, run events
+SQLGATE_TOKENS_FILE / SQLGATE_TOKENS   bearer tokens with roles (see ``orchestrator.server.auth``)
+OPENAI_BASE_URL, OPENAI_API_KEY, SQLGATE_MODEL, SQLGATE_RATE_LIMIT, ...   as for ``sqlgate ask``
+SQLGATE_SERVER_WORKERS     runs executed at once per process (default 4)
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ class ServerConfig:
         if not settings.db:
             raise ConfigurationError("no database to serve: pass --db URL or set SQLGATE_DB")
         settings.require_credentials()
-        tokens = TokenRegistry.from_file(tokens_file) if tokens_file else TokenRegistry.from_env(env)
+        tokens = (
+            TokenRegistry.from_file(tokens_file) if tokens_file else TokenRegistry.from_env(env)
+        )
         if len(tokens) == 0:
             raise ConfigurationError(
                 "no tokens configured: set SQLGATE_TOKENS_FILE (or SQLGATE_TOKENS) to a JSON list of "

@@ -43,7 +43,13 @@ from orchestrator.server.state import RunEvent, ServerState
 
 log = logging.getLogger("sqlgate.server")
 
-EVENT_TYPES = ("approval_requested", "approval_decided", "approval_expired", "run_progress", "run_finished")
+EVENT_TYPES = (
+    "approval_requested",
+    "approval_decided",
+    "approval_expired",
+    "run_progress",
+    "run_finished",
+)
 SYSTEM_ACTOR = "sqlgate"  # the approvals gate's own actor: batches resolved with nothing to review
 
 _CURSOR = re.compile(r"^\s*(\d{1,18})-(\d{1,18})\s*$")
@@ -91,8 +97,14 @@ class ServerEvent:
     data: dict[str, Any] = field(default_factory=dict)
 
     def payload(self, event_id: str) -> dict[str, Any]:
-        return {"id": event_id, "type": self.type, "origin": self.origin, "run_id": self.run_id,
-                "batch_id": self.batch_id, **self.data}
+        return {
+            "id": event_id,
+            "type": self.type,
+            "origin": self.origin,
+            "run_id": self.run_id,
+            "batch_id": self.batch_id,
+            **self.data,
+        }
 
     @property
     def origin(self) -> str:
@@ -124,22 +136,54 @@ def approval_events(
         assert entry.seq is not None
         if entry.event == "item_resolved":
             resolved.setdefault(entry.batch_id, []).append(
-                {"call_id": entry.call_id, "status": entry.detail.get("status"), "reason": entry.detail.get("reason"),
-                 "sql_hash": entry.detail.get("sql_hash")}
+                {
+                    "call_id": entry.call_id,
+                    "status": entry.detail.get("status"),
+                    "reason": entry.detail.get("reason"),
+                    "sql_hash": entry.detail.get("sql_hash"),
+                }
             )
             continue
         if entry.event == "batch_opened" and entry.detail.get("pending"):
-            events.append(ServerEvent("audit", entry.seq, "approval_requested", entry.run_id, entry.batch_id,
-                                      _requested(entry, load_batch)))
+            events.append(
+                ServerEvent(
+                    "audit",
+                    entry.seq,
+                    "approval_requested",
+                    entry.run_id,
+                    entry.batch_id,
+                    _requested(entry, load_batch),
+                )
+            )
         elif entry.event in ("batch_resolved", "batch_expired"):
             items = resolved.pop(entry.batch_id, [])
             if entry.event == "batch_expired":
-                events.append(ServerEvent("audit", entry.seq, "approval_expired", entry.run_id, entry.batch_id,
-                                          {"items": items, "action": entry.detail.get("action"), "actor": entry.actor,
-                                           "at": entry.at.isoformat()}))
+                events.append(
+                    ServerEvent(
+                        "audit",
+                        entry.seq,
+                        "approval_expired",
+                        entry.run_id,
+                        entry.batch_id,
+                        {
+                            "items": items,
+                            "action": entry.detail.get("action"),
+                            "actor": entry.actor,
+                            "at": entry.at.isoformat(),
+                        },
+                    )
+                )
             elif entry.actor != SYSTEM_ACTOR:
-                events.append(ServerEvent("audit", entry.seq, "approval_decided", entry.run_id, entry.batch_id,
-                                          {"items": items, "decided_by": entry.actor, "at": entry.at.isoformat()}))
+                events.append(
+                    ServerEvent(
+                        "audit",
+                        entry.seq,
+                        "approval_decided",
+                        entry.run_id,
+                        entry.batch_id,
+                        {"items": items, "decided_by": entry.actor, "at": entry.at.isoformat()},
+                    )
+                )
         consumed = entry.seq
     if not resolved and audit:
         consumed = audit[-1].seq
@@ -148,9 +192,14 @@ def approval_events(
 
 def _requested(entry: AuditEvent, load_batch: Callable[[str], Any] | None) -> dict[str, Any]:
     pending = list(entry.detail.get("pending", []))
-    items: list[dict[str, Any]] = [{"call_id": cid, "category": "needs_approval"} for cid in pending]
+    items: list[dict[str, Any]] = [
+        {"call_id": cid, "category": "needs_approval"} for cid in pending
+    ]
     items += [{"call_id": cid, "category": "denied"} for cid in entry.detail.get("denied", [])]
-    items += [{"call_id": cid, "category": "auto_approved"} for cid in entry.detail.get("auto_approved", [])]
+    items += [
+        {"call_id": cid, "category": "auto_approved"}
+        for cid in entry.detail.get("auto_approved", [])
+    ]
     if load_batch is not None:
         try:
             batch = load_batch(entry.batch_id).batch
@@ -161,9 +210,15 @@ def _requested(entry: AuditEvent, load_batch: Callable[[str], Any] | None) -> di
             for item in items:
                 found = by_id.get(item["call_id"])
                 if found is not None:
-                    item.update(question_id=found.question_id, question=found.question, sql=found.sql)
-    return {"items": items, "cycle": entry.detail.get("cycle"), "deadline": entry.detail.get("deadline"),
-            "at": entry.at.isoformat()}
+                    item.update(
+                        question_id=found.question_id, question=found.question, sql=found.sql
+                    )
+    return {
+        "items": items,
+        "cycle": entry.detail.get("cycle"),
+        "deadline": entry.detail.get("deadline"),
+        "at": entry.at.isoformat(),
+    }
 
 
 def run_event(row: RunEvent) -> ServerEvent:
@@ -176,7 +231,9 @@ def run_event(row: RunEvent) -> ServerEvent:
 class EventSource:
     """Reads both sources after a cursor, as events."""
 
-    def __init__(self, approvals: ApprovalStore, state: ServerState, *, with_items: bool = True) -> None:
+    def __init__(
+        self, approvals: ApprovalStore, state: ServerState, *, with_items: bool = True
+    ) -> None:
         self.approvals = approvals
         self.state = state
         self.with_items = with_items
@@ -195,7 +252,9 @@ class EventSource:
         loader = self.approvals.get_batch if self.with_items else None
         approvals, consumed = approval_events(entries, loader)
         runs = [run_event(row) for row in self.state.events_after(cursor.run)]
-        position = Cursor(consumed if consumed is not None else cursor.audit, runs[-1].seq if runs else cursor.run)
+        position = Cursor(
+            consumed if consumed is not None else cursor.audit, runs[-1].seq if runs else cursor.run
+        )
         return _merged(approvals, runs), position
 
 
@@ -336,7 +395,9 @@ class EventHub:
                         await asyncio.wait_for(self._condition.wait(), keepalive)
                 latest = self._next_index
                 oldest = self._buffer[0][0] if self._buffer else latest
-                fresh = [event for i, event in self._buffer if i >= index] if index >= oldest else None
+                fresh = (
+                    [event for i, event in self._buffer if i >= index] if index >= oldest else None
+                )
             if self._task is None:
                 return
             if fresh is None:  # fell out of the buffer: read the backlog again

@@ -61,8 +61,13 @@ class PipelineFactory:
     def __call__(self, progress: Progress) -> Pipeline:
         client = LLMClient(self.llm, limiter=self.limiter, http_client=self.http_client)
         return Pipeline(
-            self.database, client, None, config=self.config, approval_store=self.approval_store,
-            run_store=self.run_store, progress=progress,
+            self.database,
+            client,
+            None,
+            config=self.config,
+            approval_store=self.approval_store,
+            run_store=self.run_store,
+            progress=progress,
         )
 
 
@@ -112,7 +117,10 @@ class RunService:
     # -- resume ------------------------------------------------------------------------------
     def on_event(self, event: ServerEvent) -> None:
         """``EventHub`` listener: a decided or expired batch of one of our runs resumes it."""
-        if event.type in ("approval_decided", "approval_expired") and self.state.owner_of(event.run_id) is not None:
+        if (
+            event.type in ("approval_decided", "approval_expired")
+            and self.state.owner_of(event.run_id) is not None
+        ):
             self.resume_soon(event.run_id)
 
     def resume_soon(self, run_id: str) -> None:
@@ -153,17 +161,33 @@ class RunService:
             return False
 
     # -- results -----------------------------------------------------------------------------
-    def _settle(self, run_id: str, results: list[RunResult], *, from_states: tuple[str, ...]) -> None:
+    def _settle(
+        self, run_id: str, results: list[RunResult], *, from_states: tuple[str, ...]
+    ) -> None:
         dumped = [r.model_dump(mode="json") for r in results]
         waiting = [r for r in results if r.status == RunStatus.AWAITING_APPROVAL]
         if waiting:
             checkpoint = self.run_store.load(run_id)[3]
             batch_id = checkpoint.get("batch_id")
-            items = [{"call_id": cid, "question_id": entry[0]} for cid, entry in checkpoint.get("pending", {}).items()]
+            items = [
+                {"call_id": cid, "question_id": entry[0]}
+                for cid, entry in checkpoint.get("pending", {}).items()
+            ]
             self.state.update_run(
-                run_id, status="awaiting_approval", expected=from_states, batch_id=batch_id, results=dumped,
-                event=("run_progress", {"stage": "awaiting_approval", "done": len(results) - len(waiting),
-                                        "total": len(results), "items": items}),
+                run_id,
+                status="awaiting_approval",
+                expected=from_states,
+                batch_id=batch_id,
+                results=dumped,
+                event=(
+                    "run_progress",
+                    {
+                        "stage": "awaiting_approval",
+                        "done": len(results) - len(waiting),
+                        "total": len(results),
+                        "items": items,
+                    },
+                ),
             )
             self.notify()
             if not self._undecided(batch_id):  # decided before the checkpoint was written
@@ -171,20 +195,37 @@ class RunService:
             return
         batch_ids = sorted({a.batch_id for r in results for a in r.approvals})
         items = [
-            {"call_id": a.call_id, "question_id": f"q{i + 1}", "status": a.status, "batch_id": a.batch_id}
-            for i, r in enumerate(results) for a in r.approvals
+            {
+                "call_id": a.call_id,
+                "question_id": f"q{i + 1}",
+                "status": a.status,
+                "batch_id": a.batch_id,
+            }
+            for i, r in enumerate(results)
+            for a in r.approvals
         ]
         self.state.update_run(
-            run_id, status="finished", expected=from_states, batch_id=batch_ids[-1] if batch_ids else None,
+            run_id,
+            status="finished",
+            expected=from_states,
+            batch_id=batch_ids[-1] if batch_ids else None,
             results=dumped,
-            event=("run_finished", {"items": items, "batch_ids": batch_ids,
-                                    "statuses": [str(r.status.value) for r in results]}),
+            event=(
+                "run_finished",
+                {
+                    "items": items,
+                    "batch_ids": batch_ids,
+                    "statuses": [str(r.status.value) for r in results],
+                },
+            ),
         )
         self.notify()
 
     def _progress(self, run_id: str, total: int) -> Progress:
         def progress(stage: str, done: int = 0, of: int = 0) -> None:
-            self.state.append_event(run_id, None, "run_progress", {"stage": stage, "done": done, "total": of or total})
+            self.state.append_event(
+                run_id, None, "run_progress", {"stage": stage, "done": done, "total": of or total}
+            )
             self.notify()
 
         return progress
@@ -194,10 +235,22 @@ class RunService:
             work(*args)
         except Exception as exc:  # a run must end with an event, whatever went wrong
             log.exception("run %s failed", run_id)
-            error = {"code": getattr(exc, "code", "server_error"), "message": str(exc) or type(exc).__name__,
-                     "trace": traceback.format_exc(limit=5)}
+            error = {
+                "code": getattr(exc, "code", "server_error"),
+                "message": str(exc) or type(exc).__name__,
+                "trace": traceback.format_exc(limit=5),
+            }
             self.state.update_run(
-                run_id, status="failed", error=error,
-                event=("run_finished", {"items": [], "statuses": [], "error": {k: error[k] for k in ("code", "message")}}),
+                run_id,
+                status="failed",
+                error=error,
+                event=(
+                    "run_finished",
+                    {
+                        "items": [],
+                        "statuses": [],
+                        "error": {k: error[k] for k in ("code", "message")},
+                    },
+                ),
             )
             self.notify()

@@ -109,11 +109,24 @@ class ServerState:
         with self._write() as conn:
             conn.execute(
                 server_runs.insert().values(
-                    run_id=run_id, owner=owner, status="queued", batch_id=None,
-                    questions=json.dumps(questions), results=None, error=None, created_at=at, updated_at=at,
+                    run_id=run_id,
+                    owner=owner,
+                    status="queued",
+                    batch_id=None,
+                    questions=json.dumps(questions),
+                    results=None,
+                    error=None,
+                    created_at=at,
+                    updated_at=at,
                 )
             )
-            self._append(conn, run_id, None, "run_progress", {"stage": "queued", "done": 0, "total": len(questions)})
+            self._append(
+                conn,
+                run_id,
+                None,
+                "run_progress",
+                {"stage": "queued", "done": 0, "total": len(questions)},
+            )
         self._owners[run_id] = owner
         return self.run(run_id)  # type: ignore[return-value]
 
@@ -167,33 +180,52 @@ class ServerState:
         """The run's owner (cached: owners never change); None for runs this service never saw."""
         if run_id not in self._owners:
             with self.engine.connect() as conn:
-                owner = conn.execute(sa.select(server_runs.c.owner).where(server_runs.c.run_id == run_id)).scalar()
+                owner = conn.execute(
+                    sa.select(server_runs.c.owner).where(server_runs.c.run_id == run_id)
+                ).scalar()
             if owner is None:
                 return None
             self._owners[run_id] = owner
         return self._owners[run_id]
 
     # -- events ------------------------------------------------------------------------------
-    def append_event(self, run_id: str, batch_id: str | None, event: str, detail: dict[str, Any]) -> None:
+    def append_event(
+        self, run_id: str, batch_id: str | None, event: str, detail: dict[str, Any]
+    ) -> None:
         with self._write() as conn:
             self._append(conn, run_id, batch_id, event, detail)
 
-    def _append(self, conn: Connection, run_id: str, batch_id: str | None, event: str, detail: dict[str, Any]) -> None:
+    def _append(
+        self,
+        conn: Connection,
+        run_id: str,
+        batch_id: str | None,
+        event: str,
+        detail: dict[str, Any],
+    ) -> None:
         if self.dialect == "postgresql":
             conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({_APPEND_LOCK})"))
         conn.execute(
             server_events.insert().values(
-                at=now_iso(), run_id=run_id, batch_id=batch_id, event=event, detail=json.dumps(detail, default=str)
+                at=now_iso(),
+                run_id=run_id,
+                batch_id=batch_id,
+                event=event,
+                detail=json.dumps(detail, default=str),
             )
         )
 
     def events_after(self, seq: int, *, limit: int | None = None) -> list[RunEvent]:
-        query = sa.select(server_events).where(server_events.c.seq > seq).order_by(server_events.c.seq)
+        query = (
+            sa.select(server_events).where(server_events.c.seq > seq).order_by(server_events.c.seq)
+        )
         if limit is not None:
             query = query.limit(limit)
         with self.engine.connect() as conn:
             return [
-                RunEvent(row.seq, row.at, row.run_id, row.batch_id, row.event, json.loads(row.detail))
+                RunEvent(
+                    row.seq, row.at, row.run_id, row.batch_id, row.event, json.loads(row.detail)
+                )
                 for row in conn.execute(query)
             ]
 

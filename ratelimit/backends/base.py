@@ -30,7 +30,7 @@ class Backend(ABC):
     #: True when calls do network or file I/O (the async API then runs them in a worker thread)
     blocking: bool = False
 
-    def setup(self) -> None:
+    def setup(self) -> None:  # noqa: B027 - optional hook; a backend needing nothing keeps the no-op
         """Create what the backend needs; safe to call more than once."""
 
     @abstractmethod
@@ -61,7 +61,7 @@ class Backend(ABC):
     def stored_entries(self, key: str) -> int:
         """How many grants are stored for ``key`` (storage is pruned, so this stays bounded)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook; a backend holding nothing keeps the no-op
         """Release connections; the backend may not be used afterwards."""
 
     def __enter__(self) -> Backend:

@@ -19,7 +19,17 @@ from ratelimit.rules import Charge, Limits, Verdict, wait_until
 class _Log:
     """A sliding-window log with running totals; entries before ``head`` stopped counting."""
 
-    __slots__ = ("stamps", "expiries", "requests", "tokens", "ids", "head", "offset", "by_id", "paused_until")
+    __slots__ = (
+        "stamps",
+        "expiries",
+        "requests",
+        "tokens",
+        "ids",
+        "head",
+        "offset",
+        "by_id",
+        "paused_until",
+    )
 
     def __init__(self) -> None:
         self.stamps: list[float] = []
@@ -59,7 +69,9 @@ class _Log:
             self.offset += head
             self.head = 0
 
-    def decide(self, rules: Limits, charge: Charge, now: float) -> tuple[bool, float, tuple[int, ...]]:
+    def decide(
+        self, rules: Limits, charge: Charge, now: float
+    ) -> tuple[bool, float, tuple[int, ...]]:
         """Same answer as :func:`ratelimit.rules.decide`, in O(log n) per limit."""
         stamps = self.stamps
         retry_at = now

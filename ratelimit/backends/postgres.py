@@ -62,7 +62,9 @@ class PostgresBackend(Backend):
     name = "postgres"
     blocking = True
 
-    def __init__(self, url: str, *, clock: Clock | None = None, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str, *, clock: Clock | None = None, connect_timeout: float = 5.0
+    ) -> None:
         self.url = libpq_url(url)
         self._clock = clock
         self.connect_timeout = connect_timeout
@@ -76,7 +78,9 @@ class PostgresBackend(Backend):
         if held is not None and held[0] == os.getpid() and not held[1].closed:
             return held[1]
         try:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout)))
+            conn = psycopg.connect(
+                self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+            )
         except psycopg.Error as exc:
             raise BackendUnavailable(self.name, str(exc).strip()) from exc
         self._local.held = (os.getpid(), conn)
@@ -88,13 +92,21 @@ class PostgresBackend(Backend):
 
     def _migrate(self, conn: psycopg.Connection) -> None:
         def body(conn: psycopg.Connection) -> None:
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('sqlgate.ratelimit.migrations', 0))")
-            conn.execute("CREATE TABLE IF NOT EXISTS ratelimit_migrations (version INTEGER PRIMARY KEY)")
-            done = conn.execute("SELECT COALESCE(MAX(version), -1) FROM ratelimit_migrations").fetchone()[0]
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('sqlgate.ratelimit.migrations', 0))"
+            )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS ratelimit_migrations (version INTEGER PRIMARY KEY)"
+            )
+            done = conn.execute(
+                "SELECT COALESCE(MAX(version), -1) FROM ratelimit_migrations"
+            ).fetchone()[0]
             for version, statement in enumerate(MIGRATIONS):
                 if version > done:
                     conn.execute(statement)
-                    conn.execute("INSERT INTO ratelimit_migrations (version) VALUES (%s)", (version,))
+                    conn.execute(
+                        "INSERT INTO ratelimit_migrations (version) VALUES (%s)", (version,)
+                    )
 
         self._run(body, conn)
         self._ready = True
@@ -118,7 +130,11 @@ class PostgresBackend(Backend):
         return conn.execute(_SERVER_NOW).fetchone()[0]
 
     def _read_sql(self, rules: Limits) -> str:
-        now = "%(now)s::float8" if self._clock is not None else "extract(epoch FROM clock_timestamp())::float8"
+        now = (
+            "%(now)s::float8"
+            if self._clock is not None
+            else "extract(epoch FROM clock_timestamp())::float8"
+        )
         sums = ", ".join(
             f"COALESCE(SUM(CASE WHEN g.stamp + %(w{i})s::float8 > t.now THEN g.{rule.unit} ELSE 0 END), 0)::bigint"
             for i, rule in enumerate(rules)
@@ -137,7 +153,9 @@ class PostgresBackend(Backend):
             GROUP BY t.now
         """
 
-    def _decide(self, key: str, rules: Limits, charge: Charge, clock: Clock | None, record: bool) -> Verdict:
+    def _decide(
+        self, key: str, rules: Limits, charge: Charge, clock: Clock | None, record: bool
+    ) -> Verdict:
         conn = self._connect()
         params: dict[str, object] = {"key": key, "longest": rules.longest_window}
         params.update({f"w{i}": rule.window for i, rule in enumerate(rules)})
@@ -154,14 +172,16 @@ class PostgresBackend(Backend):
                 granted, retry_after = True, 0.0
             else:  # time the refusal from the rows themselves
                 entries = conn.execute(
-                    "SELECT stamp, requests, tokens FROM ratelimit_grants WHERE key = %s ORDER BY stamp", (key,)
+                    "SELECT stamp, requests, tokens FROM ratelimit_grants WHERE key = %s ORDER BY stamp",
+                    (key,),
                 ).fetchall()
                 granted, retry_after, used = decide(entries, rules, charge, now, paused_until)
             grant_id = uuid.uuid4().hex if granted and record else None
             with conn.pipeline():  # record and commit: one round trip
                 if grant_id is not None:
                     conn.execute(
-                        "INSERT INTO ratelimit_grants (key, grant_id, stamp, requests, tokens) VALUES (%s, %s, %s, %s, %s)",
+                        "INSERT INTO ratelimit_grants (key, grant_id, stamp, requests, tokens) "
+                        "VALUES (%s, %s, %s, %s, %s)",
                         (key, grant_id, now, charge.requests, charge.tokens),
                     )
                 conn.execute("COMMIT")
@@ -176,7 +196,10 @@ class PostgresBackend(Backend):
     def _abandon(self, conn: psycopg.Connection) -> None:
         """Roll back after a failure; drop the connection if even that fails."""
         try:
-            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            if (
+                not conn.closed
+                and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+            ):
                 conn.execute("ROLLBACK")
         except psycopg.Error:
             self._local.held = None
@@ -206,7 +229,8 @@ class PostgresBackend(Backend):
     def correct(self, key: str, grant_id: str, tokens: int, rules: Limits) -> bool:
         def body(conn: psycopg.Connection) -> bool:
             cursor = conn.execute(
-                "UPDATE ratelimit_grants SET tokens = %s WHERE key = %s AND grant_id = %s", (tokens, key, grant_id)
+                "UPDATE ratelimit_grants SET tokens = %s WHERE key = %s AND grant_id = %s",
+                (tokens, key, grant_id),
             )
             return cursor.rowcount == 1
 
@@ -222,7 +246,9 @@ class PostgresBackend(Backend):
 
     def stored_entries(self, key: str) -> int:
         return self._run(
-            lambda conn: conn.execute("SELECT COUNT(*) FROM ratelimit_grants WHERE key = %s", (key,)).fetchone()[0]
+            lambda conn: conn.execute(
+                "SELECT COUNT(*) FROM ratelimit_grants WHERE key = %s", (key,)
+            ).fetchone()[0]
         )
 
     def close(self) -> None:

@@ -39,7 +39,9 @@ end
 # KEYS: grants, sums, pause, then one zset per distinct window (longest first)
 # ARGV: now or "", "1" to record, grant id, requests, tokens, ttl ms,
 #       then the distinct windows (same order as their KEYS), then (limit, window index, unit) triples
-_ACQUIRE = _NOW + """
+_ACQUIRE = (
+    _NOW
+    + """
 local record = ARGV[2] == "1"
 local charge = {tonumber(ARGV[4]), tonumber(ARGV[5])}
 local nwin = tonumber(ARGV[7])
@@ -130,9 +132,12 @@ result[2] = string.format("%.17g", now)
 result[3] = never and "inf" or string.format("%.17g", retry_at)
 return result
 """
+)
 
 # KEYS: pause; ARGV: now or "", seconds, ttl ms
-_PAUSE = _NOW + """
+_PAUSE = (
+    _NOW
+    + """
 local till = now + tonumber(ARGV[2])
 local current = redis.call("GET", KEYS[1])
 if (not current) or tonumber(current) < till then
@@ -140,6 +145,7 @@ if (not current) or tonumber(current) < till then
 end
 return string.format("%.17g", till)
 """
+)
 
 # KEYS: grants, sums, then one zset per window; ARGV: grant id, tokens, then the windows
 _CORRECT = """
@@ -183,7 +189,9 @@ class RedisBackend(Backend):
         self.url = url
         self._clock = clock
         self.prefix = prefix
-        self._client = redis_py.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self._client = redis_py.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
         self._acquire = self._client.register_script(_ACQUIRE)
         self._pause = self._client.register_script(_PAUSE)
         self._correct = self._client.register_script(_CORRECT)
@@ -211,13 +219,22 @@ class RedisBackend(Backend):
     def setup(self) -> None:
         self._call(lambda keys, args: self._client.ping(), [], [])
 
-    def _decide(self, key: str, rules: Limits, charge: Charge, clock: Clock | None, record: bool) -> Verdict:
+    def _decide(
+        self, key: str, rules: Limits, charge: Charge, clock: Clock | None, record: bool
+    ) -> Verdict:
         grant_id = uuid.uuid4().hex if record else "-"
         ttl_ms = math.ceil(rules.longest_window * 1000) + 1000
         windows = self._windows(rules)
         keys = self._keys(key) + [self._window_key(key, w) for w in windows]
         # Lua reads numbers through tonumber(); repr() keeps every bit of a float
-        args: list[object] = [self._now_arg(clock), "1" if record else "0", grant_id, charge.requests, charge.tokens, ttl_ms]
+        args: list[object] = [
+            self._now_arg(clock),
+            "1" if record else "0",
+            grant_id,
+            charge.requests,
+            charge.tokens,
+            ttl_ms,
+        ]
         args += [len(windows)] + [repr(w) for w in windows]
         for rule in rules:
             args += [rule.limit, windows.index(rule.window) + 1, _UNIT[rule.unit]]
@@ -226,7 +243,9 @@ class RedisBackend(Backend):
         used = tuple(int(u) for u in reply[3:])
         if granted:
             return Verdict(True, now, 0.0, grant_id if record else None, used)
-        return Verdict(False, now, math.inf if math.isinf(retry_at) else wait_until(now, retry_at), None, used)
+        return Verdict(
+            False, now, math.inf if math.isinf(retry_at) else wait_until(now, retry_at), None, used
+        )
 
     def acquire(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
         return self._decide(key, rules, charge, clock, record=True)
@@ -236,16 +255,22 @@ class RedisBackend(Backend):
 
     def pause(self, key: str, seconds: float, clock: Clock | None) -> None:
         ttl_ms = math.ceil(seconds * 1000) + 1000
-        self._call(self._pause, self._keys(key)[2:], [self._now_arg(clock), repr(float(seconds)), ttl_ms])
+        self._call(
+            self._pause, self._keys(key)[2:], [self._now_arg(clock), repr(float(seconds)), ttl_ms]
+        )
 
     def correct(self, key: str, grant_id: str, tokens: int, rules: Limits) -> bool:
         windows = self._windows(rules)
         keys = self._keys(key)[:2] + [self._window_key(key, w) for w in windows]
-        return bool(self._call(self._correct, keys, [grant_id, tokens] + [repr(w) for w in windows]))
+        return bool(
+            self._call(self._correct, keys, [grant_id, tokens] + [repr(w) for w in windows])
+        )
 
     def clear(self, key: str) -> None:
         def delete(keys: list[str], args: list[object]) -> None:
-            windows = list(self._client.scan_iter(match=self._window_key(key, 0.0)[: -len("0.0")] + "*"))
+            windows = list(
+                self._client.scan_iter(match=self._window_key(key, 0.0)[: -len("0.0")] + "*")
+            )
             self._client.delete(*keys, *windows)
 
         self._call(delete, self._keys(key), [])

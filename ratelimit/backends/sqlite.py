@@ -57,7 +57,9 @@ class SQLiteBackend(Backend):
     name = "sqlite"
     blocking = True
 
-    def __init__(self, path: str | os.PathLike[str], *, clock: Clock | None = None, timeout: float = 5.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, clock: Clock | None = None, timeout: float = 5.0
+    ) -> None:
         self.path = Path(path)
         self._clock = clock
         self.timeout = timeout
@@ -73,7 +75,9 @@ class SQLiteBackend(Backend):
         if held is not None and held[0] == os.getpid():
             return held[1]
         try:
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
             self._use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
@@ -103,12 +107,18 @@ class SQLiteBackend(Backend):
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("CREATE TABLE IF NOT EXISTS ratelimit_migrations (version INTEGER PRIMARY KEY)")
-                done = conn.execute("SELECT COALESCE(MAX(version), -1) FROM ratelimit_migrations").fetchone()[0]
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS ratelimit_migrations (version INTEGER PRIMARY KEY)"
+                )
+                done = conn.execute(
+                    "SELECT COALESCE(MAX(version), -1) FROM ratelimit_migrations"
+                ).fetchone()[0]
                 for version, statement in enumerate(MIGRATIONS):
                     if version > done:
                         conn.execute(statement)
-                        conn.execute("INSERT INTO ratelimit_migrations (version) VALUES (?)", (version,))
+                        conn.execute(
+                            "INSERT INTO ratelimit_migrations (version) VALUES (?)", (version,)
+                        )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -152,11 +162,16 @@ class SQLiteBackend(Backend):
         # fast path: the sums alone say whether it fits; rows are read only to time a refusal
         select, _ = usage_query(rules, "?")
         params = [value for rule in rules for value in (rule.window, now)]
-        used = tuple(conn.execute(f"SELECT {select} FROM ratelimit_grants WHERE key = ?", (*params, key)).fetchone())
+        used = tuple(
+            conn.execute(
+                f"SELECT {select} FROM ratelimit_grants WHERE key = ?", (*params, key)
+            ).fetchone()
+        )
         if fits_now(rules, used, charge, now, paused_until):
             return True, 0.0, used
         entries = conn.execute(
-            "SELECT stamp, requests, tokens FROM ratelimit_grants WHERE key = ? ORDER BY stamp", (key,)
+            "SELECT stamp, requests, tokens FROM ratelimit_grants WHERE key = ? ORDER BY stamp",
+            (key,),
         ).fetchall()
         return decide(entries, rules, charge, now, paused_until)
 
@@ -197,7 +212,8 @@ class SQLiteBackend(Backend):
     def correct(self, key: str, grant_id: str, tokens: int, rules: Limits) -> bool:
         def body(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
-                "UPDATE ratelimit_grants SET tokens = ? WHERE key = ? AND grant_id = ?", (tokens, key, grant_id)
+                "UPDATE ratelimit_grants SET tokens = ? WHERE key = ? AND grant_id = ?",
+                (tokens, key, grant_id),
             )
             return cursor.rowcount == 1
 
@@ -213,7 +229,9 @@ class SQLiteBackend(Backend):
     def stored_entries(self, key: str) -> int:
         conn = self._connect()
         try:
-            return conn.execute("SELECT COUNT(*) FROM ratelimit_grants WHERE key = ?", (key,)).fetchone()[0]
+            return conn.execute(
+                "SELECT COUNT(*) FROM ratelimit_grants WHERE key = ?", (key,)
+            ).fetchone()[0]
         except sqlite3.Error as exc:
             raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
 

@@ -72,7 +72,9 @@ def shop_sqlite(tmp_path: Path) -> Iterator[sa.Engine]:
 def _postgres(tmp_path: Path) -> Iterator[sa.Engine]:
     url = os.environ.get("SQLGATE_TEST_POSTGRES_URL")
     if not url:
-        pytest.skip("SQLGATE_TEST_POSTGRES_URL is not set (e.g. postgresql+psycopg://root@127.0.0.1:5432/test)")
+        pytest.skip(
+            "SQLGATE_TEST_POSTGRES_URL is not set (e.g. postgresql+psycopg://root@127.0.0.1:5432/test)"
+        )
     schema = f"sqlgate_agents_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(url)
     with admin.begin() as conn:
@@ -91,7 +93,9 @@ def _postgres(tmp_path: Path) -> Iterator[sa.Engine]:
 def _mysql(tmp_path: Path) -> Iterator[sa.Engine]:
     url = os.environ.get("SQLGATE_TEST_MYSQL_URL")
     if not url:
-        pytest.skip("SQLGATE_TEST_MYSQL_URL is not set (e.g. mysql+pymysql://root@127.0.0.1:3306/test)")
+        pytest.skip(
+            "SQLGATE_TEST_MYSQL_URL is not set (e.g. mysql+pymysql://root@127.0.0.1:3306/test)"
+        )
     database = f"sqlgate_agents_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(url)
     with admin.begin() as conn:

@@ -22,10 +22,15 @@ from orchestrator.erp_db import ERP_QUESTIONS, build_erp_database
 def table(name: str, *columns: str, fks: dict[str, str] | None = None) -> TableInfo:
     return TableInfo(
         name=name,
-        columns=[ColumnInfo(name=c, type="INTEGER" if c.endswith("_id") else "VARCHAR(40)") for c in columns],
+        columns=[
+            ColumnInfo(name=c, type="INTEGER" if c.endswith("_id") else "VARCHAR(40)")
+            for c in columns
+        ],
         primary_key=[columns[0]] if columns else [],
-        foreign_keys=[ForeignKeyInfo(columns=[c], referred_table=t, referred_columns=[c])
-                      for c, t in (fks or {}).items()],
+        foreign_keys=[
+            ForeignKeyInfo(columns=[c], referred_table=t, referred_columns=[c])
+            for c, t in (fks or {}).items()
+        ],
     )
 
 
@@ -64,7 +69,11 @@ def test_table_names_count_more_than_columns() -> None:
         table("ar_invoices", "invoice_id", "total_amount"),
         table("hr_employees", "employee_id", "hire_date"),
     )
-    assert rank_tables("invoices issued in May", tables) == ["ar_invoices", "audit_log", "hr_employees"]
+    assert rank_tables("invoices issued in May", tables) == [
+        "ar_invoices",
+        "audit_log",
+        "hr_employees",
+    ]
     assert rank_tables("invoices issued in May", tables, limit=1) == ["ar_invoices"]
     assert rank_tables("invoices issued in May", tables, limit=0) == []
 
@@ -110,20 +119,29 @@ def test_threshold_is_inclusive() -> None:
     tables["table_40"] = table("table_40", "id", "col_40")
     assert compact_catalogue("col 7", tables) != whole + "\n" + tables["table_40"].catalogue_line()
     assert compact_catalogue("col 7", tables, always_include_all_below=41) == (
-        whole + "\n" + tables["table_40"].catalogue_line())
+        whole + "\n" + tables["table_40"].catalogue_line()
+    )
 
 
-def test_big_schema_shows_best_tables_then_every_other_name(erp_tables: dict[str, TableInfo]) -> None:
+def test_big_schema_shows_best_tables_then_every_other_name(
+    erp_tables: dict[str, TableInfo],
+) -> None:
     text = compact_catalogue("What was total invoiced revenue per customer in 2025?", erp_tables)
     lines = text.splitlines()
     shown, rest = lines[:-1], lines[-1]
     assert len(shown) == DEFAULT_MAX_TABLES
-    assert shown == [erp_tables[n].catalogue_line() for n in rank_tables(
-        "What was total invoiced revenue per customer in 2025?", erp_tables, limit=DEFAULT_MAX_TABLES)]
+    assert shown == [
+        erp_tables[n].catalogue_line()
+        for n in rank_tables(
+            "What was total invoiced revenue per customer in 2025?",
+            erp_tables,
+            limit=DEFAULT_MAX_TABLES,
+        )
+    ]
     assert {"ar_invoices", "crm_customers"} <= {line.split("(")[0] for line in shown}
     prefix = f"-- {len(erp_tables) - DEFAULT_MAX_TABLES} more tables, columns not shown: "
     assert rest.startswith(prefix)
-    named = [name for part in rest[len(prefix):].split(", ") for name in _expand(part)]
+    named = [name for part in rest[len(prefix) :].split(", ") for name in _expand(part)]
     assert sorted(named + [line.split("(")[0] for line in shown]) == sorted(erp_tables)
 
 
@@ -135,7 +153,9 @@ def _expand(part: str) -> list[str]:
     return [prefix + tail for tail in tails.split(",")]
 
 
-def test_gold_tables_are_always_shown_on_the_erp_questions(erp_tables: dict[str, TableInfo]) -> None:
+def test_gold_tables_are_always_shown_on_the_erp_questions(
+    erp_tables: dict[str, TableInfo],
+) -> None:
     missing = {}
     for question, gold in ERP_QUESTIONS:
         shown = set(rank_tables(question, erp_tables, limit=DEFAULT_MAX_TABLES))
@@ -177,7 +197,9 @@ def test_docstring_examples_run() -> None:
     assert doctest.testmod(agents.catalogue).failed == 0
 
 
-def test_batch_catalogue_shows_every_questions_best_tables(erp_tables: dict[str, TableInfo]) -> None:
+def test_batch_catalogue_shows_every_questions_best_tables(
+    erp_tables: dict[str, TableInfo],
+) -> None:
     questions = [q for q, _ in ERP_QUESTIONS[:10]]
     assert batch_catalogue(questions[:1], erp_tables) == compact_catalogue(questions[0], erp_tables)
     lines = batch_catalogue(questions, erp_tables).splitlines()

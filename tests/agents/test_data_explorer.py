@@ -12,7 +12,9 @@ from agents.schema_explorer import SchemaExplorer
 
 def test_distinct_values_on_every_backend(shop_engine: sa.Engine) -> None:
     ctx = SchemaExplorer(shop_engine).explore(["customer"])
-    dc = DataExplorer(shop_engine).explore([("customer", "segment"), ("region", "name")], schema=ctx)
+    dc = DataExplorer(shop_engine).explore(
+        [("customer", "segment"), ("region", "name")], schema=ctx
+    )
     segment, region = dc.columns
     assert (segment.table, segment.column) == ("customer", "segment")
     assert segment.values == ["Consumer", "Enterprise"]
@@ -36,29 +38,43 @@ def test_truncation_is_detected_with_one_extra_value(shop_engine: sa.Engine) -> 
 
 
 def test_exactly_max_distinct_values_is_not_truncated(shop_sqlite: sa.Engine) -> None:
-    (name,) = DataExplorer(shop_sqlite, max_distinct=3, sample_rows=0).explore([("region", "name")]).columns
+    (name,) = (
+        DataExplorer(shop_sqlite, max_distinct=3, sample_rows=0)
+        .explore([("region", "name")])
+        .columns
+    )
     assert name.values == ["North", "South", "West"]
     assert name.truncated is False
 
 
 def test_sample_rows_follow_the_primary_key(shop_engine: sa.Engine) -> None:
-    dc = DataExplorer(shop_engine, sample_rows=2).explore([("purchase", "note"), ("purchase", "amount")])
+    dc = DataExplorer(shop_engine, sample_rows=2).explore(
+        [("purchase", "note"), ("purchase", "amount")]
+    )
     assert len(dc.samples) == 1
     sample = dc.samples[0]
     assert sample.table == "purchase"
     assert sample.columns == ["purchase_id", "customer_id", "amount", "note", "created"]
-    assert sample.rows == [[1, 1, 12.5, "first: 100% paid", "2025-01-31"], [2, 1, 99.99, None, "2025-02-01"]]
+    assert sample.rows == [
+        [1, 1, 12.5, "first: 100% paid", "2025-01-31"],
+        [2, 1, 99.99, None, "2025-02-01"],
+    ]
 
 
 def test_only_existing_columns_are_explored(shop_sqlite: sa.Engine) -> None:
-    dc = DataExplorer(shop_sqlite).explore([
-        ("customer", "segment"),
-        ("customer", "segment; DROP TABLE customer"),
-        ("ghost", "x"),
-        ("CUSTOMER", "SEGMENT"),  # the same column again, other spelling
-    ])
+    dc = DataExplorer(shop_sqlite).explore(
+        [
+            ("customer", "segment"),
+            ("customer", "segment; DROP TABLE customer"),
+            ("ghost", "x"),
+            ("CUSTOMER", "SEGMENT"),  # the same column again, other spelling
+        ]
+    )
     assert [(c.table, c.column) for c in dc.columns] == [("customer", "segment")]
-    assert dc.skipped == ["customer.segment; DROP TABLE customer: no such column", "ghost.x: no such table"]
+    assert dc.skipped == [
+        "customer.segment; DROP TABLE customer: no such column",
+        "ghost.x: no such table",
+    ]
     assert SchemaExplorer(shop_sqlite).table("customer") is not None
 
 
@@ -70,7 +86,8 @@ def test_filters_may_be_strings_or_plan_objects(shop_sqlite: sa.Engine) -> None:
         condition: str
 
     dc = DataExplorer(shop_sqlite, sample_rows=0).explore(
-        ["region.name", PlannedFilter("customer", "segment", "= 'Consumer'")])
+        ["region.name", PlannedFilter("customer", "segment", "= 'Consumer'")]
+    )
     assert [c.column for c in dc.columns] == ["name", "segment"]
 
 
@@ -84,7 +101,9 @@ def test_tables_outside_the_context_are_found_in_the_database(shop_sqlite: sa.En
 def test_identifiers_are_quoted_for_the_dialect(tmp_path: Path) -> None:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'odd.sqlite'}")
     with engine.begin() as conn:
-        conn.exec_driver_sql('CREATE TABLE "order" ("group" INTEGER PRIMARY KEY, "Unit Price" REAL)')
+        conn.exec_driver_sql(
+            'CREATE TABLE "order" ("group" INTEGER PRIMARY KEY, "Unit Price" REAL)'
+        )
         conn.exec_driver_sql('INSERT INTO "order" VALUES (1, 2.5), (2, 2.5), (3, NULL)')
     dc = DataExplorer(engine).explore([("order", "unit price")])
     (price,) = dc.columns
@@ -108,16 +127,23 @@ def test_render_is_compact_and_stable(demo_engine: sa.Engine) -> None:
         "  1 | 75 | NULL | '2024-01-01' | NULL | 'cancelled'",
         "  2 | 130 | NULL | '2024-01-01' | '2024-01-02' | 'delivered'",
     ]
-    assert explorer.explore([("orders", "status"), ("orders", "order_date")], schema=ctx).render() == text
+    assert (
+        explorer.explore([("orders", "status"), ("orders", "order_date")], schema=ctx).render()
+        == text
+    )
     assert dc.summary() == "2 columns, 1 samples"
 
 
 def test_nulls_and_quotes_in_render(shop_sqlite: sa.Engine) -> None:
     with shop_sqlite.begin() as conn:
         conn.exec_driver_sql("INSERT INTO region VALUES (4, 'O''Hare')")
-    dc = DataExplorer(shop_sqlite, sample_rows=0).explore([("region", "name"), ("customer", "segment")])
-    assert dc.render() == "region.name (VARCHAR(40)): 'North', 'O''Hare', 'South', 'West'\n" \
-                          "customer.segment (VARCHAR(20)): 'Consumer', 'Enterprise'; also NULL"
+    dc = DataExplorer(shop_sqlite, sample_rows=0).explore(
+        [("region", "name"), ("customer", "segment")]
+    )
+    assert (
+        dc.render() == "region.name (VARCHAR(40)): 'North', 'O''Hare', 'South', 'West'\n"
+        "customer.segment (VARCHAR(20)): 'Consumer', 'Enterprise'; also NULL"
+    )
 
 
 def test_long_values_are_shortened(shop_sqlite: sa.Engine) -> None:
@@ -129,7 +155,9 @@ def test_long_values_are_shortened(shop_sqlite: sa.Engine) -> None:
 
 
 def test_context_is_json_serialisable(demo_engine: sa.Engine) -> None:
-    dc = DataExplorer(demo_engine).explore([("products", "price"), ("employees", "hire_date"), ("nope", "x")])
+    dc = DataExplorer(demo_engine).explore(
+        [("products", "price"), ("employees", "hire_date"), ("nope", "x")]
+    )
     assert DataContext.model_validate_json(dc.model_dump_json()) == dc
     assert json.loads(dc.model_dump_json())["skipped"] == ["nope.x: no such table"]
 
@@ -146,7 +174,9 @@ def test_a_failing_column_is_skipped_not_fatal(shop_sqlite: sa.Engine) -> None:
     # the context is stale: the table has since been dropped
     with shop_sqlite.begin() as conn:
         conn.exec_driver_sql("DROP TABLE region")
-    dc = DataExplorer(shop_sqlite, sample_rows=0).explore([("region", "name"), ("customer", "segment")], schema=ctx)
+    dc = DataExplorer(shop_sqlite, sample_rows=0).explore(
+        [("region", "name"), ("customer", "segment")], schema=ctx
+    )
     assert [c.column for c in dc.columns] == ["segment"]
     assert dc.skipped == ["region.name: no such table: region"]
 

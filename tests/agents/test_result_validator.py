@@ -5,7 +5,9 @@ from agents.sql_executor import ExecutionResult, SQLExecutor
 
 
 def result(columns, rows, truncated=False, row_cap=1000) -> ExecutionResult:
-    return ExecutionResult(columns=columns, rows=rows, row_count=len(rows), truncated=truncated, row_cap=row_cap)
+    return ExecutionResult(
+        columns=columns, rows=rows, row_count=len(rows), truncated=truncated, row_cap=row_cap
+    )
 
 
 def codes(warnings: list[str]) -> list[str]:
@@ -15,7 +17,8 @@ def codes(warnings: list[str]) -> list[str]:
 def test_a_clean_result_has_no_warnings(demo_engine: sa.Engine) -> None:
     res = SQLExecutor(demo_engine).run(
         "SELECT c.name AS category, COUNT(*) AS product_count FROM products p "
-        "JOIN categories c USING (category_id) GROUP BY c.name ORDER BY c.name")
+        "JOIN categories c USING (category_id) GROUP BY c.name ORDER BY c.name"
+    )
     assert ResultValidator().check(res) == []
 
 
@@ -26,13 +29,26 @@ def test_empty_result(demo_engine: sa.Engine) -> None:
 
 def test_null_only_columns(demo_engine: sa.Engine) -> None:
     res = SQLExecutor(demo_engine).run(
-        "SELECT order_id, shipped_date, employee_id FROM orders WHERE status = 'cancelled' ORDER BY order_id LIMIT 5")
-    assert "null_only_column: column 'shipped_date' is NULL in every row" in ResultValidator().check(res)
+        "SELECT order_id, shipped_date, employee_id FROM orders WHERE status = 'cancelled' ORDER BY order_id LIMIT 5"
+    )
+    assert (
+        "null_only_column: column 'shipped_date' is NULL in every row"
+        in ResultValidator().check(res)
+    )
 
 
 def test_negative_counts() -> None:
     res = result(
-        ["region", "order_count", "total_revenue", "qty", "n_orders", "balance", "counted", "TotalQty"],
+        [
+            "region",
+            "order_count",
+            "total_revenue",
+            "qty",
+            "n_orders",
+            "balance",
+            "counted",
+            "TotalQty",
+        ],
         [["North", 3, -10.5, 1, -1, -99, -5, -2], ["South", -2, 4.0, -7, 0, 3, 1, 0]],
     )
     assert ResultValidator().check(res) == [
@@ -52,21 +68,31 @@ def test_count_star_label_is_count_like(shop_sqlite: sa.Engine) -> None:
 def test_duplicate_leading_id_column(demo_engine: sa.Engine) -> None:
     res = SQLExecutor(demo_engine).run(
         "SELECT o.order_id, i.product_id FROM orders o JOIN order_items i USING (order_id) "
-        "WHERE o.order_id <= 3 ORDER BY o.order_id")
+        "WHERE o.order_id <= 3 ORDER BY o.order_id"
+    )
     # order_id and product_id together form the key: each pair is unique
     assert ResultValidator().check(res) == []
     res = SQLExecutor(demo_engine).run(
         "SELECT o.order_id, o.status FROM orders o JOIN order_items i USING (order_id) "
-        "WHERE o.order_id <= 3 ORDER BY o.order_id")
+        "WHERE o.order_id <= 3 ORDER BY o.order_id"
+    )
     (warning,) = ResultValidator().check(res)
     assert warning.startswith("duplicate_key: ")
     assert "key (order_id)" in warning
 
 
 def test_duplicate_explicit_key_columns() -> None:
-    res = result(["region", "month", "revenue"],
-                 [["North", "2025-01", 1.0], ["North", "2025-01", 2.0], ["North", "2025-02", 3.0],
-                  ["South", "2025-01", 4.0], ["South", "2025-01", 5.0], ["South", "2025-01", 6.0]])
+    res = result(
+        ["region", "month", "revenue"],
+        [
+            ["North", "2025-01", 1.0],
+            ["North", "2025-01", 2.0],
+            ["North", "2025-02", 3.0],
+            ["South", "2025-01", 4.0],
+            ["South", "2025-01", 5.0],
+            ["South", "2025-01", 6.0],
+        ],
+    )
     assert ResultValidator().check(res, key_columns=["REGION", "month"]) == [
         "duplicate_key: 3 rows repeat a key (region, month), e.g. (North, 2025-01), (South, 2025-01)"
     ]
@@ -90,20 +116,36 @@ def test_examples_are_bounded() -> None:
 
 
 def test_row_cap_hit(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine, row_cap=10).run("SELECT customer_id, email FROM customers ORDER BY customer_id")
+    res = SQLExecutor(demo_engine, row_cap=10).run(
+        "SELECT customer_id, email FROM customers ORDER BY customer_id"
+    )
     assert ResultValidator().check(res) == [
         "row_cap_hit: only the first 10 rows were kept; the full result is larger"
     ]
 
 
 def test_several_warnings_keep_a_fixed_order() -> None:
-    res = result(["customer_id", "order_count", "note"], [[1, -1, None], [1, 2, None]], truncated=True, row_cap=2)
-    assert codes(ResultValidator().check(res)) == ["null_only_column", "negative_count", "duplicate_key",
-                                                   "row_cap_hit"]
+    res = result(
+        ["customer_id", "order_count", "note"],
+        [[1, -1, None], [1, 2, None]],
+        truncated=True,
+        row_cap=2,
+    )
+    assert codes(ResultValidator().check(res)) == [
+        "null_only_column",
+        "negative_count",
+        "duplicate_key",
+        "row_cap_hit",
+    ]
 
 
 def test_every_prefix_is_a_known_code() -> None:
-    res = result(["customer_id", "order_count", "note"], [[1, -1, None], [1, 2, None]], truncated=True, row_cap=2)
+    res = result(
+        ["customer_id", "order_count", "note"],
+        [[1, -1, None], [1, 2, None]],
+        truncated=True,
+        row_cap=2,
+    )
     warnings = ResultValidator().check(res) + ResultValidator().check(result(["x"], []))
     assert set(codes(warnings)) == set(WARNING_CODES)
 

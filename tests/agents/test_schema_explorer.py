@@ -5,7 +5,13 @@ import pytest
 import sqlalchemy as sa
 
 from agents.errors import SchemaInspectionError
-from agents.schema_explorer import SchemaContext, SchemaExplorer, TableInfo, clear_schema_cache, dialect_name
+from agents.schema_explorer import (
+    SchemaContext,
+    SchemaExplorer,
+    TableInfo,
+    clear_schema_cache,
+    dialect_name,
+)
 
 SHOP_TABLES = {"audit_log", "customer", "purchase", "purchase_line", "region"}
 
@@ -21,9 +27,16 @@ def test_reads_tables_columns_and_keys_on_every_backend(shop_engine: sa.Engine) 
     assert purchase.column("customer_id").nullable is False
     assert purchase.column("note").nullable is True
     assert purchase.column("purchase_id").primary_key is True
-    assert "NUMERIC" in purchase.column("amount").type.upper() or "DECIMAL" in purchase.column("amount").type.upper()
+    assert (
+        "NUMERIC" in purchase.column("amount").type.upper()
+        or "DECIMAL" in purchase.column("amount").type.upper()
+    )
     assert [fk.model_dump() for fk in purchase.foreign_keys] == [
-        {"columns": ["customer_id"], "referred_table": "customer", "referred_columns": ["customer_id"]}
+        {
+            "columns": ["customer_id"],
+            "referred_table": "customer",
+            "referred_columns": ["customer_id"],
+        }
     ]
 
     line = se.table("purchase_line")
@@ -57,8 +70,9 @@ def test_unknown_tables_are_ignored_and_listed(shop_sqlite: sa.Engine) -> None:
 
 
 def test_table_matching_ignores_case_quotes_and_schema_prefix(shop_sqlite: sa.Engine) -> None:
-    ctx = SchemaExplorer(shop_sqlite).explore(["CUSTOMER", '"Region"', "main.purchase", "`audit_log`"],
-                                              neighbours=False)
+    ctx = SchemaExplorer(shop_sqlite).explore(
+        ["CUSTOMER", '"Region"', "main.purchase", "`audit_log`"], neighbours=False
+    )
     assert ctx.requested == ["customer", "region", "purchase", "audit_log"]
     assert ctx.table("PURCHASE").name == "purchase"
     assert ctx.table("purchase").column("AMOUNT").name == "amount"
@@ -88,11 +102,18 @@ def test_render_is_create_table_like(shop_sqlite: sa.Engine) -> None:
 def test_render_quotes_names_that_need_it(tmp_path: Path) -> None:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'odd.sqlite'}")
     with engine.begin() as conn:
-        conn.exec_driver_sql('CREATE TABLE "order" ("select" INTEGER PRIMARY KEY, "Unit Price" REAL, untyped)')
-        conn.exec_driver_sql('CREATE VIEW big_orders AS SELECT "select" FROM "order" WHERE "Unit Price" > 10')
+        conn.exec_driver_sql(
+            'CREATE TABLE "order" ("select" INTEGER PRIMARY KEY, "Unit Price" REAL, untyped)'
+        )
+        conn.exec_driver_sql(
+            'CREATE VIEW big_orders AS SELECT "select" FROM "order" WHERE "Unit Price" > 10'
+        )
     se = SchemaExplorer(engine)
     text = se.render()
-    assert 'CREATE TABLE "order" (\n  "select" INTEGER PRIMARY KEY,\n  "Unit Price" REAL,\n  untyped\n);' in text
+    assert (
+        'CREATE TABLE "order" (\n  "select" INTEGER PRIMARY KEY,\n  "Unit Price" REAL,\n  untyped\n);'
+        in text
+    )
     assert "CREATE VIEW big_orders (" in text
     assert se.table("big_orders").kind == "view"
 
@@ -100,8 +121,10 @@ def test_render_quotes_names_that_need_it(tmp_path: Path) -> None:
 def test_catalogue_has_one_line_per_table(demo_engine: sa.Engine) -> None:
     lines = SchemaExplorer(demo_engine).catalogue().splitlines()
     assert len(lines) == 7
-    assert "orders(order_id INTEGER, customer_id INTEGER, employee_id INTEGER, order_date DATE, " \
-           "shipped_date DATE, status VARCHAR(20))" in lines
+    assert (
+        "orders(order_id INTEGER, customer_id INTEGER, employee_id INTEGER, order_date DATE, "
+        "shipped_date DATE, status VARCHAR(20))" in lines
+    )
 
 
 def test_demo_database_self_reference_and_hub(demo_engine: sa.Engine) -> None:
@@ -120,7 +143,9 @@ def test_context_is_json_serialisable_and_round_trips(demo_engine: sa.Engine) ->
     assert again == ctx
     assert json.loads(ctx.model_dump_json())["unknown_tables"] == ["ghost"]
     assert ctx.columns_by_table()["order_items"][:3] == ["order_item_id", "order_id", "product_id"]
-    assert ctx.summary() == "1 planned (order_items), 2 neighbours (orders, products), unknown: ghost"
+    assert (
+        ctx.summary() == "1 planned (order_items), 2 neighbours (orders, products), unknown: ghost"
+    )
     assert isinstance(ctx.tables[0], TableInfo)
     assert ctx.tables[0].summary() == "order_items: 6 columns, pk=['order_item_id'], 2 fks"
 
@@ -143,7 +168,9 @@ def test_schema_is_cached_per_database(shop_sqlite: sa.Engine, tmp_path: Path) -
 def test_cache_key_names_the_database(shop_sqlite: sa.Engine, tmp_path: Path) -> None:
     empty = sa.create_engine(f"sqlite:///{tmp_path / 'empty.sqlite'}")
     SchemaExplorer(shop_sqlite, cache_key="shop").table_names()
-    assert set(SchemaExplorer(empty, cache_key="shop").table_names()) == SHOP_TABLES | {"big_purchase"}
+    assert set(SchemaExplorer(empty, cache_key="shop").table_names()) == SHOP_TABLES | {
+        "big_purchase"
+    }
 
 
 def test_default_cache_key_hides_the_password() -> None:
@@ -196,7 +223,9 @@ def test_data_explorer_follows_the_context_schema_on_postgres(postgres_engine: s
 
     with postgres_engine.connect() as conn:
         schema = conn.exec_driver_sql("SELECT current_schema()").scalar_one()
-    plain = sa.create_engine(postgres_engine.url)  # default search_path: the tables are not visible unqualified
+    plain = sa.create_engine(
+        postgres_engine.url
+    )  # default search_path: the tables are not visible unqualified
     try:
         ctx = SchemaExplorer(plain, db_schema=schema).explore(["customer"])
         dc = DataExplorer(plain, sample_rows=1).explore([("customer", "segment")], schema=ctx)

@@ -14,13 +14,15 @@ from agents.sql_executor import ExecutionResult, SQLExecutor, clean_message, jso
 from safety import StatementTimeout, is_statement_timeout
 
 LONG_SQLITE_QUERY = (
-    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) SELECT COUNT(*) FROM n"
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) "
+    "SELECT COUNT(*) FROM n"
 )
 
 
 def test_runs_a_query_and_returns_rows(demo_engine: sa.Engine) -> None:
     res = SQLExecutor(demo_engine).run(
-        "SELECT region_id, name FROM regions WHERE country = 'Canada' ORDER BY region_id")
+        "SELECT region_id, name FROM regions WHERE country = 'Canada' ORDER BY region_id"
+    )
     assert res.columns == ["region_id", "name"]
     assert res.rows == [[6, "Canada"]]
     assert res.row_count == 1
@@ -30,7 +32,9 @@ def test_runs_a_query_and_returns_rows(demo_engine: sa.Engine) -> None:
 
 
 def test_row_cap_keeps_cap_rows_and_flags_truncation(demo_engine: sa.Engine) -> None:
-    capped = SQLExecutor(demo_engine, row_cap=50).run("SELECT customer_id FROM customers ORDER BY customer_id")
+    capped = SQLExecutor(demo_engine, row_cap=50).run(
+        "SELECT customer_id FROM customers ORDER BY customer_id"
+    )
     assert capped.row_count == 50
     assert capped.rows[-1] == [50]
     assert capped.truncated is True
@@ -52,15 +56,19 @@ def test_empty_result_keeps_its_columns(demo_engine: sa.Engine) -> None:
     assert res.row_count == 0
 
 
-def test_colons_and_percent_signs_in_literals_reach_the_driver_untouched(shop_engine: sa.Engine) -> None:
+def test_colons_and_percent_signs_in_literals_reach_the_driver_untouched(
+    shop_engine: sa.Engine,
+) -> None:
     res = SQLExecutor(shop_engine).run(
-        "SELECT ':name' AS a, '100%' AS b, note FROM purchase WHERE note LIKE 'first:%'")
+        "SELECT ':name' AS a, '100%' AS b, note FROM purchase WHERE note LIKE 'first:%'"
+    )
     assert res.rows == [[":name", "100%", "first: 100% paid"]]
 
 
 def test_values_are_json_safe_on_every_backend(shop_engine: sa.Engine) -> None:
     res = SQLExecutor(shop_engine).run(
-        "SELECT purchase_id, amount, created FROM purchase ORDER BY purchase_id")
+        "SELECT purchase_id, amount, created FROM purchase ORDER BY purchase_id"
+    )
     json.dumps(res.model_dump())
     first = res.rows[0]
     assert first[0] == 1
@@ -70,7 +78,9 @@ def test_values_are_json_safe_on_every_backend(shop_engine: sa.Engine) -> None:
 
 
 def test_result_round_trips_through_json(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine, row_cap=3).run("SELECT order_id, order_date, status FROM orders ORDER BY order_id")
+    res = SQLExecutor(demo_engine, row_cap=3).run(
+        "SELECT order_id, order_date, status FROM orders ORDER BY order_id"
+    )
     assert ExecutionResult.model_validate_json(res.model_dump_json()) == res
 
 
@@ -109,7 +119,9 @@ def test_postgres_error_message_drops_the_caret_line(postgres_engine: sa.Engine)
         SQLExecutor(postgres_engine).run("SELECT nosuch FROM purchase")
     assert info.value.code == "execution_error"
     assert "\n" not in info.value.message
-    assert info.value.message.startswith('column "nosuch" does not exist LINE 1: SELECT nosuch FROM purchase')
+    assert info.value.message.startswith(
+        'column "nosuch" does not exist LINE 1: SELECT nosuch FROM purchase'
+    )
     assert "^" not in info.value.message
 
 
@@ -128,7 +140,9 @@ def test_sqlite_interrupt_is_a_statement_timeout(tmp_path: Path) -> None:
 
 
 def test_postgres_statement_timeout(postgres_engine: sa.Engine) -> None:
-    engine = sa.create_engine(postgres_engine.url, connect_args={"options": "-c statement_timeout=100"})
+    engine = sa.create_engine(
+        postgres_engine.url, connect_args={"options": "-c statement_timeout=100"}
+    )
     try:
         with pytest.raises(ExecutionError) as info:
             SQLExecutor(engine).run("SELECT pg_sleep(2)")
@@ -147,15 +161,19 @@ def test_mysql_statement_timeout(mysql_engine: sa.Engine) -> None:
     @sa.event.listens_for(engine, "connect")
     def _limit(dbapi_connection, _record):
         with dbapi_connection.cursor() as cur:
-            cur.execute("SET SESSION max_statement_time = 0.1" if is_mariadb
-                        else "SET SESSION max_execution_time = 100")
+            cur.execute(
+                "SET SESSION max_statement_time = 0.1"
+                if is_mariadb
+                else "SET SESSION max_execution_time = 100"
+            )
 
     engine.dispose()
     try:
         with pytest.raises(ExecutionError) as info:
             SQLExecutor(engine).run(
                 "SELECT COUNT(*) FROM information_schema.columns a, information_schema.columns b,"
-                " information_schema.columns c")
+                " information_schema.columns c"
+            )
     finally:
         engine.dispose()
     assert info.value.code == "statement_timeout"
@@ -174,7 +192,9 @@ def test_mysql_errors_read_as_message_then_number(mysql_engine: sa.Engine) -> No
 def test_through_a_read_only_engine(demo_path: Path) -> None:
     from safety import ReadOnlySettings, open_readonly_engine
 
-    engine = open_readonly_engine(f"sqlite:///{demo_path}", ReadOnlySettings(statement_timeout_s=0.2))
+    engine = open_readonly_engine(
+        f"sqlite:///{demo_path}", ReadOnlySettings(statement_timeout_s=0.2)
+    )
     try:
         executor = SQLExecutor(engine, row_cap=5)
         assert executor.run("SELECT COUNT(*) AS n FROM orders").rows == [[4000]]
@@ -216,8 +236,9 @@ def test_unreachable_postgres_server() -> None:
     if not os.environ.get("SQLGATE_TEST_POSTGRES_URL"):
         pytest.skip("SQLGATE_TEST_POSTGRES_URL is not set")
     # a closed port on this machine: the connection is refused at once
-    engine = sa.create_engine("postgresql+psycopg://nobody@127.0.0.1:9/none",
-                              connect_args={"connect_timeout": 2})
+    engine = sa.create_engine(
+        "postgresql+psycopg://nobody@127.0.0.1:9/none", connect_args={"connect_timeout": 2}
+    )
     with pytest.raises(ExecutionError) as info:
         SQLExecutor(engine).run("SELECT 1")
     assert info.value.code == "database_unreachable"
@@ -228,7 +249,10 @@ def test_unreachable_postgres_server() -> None:
 def test_json_safe_values() -> None:
     assert json_safe(decimal.Decimal("12.50")) == 12.5
     assert json_safe(decimal.Decimal("7.000")) == 7
-    assert json_safe(decimal.Decimal("12345678901234567890.123456789")) == "12345678901234567890.123456789"
+    assert (
+        json_safe(decimal.Decimal("12345678901234567890.123456789"))
+        == "12345678901234567890.123456789"
+    )
     assert json_safe(decimal.Decimal("NaN")) == "NaN"
     assert json_safe(float("inf")) == "inf"
     assert json_safe(dt.datetime(2025, 1, 2, 3, 4, 5)) == "2025-01-02T03:04:05"
@@ -238,7 +262,9 @@ def test_json_safe_values() -> None:
     assert json_safe(b"\x00\xff") == "00ff"
     assert json_safe(memoryview(b"ab")) == "6162"
     assert json_safe(uuid.UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
-    assert json_safe({"a": [decimal.Decimal("1.5"), (dt.date(2025, 1, 1),)]}) == {"a": [1.5, ["2025-01-01"]]}
+    assert json_safe({"a": [decimal.Decimal("1.5"), (dt.date(2025, 1, 1),)]}) == {
+        "a": [1.5, ["2025-01-01"]]
+    }
     assert json_safe(True) is True
     assert json_safe(None) is None
 

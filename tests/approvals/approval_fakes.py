@@ -35,10 +35,16 @@ def fake_validate(sql: str) -> FakeResult:
     upper = sql.upper()
     for word in ("DELETE", "DROP"):
         if word in upper:
-            return FakeResult(False, None, [FakeFinding("dml_in_tree", f"{word} is not allowed", "error", word.title())])
+            return FakeResult(
+                False,
+                None,
+                [FakeFinding("dml_in_tree", f"{word} is not allowed", "error", word.title())],
+            )
     text = sql.strip().rstrip(";")
     if "LIMIT" not in upper:
-        return FakeResult(True, f"{text} LIMIT 100", [FakeFinding("limit_added", "LIMIT 100 added", "rewrite")])
+        return FakeResult(
+            True, f"{text} LIMIT 100", [FakeFinding("limit_added", "LIMIT 100 added", "rewrite")]
+        )
     return FakeResult(True, text)
 
 
@@ -65,8 +71,12 @@ class StepClock:
         return self.now
 
 
-def item(sql: str = "SELECT name FROM regions LIMIT 5", question_id: str = "q1", **kw: Any) -> ApprovalItem:
-    return ApprovalItem.new(question_id=question_id, question=f"question {question_id}?", sql=sql, **kw)
+def item(
+    sql: str = "SELECT name FROM regions LIMIT 5", question_id: str = "q1", **kw: Any
+) -> ApprovalItem:
+    return ApprovalItem.new(
+        question_id=question_id, question=f"question {question_id}?", sql=sql, **kw
+    )
 
 
 @dataclass
@@ -81,7 +91,9 @@ class Backend:
         if self.kind == "memory":
             return self.memory
         if self.schema:
-            engine = sa.create_engine(self.url, connect_args={"options": f"-csearch_path={self.schema}"})
+            engine = sa.create_engine(
+                self.url, connect_args={"options": f"-csearch_path={self.schema}"}
+            )
             store = SqlApprovalStore(engine)
         else:
             store = SqlApprovalStore(self.url)

@@ -42,7 +42,9 @@ def test_expiry_applies_once_at_the_deadline(store):
     (expired,) = sweeper.sweep()
     assert expired.status == "expired" and expired.decided_by == "sqlgate-expiry"
     assert expired.resolutions[a.call_id].status == "rejected"
-    assert expired.resolutions[a.call_id].reason.startswith("expired: no decision before 2026-01-01T00:01:00")
+    assert expired.resolutions[a.call_id].reason.startswith(
+        "expired: no decision before 2026-01-01T00:01:00"
+    )
     assert expired.resolutions[d.call_id].status == "denied"
     clock.advance(3600)
     assert sweeper.sweep() == []
@@ -113,7 +115,9 @@ def test_concurrent_sweepers_apply_it_once(backend):
     for t in threads:
         t.join()
     assert len(applied) == 1
-    assert [e.event for e in gate.store.audit_log(batch_id=batch.batch_id)].count("batch_expired") == 1
+    assert [e.event for e in gate.store.audit_log(batch_id=batch.batch_id)].count(
+        "batch_expired"
+    ) == 1
 
 
 def test_await_outcome_sees_a_decision_from_elsewhere_without_blocking(store):
@@ -142,7 +146,9 @@ def test_await_outcome_applies_the_deadline_and_times_out(store):
     async def sleep(seconds):
         clock.advance(seconds)
 
-    assert asyncio.run(gate.await_outcome(batch.batch_id, poll=0.5, sleep=sleep)).status == "expired"
+    assert (
+        asyncio.run(gate.await_outcome(batch.batch_id, poll=0.5, sleep=sleep)).status == "expired"
+    )
     other = gate_on(store, clock).open([item()])
     with pytest.raises(TimeoutError):
         asyncio.run(gate.await_outcome(other.batch_id, poll=0.5, timeout=1.0, sleep=sleep))
@@ -162,7 +168,11 @@ def test_two_of_three_resolves_on_the_second_distinct_vote(store):
     assert (summary.pending, summary.votes, summary.quorum, summary.version) == (2, 1, 2, 2)
     before = store.get_batch(batch.batch_id)
     with pytest.raises(DuplicateVote) as err:
-        gate.submit(batch.batch_id, {a.call_id: Approve(), b.call_id: Reject(reason="changed my mind")}, actor="alice")
+        gate.submit(
+            batch.batch_id,
+            {a.call_id: Approve(), b.call_id: Reject(reason="changed my mind")},
+            actor="alice",
+        )
     assert err.value.code == "duplicate_vote"
     assert store.get_batch(batch.batch_id) == before
     final = gate.submit(batch.batch_id, {a.call_id: Approve(), b.call_id: Approve()}, actor="bob")
@@ -170,25 +180,47 @@ def test_two_of_three_resolves_on_the_second_distinct_vote(store):
     assert final.runnable_ids == [a.call_id, b.call_id]
     with pytest.raises(DecisionConflict):
         gate.submit(batch.batch_id, {a.call_id: Approve(), b.call_id: Approve()}, actor="carol")
-    log = [(e.event, e.actor) for e in store.audit_log(batch_id=batch.batch_id) if e.event != "item_resolved"]
-    assert log == [("batch_opened", "sqlgate"), ("vote_cast", "alice"), ("vote_cast", "bob"), ("batch_resolved", "bob")]
+    log = [
+        (e.event, e.actor)
+        for e in store.audit_log(batch_id=batch.batch_id)
+        if e.event != "item_resolved"
+    ]
+    assert log == [
+        ("batch_opened", "sqlgate"),
+        ("vote_cast", "alice"),
+        ("vote_cast", "bob"),
+        ("batch_resolved", "bob"),
+    ]
 
 
 def test_quorum_policy_rejection_vetoes_and_disagreement_rejects(store):
     gate = gate_on(store, ManualClock(), quorum=2)
     veto, same_edit, split = item(), item(), item()
     batch = gate.open([veto, same_edit, split])
-    gate.submit(batch.batch_id, {
-        veto.call_id: Approve(), same_edit.call_id: Edit(sql="SELECT 1"), split.call_id: Approve(),
-    }, actor="alice")
-    final = gate.submit(batch.batch_id, {
-        veto.call_id: Reject(reason="PII"), same_edit.call_id: Edit(sql="SELECT 1"), split.call_id: Edit(sql="SELECT 2"),
-    }, actor="bob")
+    gate.submit(
+        batch.batch_id,
+        {
+            veto.call_id: Approve(),
+            same_edit.call_id: Edit(sql="SELECT 1"),
+            split.call_id: Approve(),
+        },
+        actor="alice",
+    )
+    final = gate.submit(
+        batch.batch_id,
+        {
+            veto.call_id: Reject(reason="PII"),
+            same_edit.call_id: Edit(sql="SELECT 1"),
+            split.call_id: Edit(sql="SELECT 2"),
+        },
+        actor="bob",
+    )
     r = final.resolutions
     assert (r[veto.call_id].status, r[veto.call_id].reason) == ("rejected", "bob: PII")
     assert final.runnable(same_edit.call_id) == "SELECT 1 LIMIT 100"
     assert (r[split.call_id].status, r[split.call_id].reason) == (
-        "rejected", "reviewers disagreed (alice: approved, bob: edited)",
+        "rejected",
+        "reviewers disagreed (alice: approved, bob: edited)",
     )
 
 
@@ -205,8 +237,15 @@ def test_a_repeated_vote_with_its_idempotency_key_is_a_replay(store):
     gate = gate_on(store, ManualClock(), quorum=2)
     a = item()
     batch = gate.open([a])
-    first = gate.submit(batch.batch_id, {a.call_id: Approve()}, actor="alice", idempotency_key="alice-1")
-    assert gate.submit(batch.batch_id, {a.call_id: Approve()}, actor="alice", idempotency_key="alice-1") == first
+    first = gate.submit(
+        batch.batch_id, {a.call_id: Approve()}, actor="alice", idempotency_key="alice-1"
+    )
+    assert (
+        gate.submit(
+            batch.batch_id, {a.call_id: Approve()}, actor="alice", idempotency_key="alice-1"
+        )
+        == first
+    )
     assert len(store.get_batch(batch.batch_id).votes) == 1
 
 
@@ -217,7 +256,9 @@ def test_concurrent_distinct_votes_all_count(backend):
     barrier, results, errors = threading.Barrier(3), [], []
 
     def vote(who):
-        mine = gate_on(backend.open() if backend.kind != "memory" else gate.store, ManualClock(), quorum=3)
+        mine = gate_on(
+            backend.open() if backend.kind != "memory" else gate.store, ManualClock(), quorum=3
+        )
         barrier.wait()
         try:
             results.append(mine.submit(batch.batch_id, {a.call_id: Approve()}, actor=who))

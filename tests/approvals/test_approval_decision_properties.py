@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from approvals import ApprovalGate, Approve, DecisionError, Edit, Reject
 
-decisions = st.sampled_from([Approve(), Reject(reason="no"), Edit(sql="SELECT 7"), Edit(sql="DELETE FROM t")])
+decisions = st.sampled_from(
+    [Approve(), Reject(reason="no"), Edit(sql="SELECT 7"), Edit(sql="DELETE FROM t")]
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -30,7 +32,10 @@ def test_only_an_exact_valid_cover_is_accepted(n_pending, picks, cover):
     pairs = [(ids[i % len(ids)], d) for i, d in picks]
     if cover:  # start from an exact cover, in any order, then maybe spoil it with the picks
         order = sorted(batch.pending_ids, key=lambda cid: hash((cid, len(picks))))
-        pairs = [(cid, d) for cid, (_, d) in zip(order, picks + [(0, Approve())] * n_pending)] + pairs[n_pending:]
+        pairs = [
+            (cid, d)
+            for cid, (_, d) in zip(order, picks + [(0, Approve())] * n_pending, strict=False)
+        ] + pairs[n_pending:]
     before = (gate.store.list_batches(), gate.store.audit_log())
 
     chosen = [cid for cid, _ in pairs]
@@ -43,7 +48,11 @@ def test_only_an_exact_valid_cover_is_accepted(n_pending, picks, cover):
         assert not (exact and valid_edits)
         assert (gate.store.list_batches(), gate.store.audit_log()) == before
         assert {p.code for p in err.problems} <= {
-            "duplicate_call_id", "unknown_call_id", "stale_call_id", "not_pending_call_id", "missing_call_id",
+            "duplicate_call_id",
+            "unknown_call_id",
+            "stale_call_id",
+            "not_pending_call_id",
+            "missing_call_id",
             "invalid_edit",
         }
         return
@@ -52,7 +61,9 @@ def test_only_an_exact_valid_cover_is_accepted(n_pending, picks, cover):
     decided = dict(pairs)
     for call_id in batch.pending_ids:
         resolution = outcome.resolutions[call_id]
-        expected = {"approve": "approved", "reject": "rejected", "edit": "edited"}[decided[call_id].action]
+        expected = {"approve": "approved", "reject": "rejected", "edit": "edited"}[
+            decided[call_id].action
+        ]
         assert resolution.status == expected
         if expected == "edited":
             assert outcome.runnable(call_id) == "SELECT 7 LIMIT 100"

@@ -30,7 +30,8 @@ def test_all_is_sorted_and_complete():
 
 def test_every_error_has_a_snake_case_code():
     errors = [
-        obj for obj in vars(approvals.errors).values()
+        obj
+        for obj in vars(approvals.errors).values()
         if inspect.isclass(obj) and issubclass(obj, approvals.ApprovalError)
     ]
     assert len(errors) >= 10

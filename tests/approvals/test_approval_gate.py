@@ -47,7 +47,9 @@ def test_approve_all_runs_exactly_the_shown_sql():
 
 
 def test_identical_sql_gets_distinct_call_ids_and_both_are_decided():
-    reviewer = Calls(lambda batch: {batch.pending_ids[0]: Approve(), batch.pending_ids[1]: Reject(reason="dup")})
+    reviewer = Calls(
+        lambda batch: {batch.pending_ids[0]: Approve(), batch.pending_ids[1]: Reject(reason="dup")}
+    )
     gate = gate_with(reviewer)
     a, b = item(), item()
     assert a.call_id != b.call_id and a.sql_hash == b.sql_hash
@@ -61,8 +63,11 @@ def test_categorisation_denied_auto_and_pending():
     reviewer = Calls(ApproveAll())
     policy = AutoApprovePolicy(allowed_tables={"regions"})
     gate = gate_with(reviewer, policy=policy)
-    denied_by_flag = item("SELECT secret FROM t LIMIT 1", refused=True,
-                          findings=[{"code": "denied_column", "message": "secret is denied", "severity": "error"}])
+    denied_by_flag = item(
+        "SELECT secret FROM t LIMIT 1",
+        refused=True,
+        findings=[{"code": "denied_column", "message": "secret is denied", "severity": "error"}],
+    )
     denied_by_validator = item("WITH x AS (DELETE FROM t) SELECT 1 LIMIT 1", question_id="q2")
     auto = item("SELECT name FROM regions LIMIT 5", question_id="q3")
     pending = item("SELECT id FROM customers LIMIT 5", question_id="q4")
@@ -85,7 +90,10 @@ def test_categorisation_denied_auto_and_pending():
         pending.call_id: "approved",
     }
     assert outcome.resolutions[denied_by_flag.call_id].reason == "denied_column: secret is denied"
-    assert outcome.resolutions[denied_by_validator.call_id].reason == "dml_in_tree: DELETE is not allowed"
+    assert (
+        outcome.resolutions[denied_by_validator.call_id].reason
+        == "dml_in_tree: DELETE is not allowed"
+    )
     assert outcome.runnable(auto.call_id) == "SELECT name FROM regions LIMIT 5"
     with pytest.raises(NotRunnable) as err:
         outcome.runnable(denied_by_validator.call_id)
@@ -111,7 +119,11 @@ def test_auto_approval_is_off_by_default():
 
 def test_approve_reject_edit_in_one_cycle():
     a, r, e = item(question_id="qa"), item(question_id="qr"), item(question_id="qe")
-    decisions = {a.call_id: Approve(), r.call_id: Reject(reason="too broad"), e.call_id: Edit(sql="SELECT id FROM regions")}
+    decisions = {
+        a.call_id: Approve(),
+        r.call_id: Reject(reason="too broad"),
+        e.call_id: Edit(sql="SELECT id FROM regions"),
+    }
     outcome = gate_with(lambda batch: decisions).review([a, r, e])
     edited = outcome.resolutions[e.call_id]
     assert edited.status == "edited"
@@ -127,7 +139,9 @@ def test_approve_reject_edit_in_one_cycle():
 
 def test_decisions_may_be_loose_values():
     a, b = item(), item(question_id="q2")
-    outcome = gate_with(lambda batch: {a.call_id: "approve", b.call_id: {"action": "reject", "reason": "no"}}).review([a, b])
+    outcome = gate_with(
+        lambda batch: {a.call_id: "approve", b.call_id: {"action": "reject", "reason": "no"}}
+    ).review([a, b])
     assert outcome.resolutions[a.call_id].status == "approved"
     assert outcome.resolutions[b.call_id].reason == "no"
 
@@ -146,11 +160,27 @@ def _refused(gate: ApprovalGate, items) -> DecisionError:
     ("make", "code"),
     [
         (lambda a, b: {a.call_id: Approve()}, "missing_call_id"),
-        (lambda a, b: {a.call_id: Approve(), b.call_id: Approve(), "call_nobody": Approve()}, "unknown_call_id"),
-        (lambda a, b: [(a.call_id, Approve()), (b.call_id, Approve()), (a.call_id, Reject(reason="x"))], "duplicate_call_id"),
-        (lambda a, b: {a.call_id: Approve(), b.call_id: Edit(sql="DELETE FROM regions")}, "invalid_edit"),
+        (
+            lambda a, b: {a.call_id: Approve(), b.call_id: Approve(), "call_nobody": Approve()},
+            "unknown_call_id",
+        ),
+        (
+            lambda a, b: [
+                (a.call_id, Approve()),
+                (b.call_id, Approve()),
+                (a.call_id, Reject(reason="x")),
+            ],
+            "duplicate_call_id",
+        ),
+        (
+            lambda a, b: {a.call_id: Approve(), b.call_id: Edit(sql="DELETE FROM regions")},
+            "invalid_edit",
+        ),
         (lambda a, b: {a.call_id: Approve(), b.call_id: "maybe"}, "invalid_decision"),
-        (lambda a, b: {a.call_id: Approve(), b.call_id: {"action": "reject", "reason": "  "}}, "invalid_decision"),
+        (
+            lambda a, b: {a.call_id: Approve(), b.call_id: {"action": "reject", "reason": "  "}},
+            "invalid_decision",
+        ),
     ],
 )
 def test_refused_decisions_change_nothing(make, code):
@@ -163,7 +193,10 @@ def test_refused_decisions_change_nothing(make, code):
 def test_every_problem_is_reported_at_once():
     a, b, c = item(), item(question_id="q2"), item(question_id="q3")
     err = _refused(
-        gate_with(lambda batch: [(a.call_id, Approve()), (a.call_id, Approve()), ("call_x", Approve())]), [a, b, c]
+        gate_with(
+            lambda batch: [(a.call_id, Approve()), (a.call_id, Approve()), ("call_x", Approve())]
+        ),
+        [a, b, c],
     )
     assert [(p.code, p.call_id) for p in err.problems] == [
         ("duplicate_call_id", a.call_id),
@@ -176,7 +209,9 @@ def test_every_problem_is_reported_at_once():
 
 def test_deciding_a_denied_item_is_refused():
     ok, denied = item(), item("DELETE FROM t", question_id="q2")
-    err = _refused(gate_with(lambda batch: {ok.call_id: Approve(), denied.call_id: Approve()}), [ok, denied])
+    err = _refused(
+        gate_with(lambda batch: {ok.call_id: Approve(), denied.call_id: Approve()}), [ok, denied]
+    )
     assert (err.code, err.call_ids) == ("not_pending_call_id", (denied.call_id,))
 
 
@@ -197,7 +232,9 @@ def test_call_id_of_another_run_is_unknown_not_stale():
     other = item()
     ApprovalGate(ApproveAll(), fake_validate, store=store).review([other])
     mine = item()
-    gate = ApprovalGate(lambda b: {mine.call_id: Approve(), other.call_id: Approve()}, fake_validate, store=store)
+    gate = ApprovalGate(
+        lambda b: {mine.call_id: Approve(), other.call_id: Approve()}, fake_validate, store=store
+    )
     with pytest.raises(DecisionError) as err:
         gate.review([mine])
     assert err.value.code == "unknown_call_id"
@@ -218,7 +255,9 @@ def test_runnable_checks_the_hash():
     outcome = gate_with(ApproveAll()).review([a])
     resolution = outcome.resolutions[a.call_id]
     tampered = outcome.model_copy(
-        update={"resolutions": {a.call_id: resolution.model_copy(update={"sql": a.sql + " OR 1=1"})}}
+        update={
+            "resolutions": {a.call_id: resolution.model_copy(update={"sql": a.sql + " OR 1=1"})}
+        }
     )
     with pytest.raises(SqlHashMismatch) as err:
         tampered.runnable(a.call_id)
@@ -243,10 +282,18 @@ def test_open_then_submit_later_with_idempotency():
     a = item()
     batch = gate.open([a])
     pending = gate.outcome(batch.batch_id)
-    assert (pending.status, pending.resolutions, pending.votes, pending.quorum) == ("pending", {}, 0, 1)
+    assert (pending.status, pending.resolutions, pending.votes, pending.quorum) == (
+        "pending",
+        {},
+        0,
+        1,
+    )
     first = gate.submit(batch.batch_id, {a.call_id: "approve"}, actor="alice", idempotency_key="k1")
     assert first.decided_by == "alice"
-    assert gate.submit(batch.batch_id, {a.call_id: Approve()}, actor="alice", idempotency_key="k1") == first
+    assert (
+        gate.submit(batch.batch_id, {a.call_id: Approve()}, actor="alice", idempotency_key="k1")
+        == first
+    )
     with pytest.raises(IdempotencyConflict) as err:
         gate.submit(batch.batch_id, {a.call_id: Reject(reason="no")}, idempotency_key="k1")
     assert err.value.code == "idempotency_conflict"
@@ -271,7 +318,9 @@ def test_concurrent_submissions_exactly_one_wins():
     def submit(n: int) -> None:
         barrier.wait()
         try:
-            wins.append(gate.submit(batch.batch_id, {a.call_id: Reject(reason=f"r{n}")}, actor=f"rev{n}"))
+            wins.append(
+                gate.submit(batch.batch_id, {a.call_id: Reject(reason=f"r{n}")}, actor=f"rev{n}")
+            )
         except DecisionConflict:
             conflicts.append(n)
 
@@ -281,7 +330,9 @@ def test_concurrent_submissions_exactly_one_wins():
     for t in threads:
         t.join()
     assert len(wins) == 1 and len(conflicts) == 7
-    resolved = [e for e in gate.store.audit_log(batch_id=batch.batch_id) if e.event == "batch_resolved"]
+    resolved = [
+        e for e in gate.store.audit_log(batch_id=batch.batch_id) if e.event == "batch_resolved"
+    ]
     assert len(resolved) == 1 and resolved[0].actor == wins[0].decided_by
 
 
@@ -298,8 +349,14 @@ def test_audit_log_records_every_state_change():
         ("item_resolved", d.call_id, "sqlgate"),
         ("batch_resolved", None, "bob"),
     ]
-    assert log[0].detail == {"cycle": 1, "quorum": 1, "deadline": None, "pending": [a.call_id],
-                             "denied": [d.call_id], "auto_approved": []}
+    assert log[0].detail == {
+        "cycle": 1,
+        "quorum": 1,
+        "deadline": None,
+        "pending": [a.call_id],
+        "denied": [d.call_id],
+        "auto_approved": [],
+    }
     assert log[2].detail["reason"] == "not today"
     assert outcome.decided_at == log[-1].at
 

@@ -25,8 +25,8 @@ from approvals import (
     SchemaVersionError,
     SqlApprovalStore,
     replay_audit,
+    sql_store,
 )
-from approvals import sql_store
 
 
 def decided(store, *decisions):
@@ -34,7 +34,9 @@ def decided(store, *decisions):
     gate = ApprovalGate(None, fake_validate, store=store, clock=ManualClock())
     items = [item(f"SELECT {n} LIMIT 1") for n in range(len(decisions))]
     batch = gate.open(items)
-    outcome = gate.submit(batch.batch_id, {i.call_id: d for i, d in zip(items, decisions)})
+    outcome = gate.submit(
+        batch.batch_id, {i.call_id: d for i, d in zip(items, decisions, strict=False)}
+    )
     return gate, items, outcome
 
 
@@ -58,7 +60,8 @@ def test_each_approved_statement_runs_once(store):
             pass  # pragma: no cover
     assert store.execution(r.call_id) is None
     assert [(e.call_id, e.state) for e in store.executions(batch_id=outcome.batch_id)] == [
-        (a.call_id, "done"), (b.call_id, "done"),
+        (a.call_id, "done"),
+        (b.call_id, "done"),
     ]
 
 
@@ -115,11 +118,15 @@ def test_concurrent_executors_run_a_statement_once(backend):
 
 def test_replaying_the_audit_log_reproduces_the_state(store):
     clock = ManualClock()
-    gate = ApprovalGate(None, fake_validate, store=store, clock=clock, quorum=2, ttl=timedelta(seconds=30))
+    gate = ApprovalGate(
+        None, fake_validate, store=store, clock=clock, quorum=2, ttl=timedelta(seconds=30)
+    )
     a, b, d = item(), item(), item("DROP TABLE t")
     resolved = gate.open([a, b, d])
     gate.submit(resolved.batch_id, {a.call_id: Approve(), b.call_id: Approve()}, actor="alice")
-    gate.submit(resolved.batch_id, {a.call_id: Approve(), b.call_id: Reject(reason="slow")}, actor="bob")
+    gate.submit(
+        resolved.batch_id, {a.call_id: Approve(), b.call_id: Reject(reason="slow")}, actor="bob"
+    )
     expiring = gate.open([item()])
     still_pending = ApprovalGate(None, fake_validate, store=store, clock=clock).open([item()])
     clock.advance(31)
@@ -138,9 +145,12 @@ def test_replaying_the_audit_log_reproduces_the_state(store):
         if record.outcome is not None:
             assert state.decided_by == record.outcome.decided_by
             assert state.items == {
-                cid: (r.status, r.sql_hash, r.reason) for cid, r in record.outcome.resolutions.items()
+                cid: (r.status, r.sql_hash, r.reason)
+                for cid, r in record.outcome.resolutions.items()
             }
-        assert state.executions == {e.call_id: e.state for e in store.executions(batch_id=record.batch_id)}
+        assert state.executions == {
+            e.call_id: e.state for e in store.executions(batch_id=record.batch_id)
+        }
     assert replayed[expiring.batch_id].status == "expired"
     assert replayed[still_pending.batch_id].status == "pending"
     assert replayed[resolved.batch_id].executions == {a.call_id: "done"}
@@ -156,7 +166,9 @@ def _crashing_worker(backend: Backend, run_id: str, crash_at: str, side_effects:
     batch = gate.open(items)
     if crash_at == "after_pause":
         os._exit(0)
-    outcome = gate.submit(batch.batch_id, {i.call_id: Approve() for i in items}, actor="alice", idempotency_key="k")
+    outcome = gate.submit(
+        batch.batch_id, {i.call_id: Approve() for i in items}, actor="alice", idempotency_key="k"
+    )
     if crash_at == "after_decision":
         os._exit(0)
     for call_id in gate.ledger.remaining(outcome):
@@ -207,7 +219,9 @@ def test_a_killed_worker_is_finished_by_a_fresh_process(backend, crash_at, tmp_p
     worker.join(60)
     assert worker.exitcode == 0
     report = ctx.Queue()
-    fresh = ctx.Process(target=_finish_in_a_fresh_process, args=(clean, "run_crash", side_effects, report))
+    fresh = ctx.Process(
+        target=_finish_in_a_fresh_process, args=(clean, "run_crash", side_effects, report)
+    )
     fresh.start()
     finished = report.get(timeout=30)
     fresh.join(30)
@@ -243,12 +257,21 @@ def test_a_version_1_store_is_migrated_to_the_latest(tmp_path):
     with engine.begin() as conn:
         sql_store.schema_versions.create(conn)
         sql_store._v1(conn)
-        conn.execute(sa.insert(sql_store.schema_versions).values(version=1, applied_at="2026-01-01"))
+        conn.execute(
+            sa.insert(sql_store.schema_versions).values(version=1, applied_at="2026-01-01")
+        )
         v1_batches = sql_store._batches_table(sa.MetaData(), with_votes=False)
-        conn.execute(sa.insert(v1_batches).values(
-            batch_id=batch.batch_id, run_id=batch.run_id, cycle=1, status="pending", version=1,
-            created_at="2026-01-01T00:00:00.000000+00:00", batch=batch.model_dump_json(),
-        ))
+        conn.execute(
+            sa.insert(v1_batches).values(
+                batch_id=batch.batch_id,
+                run_id=batch.run_id,
+                cycle=1,
+                status="pending",
+                version=1,
+                created_at="2026-01-01T00:00:00.000000+00:00",
+                batch=batch.model_dump_json(),
+            )
+        )
     engine.dispose()
     store = SqlApprovalStore(url)
     store.setup()
@@ -256,7 +279,12 @@ def test_a_version_1_store_is_migrated_to_the_latest(tmp_path):
     assert store.schema_version() == 3
     assert store.get_batch(batch.batch_id).votes == []
     (summary,) = store.list_summaries()
-    assert (summary.batch_id, summary.pending, summary.votes, summary.quorum) == (batch.batch_id, 1, 0, 1)
+    assert (summary.batch_id, summary.pending, summary.votes, summary.quorum) == (
+        batch.batch_id,
+        1,
+        0,
+        1,
+    )
     gate = ApprovalGate(None, fake_validate, store=store)
     assert gate.submit(batch.batch_id, {a.call_id: Approve()}).runnable(a.call_id) == a.sql
     store.close()
@@ -266,7 +294,9 @@ def test_a_newer_store_is_refused(tmp_path):
     store = SqlApprovalStore(f"sqlite:///{tmp_path / 'new.sqlite3'}")
     store.setup()
     with store.engine.begin() as conn:
-        conn.execute(sa.insert(sql_store.schema_versions).values(version=99, applied_at="2030-01-01"))
+        conn.execute(
+            sa.insert(sql_store.schema_versions).values(version=99, applied_at="2030-01-01")
+        )
     with pytest.raises(SchemaVersionError) as err:
         store.setup()
     assert err.value.code == "schema_version_newer"

@@ -40,8 +40,16 @@ def test_hash_must_match_the_sql():
 
 
 def test_findings_from_objects_dicts_and_models():
-    a = item(findings=[FakeFinding("limit_added", "LIMIT added", "rewrite", "Limit"), {"code": "c", "message": "m"}])
-    assert [(f.code, f.severity, f.node) for f in a.findings] == [("limit_added", "rewrite", "Limit"), ("c", "warning", None)]
+    a = item(
+        findings=[
+            FakeFinding("limit_added", "LIMIT added", "rewrite", "Limit"),
+            {"code": "c", "message": "m"},
+        ]
+    )
+    assert [(f.code, f.severity, f.node) for f in a.findings] == [
+        ("limit_added", "rewrite", "Limit"),
+        ("c", "warning", None),
+    ]
     b = item(findings=a.findings)
     assert b.findings == a.findings
 
@@ -50,8 +58,14 @@ def test_batch_refuses_duplicate_ids_and_missing_categories():
     a = item()
     now = datetime.now(UTC)
     with pytest.raises(ValidationError, match="unique"):
-        ApprovalBatch(batch_id="b", run_id="r", cycle=1, created_at=now, items=[a, a],
-                      categories={a.call_id: ItemCategory.NEEDS_APPROVAL})
+        ApprovalBatch(
+            batch_id="b",
+            run_id="r",
+            cycle=1,
+            created_at=now,
+            items=[a, a],
+            categories={a.call_id: ItemCategory.NEEDS_APPROVAL},
+        )
     with pytest.raises(ValidationError, match="category"):
         ApprovalBatch(batch_id="b", run_id="r", cycle=1, created_at=now, items=[a], categories={})
 
@@ -59,8 +73,13 @@ def test_batch_refuses_duplicate_ids_and_missing_categories():
 def test_batch_round_trips_through_json():
     a, d = item(), item("DELETE", refused=True)
     batch = ApprovalBatch(
-        batch_id="b", run_id="r", cycle=2, created_at=datetime(2026, 1, 1, tzinfo=UTC), items=[a, d],
-        categories={a.call_id: ItemCategory.NEEDS_APPROVAL, d.call_id: ItemCategory.DENIED}, notes={d.call_id: "no"},
+        batch_id="b",
+        run_id="r",
+        cycle=2,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        items=[a, d],
+        categories={a.call_id: ItemCategory.NEEDS_APPROVAL, d.call_id: ItemCategory.DENIED},
+        notes={d.call_id: "no"},
     )
     again = ApprovalBatch.model_validate_json(batch.model_dump_json())
     assert again == batch
@@ -84,8 +103,16 @@ def test_parse_decision(value, expected):
 
 @pytest.mark.parametrize(
     "value",
-    ["reject", "yes", {"action": "reject"}, {"action": "reject", "reason": ""}, {"action": "edit", "sql": "  "},
-     {"action": "drop"}, 3, None],
+    [
+        "reject",
+        "yes",
+        {"action": "reject"},
+        {"action": "reject", "reason": ""},
+        {"action": "edit", "sql": "  "},
+        {"action": "drop"},
+        3,
+        None,
+    ],
 )
 def test_parse_decision_refuses(value):
     with pytest.raises(ValueError):
@@ -97,8 +124,9 @@ def test_decisions_serialise_with_their_action():
 
 
 def test_outcome_round_trips_and_still_checks_hashes():
-    from approvals import ApprovalGate, ApproveAll
     from approval_fakes import fake_validate
+
+    from approvals import ApprovalGate, ApproveAll
 
     a = item()
     outcome = ApprovalGate(ApproveAll(), fake_validate).review([a])
@@ -112,7 +140,12 @@ def test_findings_with_enum_severities():
     class Severity(Enum):
         ERROR = "error"
 
-    a = item(findings=[FakeFinding("dml_in_tree", "no", Severity.ERROR), {"code": "c", "message": "m", "severity": Severity.ERROR}])
+    a = item(
+        findings=[
+            FakeFinding("dml_in_tree", "no", Severity.ERROR),
+            {"code": "c", "message": "m", "severity": Severity.ERROR},
+        ]
+    )
     assert [f.severity for f in a.findings] == ["error", "error"]
 
 
@@ -129,7 +162,10 @@ def test_findings_from_the_safety_package_when_present():
         reviewer_saw.append(batch)
         return ApproveAll()(batch)
 
-    ok, bad = item("SELECT name FROM regions"), item("WITH x AS (DELETE FROM t RETURNING id) SELECT id FROM x")
+    ok, bad = (
+        item("SELECT name FROM regions"),
+        item("WITH x AS (DELETE FROM t RETURNING id) SELECT id FROM x"),
+    )
     outcome = ApprovalGate(reviewer, validator.validate).review([ok, bad])
     batch = reviewer_saw[0]
     assert batch.categories[bad.call_id] is ItemCategory.DENIED

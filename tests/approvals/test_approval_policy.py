@@ -27,16 +27,22 @@ def test_allowlist(sql, approved):
 
 
 def test_limit_can_be_optional():
-    assert AutoApprovePolicy(allowed_tables={"regions"}, require_limit=False)(item("SELECT name FROM regions"))
+    assert AutoApprovePolicy(allowed_tables={"regions"}, require_limit=False)(
+        item("SELECT name FROM regions")
+    )
 
 
 def test_warnings_and_refusals_go_to_a_reviewer():
     policy = AutoApprovePolicy(allowed_tables={"regions"})
-    warned = item(findings=[{"code": "cartesian", "message": "no join condition", "severity": "warning"}])
+    warned = item(
+        findings=[{"code": "cartesian", "message": "no join condition", "severity": "warning"}]
+    )
     assert policy(warned) is None
     assert AutoApprovePolicy(allowed_tables={"regions"}, allow_warnings=True)(warned)
     assert policy(item(refused=True)) is None
-    assert policy(item(findings=[{"code": "limit_added", "message": "LIMIT added", "severity": "rewrite"}]))
+    assert policy(
+        item(findings=[{"code": "limit_added", "message": "LIMIT added", "severity": "rewrite"}])
+    )
 
 
 def test_empty_allowlist_approves_nothing():

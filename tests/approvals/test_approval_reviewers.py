@@ -22,7 +22,10 @@ from approvals import (
 def test_approve_all_and_reject_all_cover_exactly_the_pending_set():
     a, d = item(), item("DELETE FROM t")
     outcome = ApprovalGate(ApproveAll(), fake_validate).review([a, d])
-    assert {c: r.status for c, r in outcome.resolutions.items()} == {a.call_id: "approved", d.call_id: "denied"}
+    assert {c: r.status for c, r in outcome.resolutions.items()} == {
+        a.call_id: "approved",
+        d.call_id: "denied",
+    }
     outcome = ApprovalGate(RejectAll("frozen"), fake_validate).review([item()])
     assert [r.reason for r in outcome.resolutions.values()] == ["frozen"]
 
@@ -31,11 +34,19 @@ def test_mapping_by_call_id_question_id_and_default():
     a, b, c = item(question_id="q1"), item(question_id="q2"), item(question_id="q2")
     d = item(question_id="q3")
     reviewer = MappingReviewer(
-        {a.call_id: {"action": "edit", "sql": "SELECT 1 LIMIT 1"}, "q2": {"action": "reject", "reason": "no"}},
+        {
+            a.call_id: {"action": "edit", "sql": "SELECT 1 LIMIT 1"},
+            "q2": {"action": "reject", "reason": "no"},
+        },
         default="approve",
     )
     outcome = ApprovalGate(reviewer, fake_validate).review([a, b, c, d])
-    assert [r.status for r in outcome.resolutions.values()] == ["edited", "rejected", "rejected", "approved"]
+    assert [r.status for r in outcome.resolutions.values()] == [
+        "edited",
+        "rejected",
+        "rejected",
+        "approved",
+    ]
 
 
 def test_mapping_without_default_leaves_items_missing():
@@ -48,17 +59,28 @@ def test_mapping_without_default_leaves_items_missing():
 def test_mapping_keys_that_match_nothing_are_refused_not_ignored():
     a = item()
     with pytest.raises(DecisionError) as err:
-        ApprovalGate(MappingReviewer({a.call_id: "approve", "call_typo": "approve"}), fake_validate).review([a])
+        ApprovalGate(
+            MappingReviewer({a.call_id: "approve", "call_typo": "approve"}), fake_validate
+        ).review([a])
     assert (err.value.code, err.value.call_ids) == ("unknown_call_id", ("call_typo",))
 
 
 def test_from_json_file_and_text(tmp_path):
     a, b = item(question_id="q1"), item(question_id="q2")
     path = tmp_path / "decisions.json"
-    path.write_text(json.dumps({"decisions": {"q1": {"action": "reject", "reason": "stale data"}}, "default": "approve"}))
+    path.write_text(
+        json.dumps(
+            {
+                "decisions": {"q1": {"action": "reject", "reason": "stale data"}},
+                "default": "approve",
+            }
+        )
+    )
     assert MappingReviewer.from_json(path).decisions == {"q1": Reject(reason="stale data")}
     assert MappingReviewer.from_json(str(path)).default == Approve()
-    reviewer = MappingReviewer.from_json('{"q1": "approve", "q2": {"action": "edit", "sql": "SELECT 2"}}')
+    reviewer = MappingReviewer.from_json(
+        '{"q1": "approve", "q2": {"action": "edit", "sql": "SELECT 2"}}'
+    )
     outcome = ApprovalGate(reviewer, fake_validate).review([a, b])
     assert outcome.runnable(b.call_id) == "SELECT 2 LIMIT 100"
     assert reviewer.decisions["q2"] == Edit(sql="SELECT 2")
@@ -66,7 +88,9 @@ def test_from_json_file_and_text(tmp_path):
 
 def test_from_json_refuses_repeated_keys():
     with pytest.raises(DecisionError) as err:
-        MappingReviewer.from_json('{"call_a": "approve", "call_a": {"action": "reject", "reason": "x"}}')
+        MappingReviewer.from_json(
+            '{"call_a": "approve", "call_a": {"action": "reject", "reason": "x"}}'
+        )
     assert (err.value.code, err.value.call_ids) == ("duplicate_call_id", ("call_a",))
 
 

@@ -45,24 +45,45 @@ def test_list_show_decide_history(store, tmp_path):
     assert a.call_id in out.getvalue() and "question q2?" in out.getvalue()
 
     path = tmp_path / "decisions.json"
-    path.write_text(json.dumps({"q1": "approve", "q2": {"action": "reject", "reason": "not this quarter"}}))
-    outcome = decide_batch(store, batch.batch_id, MappingReviewer.from_json(path), fake_validate, actor="erin",
-                           idempotency_key="erin-1")
+    path.write_text(
+        json.dumps({"q1": "approve", "q2": {"action": "reject", "reason": "not this quarter"}})
+    )
+    outcome = decide_batch(
+        store,
+        batch.batch_id,
+        MappingReviewer.from_json(path),
+        fake_validate,
+        actor="erin",
+        idempotency_key="erin-1",
+    )
     assert outcome.decided_by == "erin" and outcome.reasons() == {b.call_id: "not this quarter"}
-    again = decide_batch(store, batch.batch_id, MappingReviewer.from_json(path), fake_validate, actor="erin",
-                         idempotency_key="erin-1")
+    again = decide_batch(
+        store,
+        batch.batch_id,
+        MappingReviewer.from_json(path),
+        fake_validate,
+        actor="erin",
+        idempotency_key="erin-1",
+    )
     assert again == outcome
     asked = []
     with pytest.raises(DecisionConflict):
-        decide_batch(store, batch.batch_id, lambda b: asked.append(b) or {}, fake_validate, actor="frank")
+        decide_batch(
+            store, batch.batch_id, lambda b: asked.append(b) or {}, fake_validate, actor="frank"
+        )
     assert asked == []
     assert [s.batch_id for s in list_pending(store)] == [other.batch_id]
 
     events = history(store, batch_id=batch.batch_id)
     assert [(e.event, e.actor) for e in events if e.call_id is None] == [
-        ("batch_opened", "sqlgate"), ("vote_cast", "erin"), ("batch_resolved", "erin"),
+        ("batch_opened", "sqlgate"),
+        ("vote_cast", "erin"),
+        ("batch_resolved", "erin"),
     ]
-    assert {e.batch_id for e in history(store, run_id=run.run_id)} == {batch.batch_id, other.batch_id}
+    assert {e.batch_id for e in history(store, run_id=run.run_id)} == {
+        batch.batch_id,
+        other.batch_id,
+    }
 
 
 def test_decide_refuses_bad_and_expired_decisions(store):
@@ -71,9 +92,17 @@ def test_decide_refuses_bad_and_expired_decisions(store):
     a = item()
     batch = run.open([a])
     with pytest.raises(DecisionError):
-        decide_batch(store, batch.batch_id, MappingReviewer({}), fake_validate, actor="gina", clock=clock)
+        decide_batch(
+            store, batch.batch_id, MappingReviewer({}), fake_validate, actor="gina", clock=clock
+        )
     clock.advance(5)
     ExpirySweeper(store, clock).sweep()
     with pytest.raises(BatchExpired):
-        decide_batch(store, batch.batch_id, MappingReviewer({"q1": "approve"}), fake_validate, actor="gina",
-                     clock=clock)
+        decide_batch(
+            store,
+            batch.batch_id,
+            MappingReviewer({"q1": "approve"}),
+            fake_validate,
+            actor="gina",
+            clock=clock,
+        )

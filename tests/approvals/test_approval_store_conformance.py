@@ -50,17 +50,30 @@ def batch_of(*items, run_id="run_a", cycle=1, pending=True) -> ApprovalBatch:
 
 
 def event(batch: ApprovalBatch, name: str, **detail) -> AuditEvent:
-    return AuditEvent(at=datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC), run_id=batch.run_id, batch_id=batch.batch_id,
-                      event=name, actor="tester", detail=detail)
+    return AuditEvent(
+        at=datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC),
+        run_id=batch.run_id,
+        batch_id=batch.batch_id,
+        event=name,
+        actor="tester",
+        detail=detail,
+    )
 
 
 def outcome_of(batch: ApprovalBatch, actor="tester") -> ApprovalOutcome:
-    return ApprovalOutcome(batch_id=batch.batch_id, run_id=batch.run_id, cycle=batch.cycle, resolutions={},
-                           decided_by=actor)
+    return ApprovalOutcome(
+        batch_id=batch.batch_id,
+        run_id=batch.run_id,
+        cycle=batch.cycle,
+        resolutions={},
+        decided_by=actor,
+    )
 
 
 def state_hash(store: ApprovalStore) -> str:
-    parts = [r.model_dump_json() for r in store.list_batches()] + [e.model_dump_json() for e in store.audit_log()]
+    parts = [r.model_dump_json() for r in store.list_batches()] + [
+        e.model_dump_json() for e in store.audit_log()
+    ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -74,7 +87,9 @@ def test_setup_is_idempotent(store):
 
 
 def test_create_and_get_round_trip(store, backend):
-    batch = batch_of(item(findings=[{"code": "limit_added", "message": "m", "severity": "rewrite"}]), item())
+    batch = batch_of(
+        item(findings=[{"code": "limit_added", "message": "m", "severity": "rewrite"}]), item()
+    )
     created = store.create_batch(batch, [event(batch, "batch_opened")])
     assert (created.status, created.version, created.outcome) == ("pending", 1, None)
     assert store.get_batch(batch.batch_id) == created
@@ -108,11 +123,17 @@ def test_list_filters_in_creation_order(store):
     assert [r.batch_id for r in store.list_batches(run_id="run_a")] == [b1.batch_id, b3.batch_id]
     assert [r.batch_id for r in store.list_batches(status="resolved")] == [b1.batch_id]
     assert [r.batch_id for r in store.pending_batches(limit=1)] == [b2.batch_id]
-    assert (store.last_cycle("run_a"), store.last_cycle("run_b"), store.last_cycle("run_none")) == (2, 1, 0)
+    assert (store.last_cycle("run_a"), store.last_cycle("run_b"), store.last_cycle("run_none")) == (
+        2,
+        1,
+        0,
+    )
     summaries = store.list_summaries()
     assert summaries == [BatchSummary.of(store.get_batch(b.batch_id)) for b in (b2, b3)]
     assert summaries[0].created_at == datetime(2026, 1, 1, tzinfo=UTC) and summaries[0].pending == 1
-    assert [s.batch_id for s in store.list_summaries(status=None, run_id="run_a", limit=1)] == [b1.batch_id]
+    assert [s.batch_id for s in store.list_summaries(status=None, run_id="run_a", limit=1)] == [
+        b1.batch_id
+    ]
 
 
 def test_locate_call(store):
@@ -131,22 +152,54 @@ def test_resolve_is_a_compare_and_set(store, backend):
     store.create_batch(batch, [event(batch, "batch_opened")])
     before = state_hash(store)
     with pytest.raises(DecisionConflict):
-        store.resolve(batch.batch_id, expected_version=7, outcome=outcome_of(batch), events=[event(batch, "x")])
+        store.resolve(
+            batch.batch_id,
+            expected_version=7,
+            outcome=outcome_of(batch),
+            events=[event(batch, "x")],
+        )
     assert state_hash(store) == before
 
-    won = store.resolve(batch.batch_id, expected_version=1, outcome=outcome_of(batch, "alice"),
-                        events=[event(batch, "batch_resolved")], idempotency_key="k1", decision_digest="d1")
+    won = store.resolve(
+        batch.batch_id,
+        expected_version=1,
+        outcome=outcome_of(batch, "alice"),
+        events=[event(batch, "batch_resolved")],
+        idempotency_key="k1",
+        decision_digest="d1",
+    )
     assert (won.status, won.version, won.outcome.decided_by) == ("resolved", 2, "alice")
     assert backend.open().get_batch(batch.batch_id) == won
 
-    assert store.resolve(batch.batch_id, expected_version=1, outcome=outcome_of(batch, "bob"),
-                         idempotency_key="k1", decision_digest="d1") == won
+    assert (
+        store.resolve(
+            batch.batch_id,
+            expected_version=1,
+            outcome=outcome_of(batch, "bob"),
+            idempotency_key="k1",
+            decision_digest="d1",
+        )
+        == won
+    )
     with pytest.raises(IdempotencyConflict):
-        store.resolve(batch.batch_id, expected_version=1, outcome=outcome_of(batch, "bob"),
-                      idempotency_key="k1", decision_digest="d2")
+        store.resolve(
+            batch.batch_id,
+            expected_version=1,
+            outcome=outcome_of(batch, "bob"),
+            idempotency_key="k1",
+            decision_digest="d2",
+        )
     with pytest.raises(DecisionConflict):
-        store.resolve(batch.batch_id, expected_version=2, outcome=outcome_of(batch, "bob"), idempotency_key="k2")
-    assert [e.event for e in store.audit_log(batch_id=batch.batch_id)] == ["batch_opened", "batch_resolved"]
+        store.resolve(
+            batch.batch_id,
+            expected_version=2,
+            outcome=outcome_of(batch, "bob"),
+            idempotency_key="k2",
+        )
+    assert [e.event for e in store.audit_log(batch_id=batch.batch_id)] == [
+        "batch_opened",
+        "batch_resolved",
+    ]
 
 
 def test_audit_log_is_ordered_and_filtered(store):
@@ -155,8 +208,11 @@ def test_audit_log_is_ordered_and_filtered(store):
     store.create_batch(b2, [event(b2, "batch_opened")])
     store.append_audit([event(b1, "note", text="é")])
     log = store.audit_log()
-    assert [(e.batch_id, e.event) for e in log] == [(b1.batch_id, "batch_opened"), (b2.batch_id, "batch_opened"),
-                                                     (b1.batch_id, "note")]
+    assert [(e.batch_id, e.event) for e in log] == [
+        (b1.batch_id, "batch_opened"),
+        (b2.batch_id, "batch_opened"),
+        (b1.batch_id, "note"),
+    ]
     assert log[0].seq < log[1].seq < log[2].seq
     assert log[0].detail == {"cycle": 1} and log[2].detail == {"text": "é"}
     assert log[0].at == datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)
@@ -186,7 +242,9 @@ def test_refused_decisions_leave_the_state_unchanged(store):
         with pytest.raises(DecisionError):
             gate.submit(batch.batch_id, decisions)
         assert state_hash(store) == before
-    outcome = gate.submit(batch.batch_id, {a.call_id: Edit(sql="SELECT 9"), b.call_id: Reject(reason="why")})
+    outcome = gate.submit(
+        batch.batch_id, {a.call_id: Edit(sql="SELECT 9"), b.call_id: Reject(reason="why")}
+    )
     assert outcome.runnable(a.call_id) == "SELECT 9 LIMIT 100"
     assert outcome.reasons() == {b.call_id: "why"}
 
@@ -201,7 +259,9 @@ def test_a_paused_batch_is_resumed_through_another_store(backend):
     (pending,) = second.pending_batches()
     assert pending.batch.pending_ids == [a.call_id]
     other = ApprovalGate(None, fake_validate, store=second)
-    outcome = other.submit(pending.batch_id, {a.call_id: Approve()}, actor="carol", idempotency_key="key-1")
+    outcome = other.submit(
+        pending.batch_id, {a.call_id: Approve()}, actor="carol", idempotency_key="key-1"
+    )
     assert paused.outcome(batch.batch_id) == outcome
     assert outcome.run_id == "run_resume" and outcome.runnable(a.call_id) == a.sql
 
@@ -217,7 +277,9 @@ def test_concurrent_submissions_in_threads_one_wins(backend):
     lock = threading.Lock()
 
     def submit(n: int) -> None:
-        mine = ApprovalGate(None, fake_validate, store=backend.open() if backend.kind != "memory" else opener)
+        mine = ApprovalGate(
+            None, fake_validate, store=backend.open() if backend.kind != "memory" else opener
+        )
         barrier.wait()
         try:
             mine.submit(batch.batch_id, {a.call_id: Reject(reason=f"r{n}")}, actor=f"rev{n % 2}")
@@ -240,7 +302,9 @@ def test_concurrent_submissions_in_threads_one_wins(backend):
 SIDE_EFFECTS = "approval_side_effects"
 
 
-def _race_in_process(backend: Backend, batch_id: str, call_ids: list[str], n: int, barrier, results) -> None:
+def _race_in_process(
+    backend: Backend, batch_id: str, call_ids: list[str], n: int, barrier, results
+) -> None:
     """Submit a decision (two identities, different decisions), then try to run what was approved."""
     store = backend.open()
     gate = ApprovalGate(None, fake_validate, store=store)
@@ -255,8 +319,12 @@ def _race_in_process(backend: Backend, batch_id: str, call_ids: list[str], n: in
     for call_id in outcome.runnable_ids:
         try:
             with gate.ledger.executing(outcome, call_id) as sql, store.engine.begin() as conn:
-                conn.execute(sa.text(f"INSERT INTO {SIDE_EFFECTS} (call_id, sql_text, worker) VALUES (:c, :s, :w)"),
-                             {"c": call_id, "s": sql, "w": n})
+                conn.execute(
+                    sa.text(
+                        f"INSERT INTO {SIDE_EFFECTS} (call_id, sql_text, worker) VALUES (:c, :s, :w)"
+                    ),
+                    {"c": call_id, "s": sql, "w": n},
+                )
         except AlreadyExecuted:
             pass
     results.put(result)
@@ -268,7 +336,11 @@ def test_concurrent_submissions_in_processes_one_wins(backend):
         pytest.skip("a memory store lives in one process")
     store = backend.open()
     with store.engine.begin() as conn:
-        conn.execute(sa.text(f"CREATE TABLE {SIDE_EFFECTS} (call_id VARCHAR(64), sql_text TEXT, worker INTEGER)"))
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE {SIDE_EFFECTS} (call_id VARCHAR(64), sql_text TEXT, worker INTEGER)"
+            )
+        )
     a, b = item(), item()
     batch = ApprovalGate(None, fake_validate, store=store).open([a, b])
     store.engine.dispose()  # nothing pooled crosses the fork
@@ -276,8 +348,17 @@ def test_concurrent_submissions_in_processes_one_wins(backend):
     k = 4
     barrier, results = ctx.Barrier(k), ctx.Queue()
     procs = [
-        ctx.Process(target=_race_in_process, args=(Backend(backend.kind, backend.url, backend.schema),
-                                                   batch.batch_id, [a.call_id, b.call_id], n, barrier, results))
+        ctx.Process(
+            target=_race_in_process,
+            args=(
+                Backend(backend.kind, backend.url, backend.schema),
+                batch.batch_id,
+                [a.call_id, b.call_id],
+                n,
+                barrier,
+                results,
+            ),
+        )
         for n in range(k)
     ]
     for p in procs:
@@ -292,7 +373,9 @@ def test_concurrent_submissions_in_processes_one_wins(backend):
     record = store.get_batch(batch.batch_id)
     assert record.version == 2
     with store.engine.connect() as conn:
-        ran = conn.execute(sa.text(f"SELECT call_id, sql_text FROM {SIDE_EFFECTS} ORDER BY call_id")).all()
+        ran = conn.execute(
+            sa.text(f"SELECT call_id, sql_text FROM {SIDE_EFFECTS} ORDER BY call_id")
+        ).all()
     winner = record.outcome
     assert sorted(ran) == sorted((cid, winner.runnable(cid)) for cid in (a.call_id, b.call_id))
 
@@ -303,5 +386,9 @@ def test_gate_review_over_the_store(store):
     outcome = gate.review([a, d])
     assert store.get_batch(outcome.batch_id).outcome == outcome
     assert [e.event for e in store.audit_log(run_id=gate.run_id)] == [
-        "batch_opened", "vote_cast", "item_resolved", "item_resolved", "batch_resolved",
+        "batch_opened",
+        "vote_cast",
+        "item_resolved",
+        "item_resolved",
+        "batch_resolved",
     ]

@@ -47,11 +47,15 @@ def ask(question_id: str = "q1"):
 
 
 def review(items, terminal):
-    return ApprovalGate(terminal, fake_validate, policy=AutoApprovePolicy(allowed_tables={"regions"})).review(items)
+    return ApprovalGate(
+        terminal, fake_validate, policy=AutoApprovePolicy(allowed_tables={"regions"})
+    ).review(items)
 
 
 def test_shows_every_pending_item_once_then_asks_per_item():
-    terminal, script, out = reviewer("a", "r", "", "numbers look wrong", "e", "SELECT id", "FROM orders", "")
+    terminal, script, out = reviewer(
+        "a", "r", "", "numbers look wrong", "e", "SELECT id", "FROM orders", ""
+    )
     a = item("SELECT id FROM customers LIMIT 5", question_id="q1")
     r = item("SELECT id FROM products LIMIT 5", question_id="q2")
     e = item("SELECT * FROM orders LIMIT 5", question_id="q3")
@@ -68,7 +72,11 @@ def test_shows_every_pending_item_once_then_asks_per_item():
     assert "DENIED, not approvable" in text and "dml_in_tree: DELETE is not allowed" in text
     assert f"auto-approved {auto.call_id}" in text
     assert "A rejection needs a reason." in text
-    assert [p.split(" ")[0] for p in script.prompts if p.startswith("call_")] == [a.call_id, r.call_id, e.call_id]
+    assert [p.split(" ")[0] for p in script.prompts if p.startswith("call_")] == [
+        a.call_id,
+        r.call_id,
+        e.call_id,
+    ]
 
     assert outcome.resolutions[a.call_id].status == "approved"
     assert outcome.resolutions[r.call_id].reason == "numbers look wrong"
@@ -93,7 +101,11 @@ def test_returns_a_decision_per_pending_item():
         return decided
 
     outcome = ApprovalGate(recording, fake_validate).review([a, b, c])
-    assert decided == {a.call_id: Approve(), b.call_id: Reject(reason="bad"), c.call_id: Edit(sql="SELECT 2")}
+    assert decided == {
+        a.call_id: Approve(),
+        b.call_id: Reject(reason="bad"),
+        c.call_id: Edit(sql="SELECT 2"),
+    }
     assert outcome.runnable(c.call_id) == "SELECT 2 LIMIT 100"
 
 
@@ -113,7 +125,9 @@ def test_unknown_answers_are_asked_again():
 
 
 def test_refused_edit_is_shown_and_the_item_asked_again():
-    terminal, _, out = reviewer("e", "DELETE FROM orders", "", "e", "", "e", "SELECT 3", "", validate=fake_validate)
+    terminal, _, out = reviewer(
+        "e", "DELETE FROM orders", "", "e", "", "e", "SELECT 3", "", validate=fake_validate
+    )
     a = ask()
     outcome = review([a], terminal)
     text = out.getvalue()

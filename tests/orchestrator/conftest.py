@@ -49,7 +49,13 @@ _NOISY_REQUEST_HEADERS = [
     "x-stainless-retry-count",
     "x-stainless-read-timeout",
 ]
-_NOISY_RESPONSE_HEADERS = {"set-cookie", "openai-organization", "openai-project", "cf-ray", "x-request-id"}
+_NOISY_RESPONSE_HEADERS = {
+    "set-cookie",
+    "openai-organization",
+    "openai-project",
+    "cf-ray",
+    "x-request-id",
+}
 
 
 def _stable_request(request: Any) -> Any:
@@ -83,7 +89,9 @@ def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _replay_guard(request: pytest.FixtureRequest, record_mode: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _replay_guard(
+    request: pytest.FixtureRequest, record_mode: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     """Cassette tests may build a model client; afterwards every recorded reply must have played."""
     if request.node.get_closest_marker("vcr") is None:
         yield
@@ -93,7 +101,9 @@ def _replay_guard(request: pytest.FixtureRequest, record_mode: str, monkeypatch:
     yield
     if record_mode == "none":
         unplayed = len(cassette.data) - cassette.play_count
-        assert unplayed == 0, f"{unplayed} recorded interaction(s) of {cassette._path} were not played"
+        assert unplayed == 0, (
+            f"{unplayed} recorded interaction(s) of {cassette._path} were not played"
+        )
 
 
 @pytest.fixture
@@ -143,7 +153,12 @@ class Harness:
         database = TargetDatabase(db_url, statement_timeout_s=statement_timeout_s)
         approval_store, run_store = stores or (None, None)
         return Pipeline(
-            database, llm or self.llm(), reviewer, config=config, approval_store=approval_store, run_store=run_store
+            database,
+            llm or self.llm(),
+            reviewer,
+            config=config,
+            approval_store=approval_store,
+            run_store=run_store,
         )
 
 
@@ -164,7 +179,11 @@ def interactions(cassette: Any) -> int:
 
 def requests_so_far(cassette: Any) -> int:
     """Model requests made so far in this test, whether replaying or recording."""
-    return cassette.play_count if str(cassette.record_mode) in ("none", "RecordMode.NONE") else len(cassette.data)
+    return (
+        cassette.play_count
+        if str(cassette.record_mode) in ("none", "RecordMode.NONE")
+        else len(cassette.data)
+    )
 
 
 CassetteCount = Callable[[Any], int]

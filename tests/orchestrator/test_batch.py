@@ -25,7 +25,9 @@ class CountingReviewer:
 
 
 @pytest.mark.vcr
-def test_twenty_questions_cost_three_calls_per_ten_and_one_approval(harness: Harness, demo_url: str, vcr) -> None:
+def test_twenty_questions_cost_three_calls_per_ten_and_one_approval(
+    harness: Harness, demo_url: str, vcr
+) -> None:
     reviewer = CountingReviewer()
     pipeline = harness.pipeline(demo_url, reviewer, config=PipelineConfig(k=10))
     calls_before = pipeline.llm.calls
@@ -42,11 +44,18 @@ def test_twenty_questions_cost_three_calls_per_ten_and_one_approval(harness: Har
 @pytest.mark.vcr
 def test_batched_results_equal_each_question_alone(harness: Harness, demo_url: str, vcr) -> None:
     questions = sc.COUNT_QUESTIONS[:4] + sc.COUNT_QUESTIONS[-4:]
-    together = harness.pipeline(demo_url, ApproveAll(), config=PipelineConfig(k=4)).run_batch(questions)
+    together = harness.pipeline(demo_url, ApproveAll(), config=PipelineConfig(k=4)).run_batch(
+        questions
+    )
     alone = [harness.pipeline(demo_url, ApproveAll()).ask(q) for q in questions]
 
-    for a, b in zip(together, alone):
-        assert (a.status, a.sql, a.rows_preview, a.answer) == (b.status, b.sql, b.rows_preview, b.answer)
+    for a, b in zip(together, alone, strict=False):
+        assert (a.status, a.sql, a.rows_preview, a.answer) == (
+            b.status,
+            b.sql,
+            b.rows_preview,
+            b.answer,
+        )
     assert interactions(vcr) == 3 * 2 + 3 * 8
 
 
@@ -66,7 +75,9 @@ def test_a_reply_that_drops_or_duplicates_a_question_is_recovered(demo_url: str,
 
 
 @pytest.mark.vcr
-def test_one_failing_question_leaves_the_others_answered(harness: Harness, demo_url: str, vcr) -> None:
+def test_one_failing_question_leaves_the_others_answered(
+    harness: Harness, demo_url: str, vcr
+) -> None:
     reviewer = CountingReviewer()
     questions = [sc.TOP_CATEGORIES, sc.DELETE_CANCELLED, sc.PRODUCT_COUNT, sc.AMBIGUOUS]
 
@@ -85,7 +96,9 @@ def test_one_failing_question_leaves_the_others_answered(harness: Harness, demo_
 
 
 @pytest.mark.vcr
-def test_corrections_are_batched_and_re_approved_once_per_round(harness: Harness, demo_url: str, vcr) -> None:
+def test_corrections_are_batched_and_re_approved_once_per_round(
+    harness: Harness, demo_url: str, vcr
+) -> None:
     reviewer = CountingReviewer()
     questions = [sc.ORDERS_BY_SEGMENT, sc.SALES_BY_REGION, sc.PRODUCT_COUNT]
 

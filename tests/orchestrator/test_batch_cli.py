@@ -41,7 +41,17 @@ def test_batch_writes_every_result_then_a_rerun_finishes_only_the_rest(
     questions = tmp_path / "questions.txt"
     questions.write_text("# analyst questions\n" + "\n".join(QUESTIONS) + "\n\n")
     out = tmp_path / "results.jsonl"
-    args = ["batch", str(questions), "--db", f"sqlite:///{demo_db}", "--out", str(out), "--yes", "--k", "10"]
+    args = [
+        "batch",
+        str(questions),
+        "--db",
+        f"sqlite:///{demo_db}",
+        "--out",
+        str(out),
+        "--yes",
+        "--k",
+        "10",
+    ]
 
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
@@ -75,7 +85,11 @@ def test_csv_in_and_out(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "body"),
-    [("empty.txt", "\n# only a comment\n"), ("bad.jsonl", '{"q": 1}\n'), ("nocol.csv", "a,b\n1,2\n")],
+    [
+        ("empty.txt", "\n# only a comment\n"),
+        ("bad.jsonl", '{"q": 1}\n'),
+        ("nocol.csv", "a,b\n1,2\n"),
+    ],
 )
 def test_bad_question_files_are_refused_clearly(tmp_path: Path, name: str, body: str) -> None:
     path = tmp_path / name

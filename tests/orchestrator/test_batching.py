@@ -11,9 +11,14 @@ from orchestrator.question import QuestionState
 
 
 def _chunks(k: int, budget: int, contexts: list[str]) -> list[list[str]]:
-    calls = BatchedCalls(None, k=k, max_prompt_chars=budget, progress=lambda *a: None, calls_before=0)  # type: ignore[arg-type]
-    qs = [QuestionState("run", f"q{i + 1}", "how many?", time.perf_counter) for i in range(len(contexts))]
-    prepared = {q.qid: QuestionInput(q.qid, q.text, c) for q, c in zip(qs, contexts)}
+    calls = BatchedCalls(
+        None, k=k, max_prompt_chars=budget, progress=lambda *a: None, calls_before=0
+    )  # type: ignore[arg-type]
+    qs = [
+        QuestionState("run", f"q{i + 1}", "how many?", time.perf_counter)
+        for i in range(len(contexts))
+    ]
+    prepared = {q.qid: QuestionInput(q.qid, q.text, c) for q, c in zip(qs, contexts, strict=False)}
     return [[q.qid for q in chunk] for chunk in calls._chunks(qs, prepared)]
 
 
@@ -30,7 +35,10 @@ def test_a_question_bigger_than_the_budget_still_goes_alone() -> None:
 
 
 def test_replies_are_matched_by_id_not_position() -> None:
-    entries = [GeneratedSQL(question_id=q, sql="SELECT 1", explanation="") for q in ("q2", "q9", "q1", "q3", "q3")]
+    entries = [
+        GeneratedSQL(question_id=q, sql="SELECT 1", explanation="")
+        for q in ("q2", "q9", "q1", "q3", "q3")
+    ]
 
     split = split_results(entries, ["q1", "q2", "q3", "q4"])
 

@@ -23,16 +23,32 @@ def test_demo_json_prints_one_result_per_question(tmp_path: Path) -> None:
 
     assert result.exit_code == 0, result.output
     runs = _json(result.stdout)
-    assert [r["status"] for r in runs] == ["answered", "answered", "answered", "needs_clarification"]
+    assert [r["status"] for r in runs] == [
+        "answered",
+        "answered",
+        "answered",
+        "needs_clarification",
+    ]
     assert [r["llm_calls"] for r in runs] == [3, 2, 4, 1]
     for run in runs:
-        for key in ("question", "status", "sql", "answer", "row_count", "warnings", "llm_calls", "trace"):
+        for key in (
+            "question",
+            "status",
+            "sql",
+            "answer",
+            "row_count",
+            "warnings",
+            "llm_calls",
+            "trace",
+        ):
             assert key in run
         assert all({"agent", "batch"} <= set(entry) for entry in run["trace"])
 
 
 def test_validate_accepts_and_prints_the_rewritten_sql() -> None:
-    result = runner.invoke(app, ["validate", "SELECT name FROM products", "--dialect", "sqlite", "--json"])
+    result = runner.invoke(
+        app, ["validate", "SELECT name FROM products", "--dialect", "sqlite", "--json"]
+    )
 
     assert result.exit_code == 0, result.output
     body = _json(result.stdout)
@@ -60,11 +76,15 @@ def test_schema_json_lists_the_tables(demo_db: Path) -> None:
     assert {"orders", "order_items", "customers", "products"} <= names
 
 
-def test_ask_without_credentials_says_what_to_set(monkeypatch: pytest.MonkeyPatch, demo_db: Path) -> None:
+def test_ask_without_credentials_says_what_to_set(
+    monkeypatch: pytest.MonkeyPatch, demo_db: Path
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
-    result = runner.invoke(app, ["ask", "How many orders?", "--db", f"sqlite:///{demo_db}", "--yes", "--json"])
+    result = runner.invoke(
+        app, ["ask", "How many orders?", "--db", f"sqlite:///{demo_db}", "--yes", "--json"]
+    )
 
     assert result.exit_code == 2
     body = _json(result.stdout)
@@ -81,7 +101,9 @@ def test_ask_without_credentials_says_what_to_set(monkeypatch: pytest.MonkeyPatc
     ],
     ids=["malformed", "missing-file", "unreachable-server"],
 )
-def test_ask_with_a_bad_database_url(monkeypatch: pytest.MonkeyPatch, url: str, code: str, exit_code: int) -> None:
+def test_ask_with_a_bad_database_url(
+    monkeypatch: pytest.MonkeyPatch, url: str, code: str, exit_code: int
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
 
     result = runner.invoke(app, ["ask", "How many orders?", "--db", url, "--yes", "--json"])
@@ -93,19 +115,25 @@ def test_ask_with_a_bad_database_url(monkeypatch: pytest.MonkeyPatch, url: str, 
 def test_ask_without_a_terminal_needs_yes(monkeypatch: pytest.MonkeyPatch, demo_db: Path) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
 
-    result = runner.invoke(app, ["ask", "How many orders?", "--db", f"sqlite:///{demo_db}", "--json"])
+    result = runner.invoke(
+        app, ["ask", "How many orders?", "--db", f"sqlite:///{demo_db}", "--json"]
+    )
 
     assert result.exit_code == 2
     assert _json(result.stdout)["error"]["code"] == "no_reviewer"
 
 
 @pytest.mark.vcr
-def test_ask_json_end_to_end(monkeypatch: pytest.MonkeyPatch, demo_db: Path, model_endpoint, vcr) -> None:
+def test_ask_json_end_to_end(
+    monkeypatch: pytest.MonkeyPatch, demo_db: Path, model_endpoint, vcr
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-0000000000")
     monkeypatch.setenv("OPENAI_BASE_URL", model_endpoint[0])
     monkeypatch.setenv("SQLGATE_MODEL", model_endpoint[1])
 
-    result = runner.invoke(app, ["ask", sc.PRODUCT_COUNT, "--db", f"sqlite:///{demo_db}", "--yes", "--json"])
+    result = runner.invoke(
+        app, ["ask", sc.PRODUCT_COUNT, "--db", f"sqlite:///{demo_db}", "--yes", "--json"]
+    )
 
     assert result.exit_code == 0, result.output
     body = _json(result.stdout)

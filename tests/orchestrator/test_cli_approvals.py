@@ -21,7 +21,9 @@ def _run(*args: str, code: int = 0) -> object:
 
 
 @pytest.mark.vcr
-def test_defer_decide_resume(monkeypatch: pytest.MonkeyPatch, demo_db: Path, tmp_path: Path, model_endpoint, vcr) -> None:
+def test_defer_decide_resume(
+    monkeypatch: pytest.MonkeyPatch, demo_db: Path, tmp_path: Path, model_endpoint, vcr
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_BASE_URL", model_endpoint[0])
     monkeypatch.setenv("SQLGATE_MODEL", model_endpoint[1])
@@ -43,8 +45,12 @@ def test_defer_decide_resume(monkeypatch: pytest.MonkeyPatch, demo_db: Path, tmp
     assert decided["resolutions"][item["call_id"]]["status"] == "approved"
 
     other = tmp_path / "other.json"
-    other.write_text(json.dumps({item["call_id"]: {"action": "reject", "reason": "changed my mind"}}))
-    conflict = _run("approvals", "decide", batch["batch_id"], "--file", str(other), "--json", code=1)
+    other.write_text(
+        json.dumps({item["call_id"]: {"action": "reject", "reason": "changed my mind"}})
+    )
+    conflict = _run(
+        "approvals", "decide", batch["batch_id"], "--file", str(other), "--json", code=1
+    )
     assert conflict["status"] == "error"
 
     assert _run("approvals", "list", "--json") == []
@@ -57,7 +63,12 @@ def test_defer_decide_resume(monkeypatch: pytest.MonkeyPatch, demo_db: Path, tmp
 
 
 def test_decide_unknown_batch_and_resume_unknown_run() -> None:
-    assert _run("approvals", "decide", "batch_nope", "--file", "/dev/null", "--json", code=2)["error"]["code"] == "batch_not_found"
+    assert (
+        _run("approvals", "decide", "batch_nope", "--file", "/dev/null", "--json", code=2)["error"][
+            "code"
+        ]
+        == "batch_not_found"
+    )
     assert _run("resume", "run_nope", "--json", code=2)["error"]["code"] == "run_not_found"
 
 
@@ -70,7 +81,9 @@ def test_an_overdue_batch_is_swept_and_the_run_ends_rejected(
     monkeypatch.setenv("SQLGATE_MODEL", model_endpoint[1])
     db = f"sqlite:///{demo_db}"
 
-    paused = _run("ask", sc.PRODUCT_COUNT, "--db", db, "--defer", "--ttl", "0.001", "--json", code=11)
+    paused = _run(
+        "ask", sc.PRODUCT_COUNT, "--db", db, "--defer", "--ttl", "0.001", "--json", code=11
+    )
     [expired] = _run("approvals", "sweep", "--json")
     assert expired["run_id"] == paused["run_id"]
     assert _run("approvals", "sweep", "--json") == []  # applied exactly once

@@ -51,8 +51,10 @@ def postgres_demo_url(postgres_url: str, demo_db: Path) -> str:
     engine = sa.create_engine(postgres_url)
     copy_demo(demo_db, engine, SCHEMA)
     engine.dispose()
-    return sa.make_url(postgres_url).update_query_dict({"options": f"-csearch_path={SCHEMA}"}).render_as_string(
-        hide_password=False
+    return (
+        sa.make_url(postgres_url)
+        .update_query_dict({"options": f"-csearch_path={SCHEMA}"})
+        .render_as_string(hide_password=False)
     )
 
 
@@ -93,11 +95,16 @@ def test_same_question_on_mysql_and_duckdb(
 
 
 @pytest.mark.vcr
-def test_same_question_on_sqlite_and_postgres(harness: Harness, demo_url: str, postgres_demo_url: str, vcr) -> None:
+def test_same_question_on_sqlite_and_postgres(
+    harness: Harness, demo_url: str, postgres_demo_url: str, vcr
+) -> None:
     on_sqlite = harness.pipeline(demo_url, ApproveAll()).ask(sc.PRODUCT_COUNT)
     on_postgres = harness.pipeline(postgres_demo_url, ApproveAll()).ask(sc.PRODUCT_COUNT)
 
-    assert on_sqlite.status == on_postgres.status == RunStatus.ANSWERED, (on_sqlite.error, on_postgres.error)
+    assert on_sqlite.status == on_postgres.status == RunStatus.ANSWERED, (
+        on_sqlite.error,
+        on_postgres.error,
+    )
     assert (on_sqlite.dialect, on_postgres.dialect) == ("sqlite", "postgres")
     assert on_sqlite.rows_preview == on_postgres.rows_preview
     assert on_sqlite.answer == on_postgres.answer

@@ -30,7 +30,9 @@ def default_cassette_name() -> str:
 
 
 @pytest.mark.vcr
-def test_demo_questions_follow_the_call_budget(demo_db: Path, model_endpoint: tuple[str, str], vcr) -> None:
+def test_demo_questions_follow_the_call_budget(
+    demo_db: Path, model_endpoint: tuple[str, str], vcr
+) -> None:
     session = DemoSession(demo_db, ApproveAll(), base_url=model_endpoint[0])
 
     results = [session.ask(q) for q in DEMO_QUESTIONS]

@@ -69,27 +69,48 @@ def test_orders_span_2024_and_2025_with_the_four_statuses(con: sqlite3.Connectio
     statuses = {row[0] for row in con.execute("SELECT DISTINCT status FROM orders")}
     assert statuses == {"delivered", "shipped", "cancelled", "returned"}
     # no order before its customer signed up
-    assert scalar(con, """
+    assert (
+        scalar(
+            con,
+            """
         SELECT COUNT(*) FROM orders o JOIN customers c USING (customer_id)
-        WHERE o.order_date < c.signup_date""") == 0
-    assert scalar(con, "SELECT COUNT(*) FROM orders WHERE status = 'cancelled' AND shipped_date IS NOT NULL") == 0
+        WHERE o.order_date < c.signup_date""",
+        )
+        == 0
+    )
+    assert (
+        scalar(
+            con,
+            "SELECT COUNT(*) FROM orders WHERE status = 'cancelled' AND shipped_date IS NOT NULL",
+        )
+        == 0
+    )
 
 
 def test_employees_form_one_hierarchy(con: sqlite3.Connection) -> None:
     assert scalar(con, "SELECT COUNT(*) FROM employees WHERE manager_id IS NULL") == 1
     # every employee reaches the top through manager_id
-    reachable = scalar(con, """
+    reachable = scalar(
+        con,
+        """
         WITH RECURSIVE chain(employee_id) AS (
             SELECT employee_id FROM employees WHERE manager_id IS NULL
             UNION ALL
             SELECT e.employee_id FROM employees e JOIN chain ON e.manager_id = chain.employee_id)
-        SELECT COUNT(*) FROM chain""")
+        SELECT COUNT(*) FROM chain""",
+    )
     assert reachable == scalar(con, "SELECT COUNT(*) FROM employees")
 
 
 def test_values_look_real(con: sqlite3.Connection) -> None:
     assert scalar(con, "SELECT COUNT(*) FROM products WHERE cost >= price OR price <= 0") == 0
-    assert scalar(con, "SELECT COUNT(*) FROM order_items WHERE quantity <= 0 OR discount < 0 OR discount > 0.5") == 0
+    assert (
+        scalar(
+            con,
+            "SELECT COUNT(*) FROM order_items WHERE quantity <= 0 OR discount < 0 OR discount > 0.5",
+        )
+        == 0
+    )
     segments = {row[0] for row in con.execute("SELECT DISTINCT segment FROM customers")}
     assert segments == {"Consumer", "Small Business", "Enterprise"}
     assert scalar(con, "SELECT COUNT(DISTINCT email) FROM customers") == 500

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from agents.schema_explorer import SchemaExplorer, clear_schema_cache
 import orchestrator.erp_db
+from agents.schema_explorer import SchemaExplorer, clear_schema_cache
 from orchestrator.erp_db import ERP_MODULES, ERP_QUESTIONS, build_erp_database, erp_tables
 
 
@@ -36,8 +36,17 @@ def test_three_hundred_tables_with_module_prefixes(con: sqlite3.Connection) -> N
     names = [row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     assert len(names) == len(set(names)) == 300
     assert {name.split("_")[0] for name in names} == set(ERP_MODULES)
-    for expected in ("ar_invoices", "hr_employees", "inv_stock_moves", "ref_currencies", "ref_countries",
-                     "ref_units_of_measure", "ref_payment_terms", "ref_status_codes", "gl_journal_lines"):
+    for expected in (
+        "ar_invoices",
+        "hr_employees",
+        "inv_stock_moves",
+        "ref_currencies",
+        "ref_countries",
+        "ref_units_of_measure",
+        "ref_payment_terms",
+        "ref_status_codes",
+        "gl_journal_lines",
+    ):
         assert expected in names
 
 
@@ -45,7 +54,9 @@ def test_every_table_has_rows_and_foreign_keys_hold(con: sqlite3.Connection) -> 
     for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
         assert con.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0] >= 4, name
     assert con.execute("PRAGMA foreign_key_check").fetchall() == []
-    assert con.execute("SELECT currency_code FROM ref_currencies ORDER BY currency_id").fetchone() == ("USD",)
+    assert con.execute(
+        "SELECT currency_code FROM ref_currencies ORDER BY currency_id"
+    ).fetchone() == ("USD",)
 
 
 def test_schema_explorer_reads_keys_and_foreign_keys(erp: Path) -> None:
@@ -59,11 +70,15 @@ def test_schema_explorer_reads_keys_and_foreign_keys(erp: Path) -> None:
     assert len(tables) == 300
     invoices = tables["ar_invoices"]
     assert invoices.primary_key == ["invoice_id"]
-    assert {fk.referred_table for fk in invoices.foreign_keys} >= {"crm_customers", "ref_currencies"}
+    assert {fk.referred_table for fk in invoices.foreign_keys} >= {
+        "crm_customers",
+        "ref_currencies",
+    }
     fk_count = sum(len(t.foreign_keys) for t in tables.values())
     assert fk_count > 500
     linked = {t.name for t in tables.values() if t.foreign_keys} | {
-        fk.referred_table for t in tables.values() for fk in t.foreign_keys}
+        fk.referred_table for t in tables.values() for fk in t.foreign_keys
+    }
     assert len(set(tables) - linked) <= 5  # settings-like tables stand alone, as in real suites
 
 
@@ -71,7 +86,10 @@ def test_fewer_tables_drop_references_to_missing_ones(tmp_path: Path) -> None:
     path = build_erp_database(tmp_path / "small.sqlite", tables=40)
     con = sqlite3.connect(path)
     try:
-        assert con.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0] == 40
+        assert (
+            con.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+            == 40
+        )
         assert con.execute("PRAGMA foreign_key_check").fetchall() == []
     finally:
         con.close()

@@ -14,8 +14,13 @@ from orchestrator.llm import LLMClient, LLMSettings, redact, retry_after_seconds
 from ratelimit import ManualClock, RateLimitExceeded, SlidingWindowLimiter
 from tests.scripted_llm.server import ScriptedLLMServer, ScriptedQueue, ScriptedReply
 
-GOOD = json.dumps({"results": [{"question_id": "q1", "sql": "SELECT 1 AS one", "explanation": "constant"}]})
-MESSAGES = [{"role": "system", "content": "x"}, {"role": "user", "content": "Analyst's question: q"}]
+GOOD = json.dumps(
+    {"results": [{"question_id": "q1", "sql": "SELECT 1 AS one", "explanation": "constant"}]}
+)
+MESSAGES = [
+    {"role": "system", "content": "x"},
+    {"role": "user", "content": "Analyst's question: q"},
+]
 
 
 @pytest.fixture
@@ -24,9 +29,16 @@ def clock() -> ManualClock:
 
 
 def _client(server: ScriptedLLMServer, clock: ManualClock, **settings) -> LLMClient:
-    limiter = SlidingWindowLimiter(limit=settings.pop("limit", 100), window=60.0, clock=clock, sleep=clock.sleep)
+    limiter = SlidingWindowLimiter(
+        limit=settings.pop("limit", 100), window=60.0, clock=clock, sleep=clock.sleep
+    )
     return LLMClient(
-        LLMSettings(model="scripted", base_url=server.base_url, api_key="sk-abcdefghijklmnopqrstuvwx", **settings),
+        LLMSettings(
+            model="scripted",
+            base_url=server.base_url,
+            api_key="sk-abcdefghijklmnopqrstuvwx",
+            **settings,
+        ),
         limiter=limiter,
         http_client=httpx2.Client(),  # a real local socket: the scripted server
         sleep=clock.sleep,
@@ -50,7 +62,9 @@ def serve() -> Iterator:
 
 def test_json_schema_unsupported_falls_back_to_json_mode_for_good(serve, clock) -> None:
     server = serve(
-        ScriptedReply.bad_request("response_format json_schema is not supported", param="response_format"),
+        ScriptedReply.bad_request(
+            "response_format json_schema is not supported", param="response_format"
+        ),
         ScriptedReply(GOOD),
         ScriptedReply(GOOD),
     )
@@ -65,7 +79,9 @@ def test_json_schema_unsupported_falls_back_to_json_mode_for_good(serve, clock) 
     assert call.http_requests == 2 and llm.limiter.usage().used == 3
 
 
-def test_transient_errors_exhaust_into_a_clear_error_and_every_attempt_is_counted(serve, clock) -> None:
+def test_transient_errors_exhaust_into_a_clear_error_and_every_attempt_is_counted(
+    serve, clock
+) -> None:
     server = serve(*[ScriptedReply.server_error() for _ in range(4)])
     llm = _client(server, clock, max_attempts=4)
 
@@ -88,7 +104,14 @@ def test_retry_after_is_honoured_exactly(serve, clock) -> None:
 
 
 def test_authentication_error_is_not_retried_and_never_shows_the_key(serve, clock) -> None:
-    body = json.dumps({"error": {"message": "Incorrect API key provided: sk-abcdefghijklmnopqrstuvwx", "type": "invalid_request_error"}})
+    body = json.dumps(
+        {
+            "error": {
+                "message": "Incorrect API key provided: sk-abcdefghijklmnopqrstuvwx",
+                "type": "invalid_request_error",
+            }
+        }
+    )
     server = serve(ScriptedReply(status=401, raw_body=body))
     llm = _client(server, clock)
 

@@ -16,7 +16,13 @@ import yaml
 import orchestrator.errors as errors
 from orchestrator import replay
 from orchestrator.replay import CassetteTransport, ReplayError, ReplayMiss, load_cassette
-from tests.scripted_llm import SCRIPTED_HEADER, SCRIPTED_HEADER_VALUE, ScriptedLLMServer, ScriptedQueue, ScriptedReply
+from tests.scripted_llm import (
+    SCRIPTED_HEADER,
+    SCRIPTED_HEADER_VALUE,
+    ScriptedLLMServer,
+    ScriptedQueue,
+    ScriptedReply,
+)
 
 REPLAY_URL = "http://replay.invalid/v1"  # a host that cannot resolve: replay must not need it
 
@@ -48,11 +54,19 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with ScriptedLLMServer(queue) as server, recording_vcr().use_cassette(str(cassette)):
         base_url = server.base_url
         client = openai.OpenAI(base_url=base_url, api_key="sk-test-secret-key", max_retries=0)
-        client.chat.completions.create(model="gpt-test", messages=question("How many customers?"), temperature=0)
-        client.chat.completions.create(model="gpt-test", messages=question("Top products?"), temperature=0)
-        client.chat.completions.create(model="gpt-test", messages=question("How many customers?"), temperature=0)
+        client.chat.completions.create(
+            model="gpt-test", messages=question("How many customers?"), temperature=0
+        )
+        client.chat.completions.create(
+            model="gpt-test", messages=question("Top products?"), temperature=0
+        )
+        client.chat.completions.create(
+            model="gpt-test", messages=question("How many customers?"), temperature=0
+        )
         with pytest.raises(openai.RateLimitError):
-            client.chat.completions.create(model="gpt-test", messages=question("Busy?"), temperature=0)
+            client.chat.completions.create(
+                model="gpt-test", messages=question("Busy?"), temperature=0
+            )
     server.assert_no_errors()
     with pytest.raises(openai.APIConnectionError):  # the server is really gone
         openai.OpenAI(base_url=base_url, api_key="k", max_retries=0).models.list()
@@ -61,7 +75,10 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def replay_client(transport: httpx2.BaseTransport) -> openai.OpenAI:
     return openai.OpenAI(
-        base_url=REPLAY_URL, api_key="replay-key", max_retries=0, http_client=httpx2.Client(transport=transport)
+        base_url=REPLAY_URL,
+        api_key="replay-key",
+        max_retries=0,
+        http_client=httpx2.Client(transport=transport),
     )
 
 
@@ -98,7 +115,10 @@ def test_replay_serves_recorded_replies_with_the_server_stopped(recorded: Path):
     assert first.system_fingerprint == "sqlgate-scripted"
     assert ask(client, "Top products?").choices[0].message.content == '{"answer": "second"}'
     # The same body recorded twice plays in recorded order.
-    assert ask(client, "How many customers?").choices[0].message.content == '{"answer": "again, first recording"}'
+    assert (
+        ask(client, "How many customers?").choices[0].message.content
+        == '{"answer": "again, first recording"}'
+    )
     with pytest.raises(openai.RateLimitError) as caught:
         ask(client, "Busy?")
     assert caught.value.response.headers["retry-after"] == "1.5"
@@ -136,14 +156,18 @@ def test_json_key_order_does_not_matter_but_content_does(recorded: Path):
     transport = CassetteTransport(recorded)
     body = {"temperature": 0, "messages": question("Top products?"), "model": "gpt-test"}
     with httpx2.Client(transport=transport) as http:
-        reply = http.post(REPLAY_URL + "/chat/completions", content=json.dumps(body, indent=2).encode())
+        reply = http.post(
+            REPLAY_URL + "/chat/completions", content=json.dumps(body, indent=2).encode()
+        )
         assert reply.json()["choices"][0]["message"]["content"] == '{"answer": "second"}'
         with pytest.raises(ReplayMiss):
             http.post(REPLAY_URL + "/chat/completions", json={**body, "temperature": 0.5})
 
 
 def test_host_and_port_are_ignored_unless_asked_for(recorded: Path):
-    with httpx2.Client(transport=CassetteTransport(recorded, match_on=("method", "host", "path"))) as http:
+    with httpx2.Client(
+        transport=CassetteTransport(recorded, match_on=("method", "host", "path"))
+    ) as http:
         with pytest.raises(ReplayMiss, match="matching on method, host, path"):
             http.post(REPLAY_URL + "/chat/completions", json={})
     with httpx2.Client(transport=CassetteTransport(recorded, match_on=("method", "path"))) as http:
@@ -153,7 +177,9 @@ def test_host_and_port_are_ignored_unless_asked_for(recorded: Path):
 def test_assert_all_played_names_the_waiting_interactions(recorded: Path):
     transport = CassetteTransport(recorded)
     ask(replay_client(transport), "How many customers?")
-    with pytest.raises(ReplayError, match=r"3 recorded interaction\(s\) were never played: recorded.yaml#1"):
+    with pytest.raises(
+        ReplayError, match=r"3 recorded interaction\(s\) were never played: recorded.yaml#1"
+    ):
         transport.assert_all_played()
 
 
@@ -162,7 +188,9 @@ def test_async_client_replays_too(recorded: Path):
 
     async def run() -> str | None:
         async with httpx2.AsyncClient(transport=transport) as http:
-            client = openai.AsyncOpenAI(base_url=REPLAY_URL, api_key="k", max_retries=0, http_client=http)
+            client = openai.AsyncOpenAI(
+                base_url=REPLAY_URL, api_key="k", max_retries=0, http_client=http
+            )
             completion = await client.chat.completions.create(
                 model="gpt-test", messages=question("Top products?"), temperature=0
             )
@@ -178,12 +206,19 @@ def write_cassette(path: Path, interactions: list[dict]) -> Path:
 
 def test_gzip_response_and_binary_request_body(tmp_path: Path):
     reply = {"choices": [{"message": {"content": "zipped"}}]}
-    request_body = json.dumps({"b": 1, "a": [1, 2]}).encode() + b"\xff"  # not UTF-8: YAML stores !!binary
+    request_body = (
+        json.dumps({"b": 1, "a": [1, 2]}).encode() + b"\xff"
+    )  # not UTF-8: YAML stores !!binary
     cassette = write_cassette(
         tmp_path / "gzip.yaml",
         [
             {
-                "request": {"method": "POST", "uri": "https://api.example/v1/x", "body": request_body, "headers": {}},
+                "request": {
+                    "method": "POST",
+                    "uri": "https://api.example/v1/x",
+                    "body": request_body,
+                    "headers": {},
+                },
                 "response": {
                     "status": {"code": 200, "message": "OK"},
                     "headers": {"Content-Encoding": ["gzip"], "Content-Type": ["application/json"]},
@@ -214,7 +249,9 @@ def test_cassette_problems_are_replay_errors(tmp_path: Path):
 
 
 @pytest.mark.parametrize("decode_compressed_response", [False, True])
-def test_gzip_recordings_replay_whether_or_not_vcr_decoded_them(tmp_path: Path, decode_compressed_response: bool):
+def test_gzip_recordings_replay_whether_or_not_vcr_decoded_them(
+    tmp_path: Path, decode_compressed_response: bool
+):
     cassette = tmp_path / "gzip.yaml"
     queue = ScriptedQueue([ScriptedReply('{"answer": "compressed"}')])
     recorder = vcr.VCR(
@@ -223,7 +260,10 @@ def test_gzip_recordings_replay_whether_or_not_vcr_decoded_them(tmp_path: Path, 
         filter_headers=["authorization"],
         decode_compressed_response=decode_compressed_response,
     )
-    with ScriptedLLMServer(queue, gzip_responses=True) as server, recorder.use_cassette(str(cassette)):
+    with (
+        ScriptedLLMServer(queue, gzip_responses=True) as server,
+        recorder.use_cassette(str(cassette)),
+    ):
         openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0).chat.completions.create(
             model="gpt-test", messages=question("Zipped?")
         )

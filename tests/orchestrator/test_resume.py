@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from approvals import Approve, ApprovalGate, Reject, SqlApprovalStore
+from approvals import ApprovalGate, Approve, Reject, SqlApprovalStore
 from approvals.models import ExecutionRecord
 from orchestrator.result import RunStatus
 from orchestrator.runs import RunConflict, RunStore
@@ -32,7 +32,9 @@ def _decide(tmp_path: Path, decide) -> str:
     approvals, _ = _stores(tmp_path)
     [record] = approvals.pending_batches()
     gate = ApprovalGate(reviewer=None, validate=lambda sql: _Accepted(sql), store=approvals)
-    gate.submit(record.batch_id, {item.call_id: decide for item in record.batch.pending}, actor="alice")
+    gate.submit(
+        record.batch_id, {item.call_id: decide for item in record.batch.pending}, actor="alice"
+    )
     return record.batch_id
 
 
@@ -70,7 +72,9 @@ def test_a_paused_run_is_decided_elsewhere_and_resumed_by_a_fresh_pipeline(
 
 
 @pytest.mark.vcr
-def test_a_rejection_decided_elsewhere_reaches_the_answer(harness: Harness, demo_url: str, tmp_path: Path, vcr) -> None:
+def test_a_rejection_decided_elsewhere_reaches_the_answer(
+    harness: Harness, demo_url: str, tmp_path: Path, vcr
+) -> None:
     paused = _paused(harness, demo_url, tmp_path, sc.TOP_CATEGORIES)
     _decide(tmp_path, Reject(reason="revenue must exclude returns"))
 
@@ -84,7 +88,9 @@ def test_a_rejection_decided_elsewhere_reaches_the_answer(harness: Harness, demo
 
 
 @pytest.mark.vcr
-def test_two_processes_resuming_at_once_one_wins(harness: Harness, demo_url: str, tmp_path: Path, vcr) -> None:
+def test_two_processes_resuming_at_once_one_wins(
+    harness: Harness, demo_url: str, tmp_path: Path, vcr
+) -> None:
     paused = _paused(harness, demo_url, tmp_path, sc.PRODUCT_COUNT)
     _decide(tmp_path, Approve())
     pipelines = [harness.pipeline(demo_url, None, stores=_stores(tmp_path)) for _ in range(2)]
@@ -121,8 +127,12 @@ def test_a_statement_whose_execution_was_cut_short_is_in_doubt_not_rerun(
     # A worker claimed the statement and died before recording how it ended.
     approvals.claim_execution(
         ExecutionRecord(
-            call_id=call_id, batch_id=record.batch_id, run_id=paused.run_id,
-            sql_hash=record.outcome.resolutions[call_id].sql_hash, state="started", actor="worker-1",
+            call_id=call_id,
+            batch_id=record.batch_id,
+            run_id=paused.run_id,
+            sql_hash=record.outcome.resolutions[call_id].sql_hash,
+            state="started",
+            actor="worker-1",
             started_at=datetime.now(UTC),
         )
     )

@@ -30,7 +30,9 @@ def _demo_rows(demo_db: Path, sql: str) -> list[tuple]:
 
 
 @pytest.mark.vcr
-def test_simple_question_costs_three_calls(harness: Harness, demo_url: str, demo_db: Path, vcr) -> None:
+def test_simple_question_costs_three_calls(
+    harness: Harness, demo_url: str, demo_db: Path, vcr
+) -> None:
     result = harness.pipeline(demo_url, ApproveAll()).ask(sc.TOP_CATEGORIES)
 
     assert result.status == RunStatus.ANSWERED, result.error
@@ -120,7 +122,9 @@ def test_all_twelve_agents_appear_across_scenarios(harness: Harness, demo_url: s
 
 
 @pytest.mark.vcr
-@pytest.mark.parametrize("question", [sc.DELETE_CANCELLED, sc.DML_IN_CTE], ids=["delete", "dml-in-cte"])
+@pytest.mark.parametrize(
+    "question", [sc.DELETE_CANCELLED, sc.DML_IN_CTE], ids=["delete", "dml-in-cte"]
+)
 def test_model_proposing_dml_is_refused_and_database_unchanged(
     harness: Harness, tmp_path: Path, demo_db: Path, question: str, vcr
 ) -> None:
@@ -129,16 +133,25 @@ def test_model_proposing_dml_is_refused_and_database_unchanged(
     before = _file_digest(db)
     reviewer_calls: list[object] = []
 
-    result = harness.pipeline(f"sqlite:///{db}", lambda batch: reviewer_calls.append(batch) or {}).ask(question)
+    result = harness.pipeline(
+        f"sqlite:///{db}", lambda batch: reviewer_calls.append(batch) or {}
+    ).ask(question)
 
     assert result.status == RunStatus.UNSAFE
     assert result.llm_calls == 2 == interactions(vcr)
     assert result.error is not None and result.error.code
     assert "SQLExecutor" not in result.agents_ran()
-    assert reviewer_calls == []  # a refused statement is shown as denied, never offered for approval
+    assert (
+        reviewer_calls == []
+    )  # a refused statement is shown as denied, never offered for approval
     assert [a.status for a in result.approvals] == ["denied"]
     assert _file_digest(db) == before
-    assert _demo_rows(db, "SELECT COUNT(*) FROM orders WHERE status IN ('cancelled', 'returned')")[0][0] > 0
+    assert (
+        _demo_rows(db, "SELECT COUNT(*) FROM orders WHERE status IN ('cancelled', 'returned')")[0][
+            0
+        ]
+        > 0
+    )
 
 
 @pytest.mark.vcr
@@ -157,8 +170,12 @@ def test_sixth_request_in_a_minute_is_refused(harness: Harness, demo_url: str, v
 
 
 @pytest.mark.vcr
-def test_reviewer_rejection_runs_nothing_and_reaches_the_answer(harness: Harness, demo_url: str, vcr) -> None:
-    result = harness.pipeline(demo_url, RejectAll("revenue must exclude returns")).ask(sc.TOP_CATEGORIES)
+def test_reviewer_rejection_runs_nothing_and_reaches_the_answer(
+    harness: Harness, demo_url: str, vcr
+) -> None:
+    result = harness.pipeline(demo_url, RejectAll("revenue must exclude returns")).ask(
+        sc.TOP_CATEGORIES
+    )
 
     assert result.status == RunStatus.REJECTED
     assert "SQLExecutor" not in result.agents_ran()
@@ -170,7 +187,10 @@ def test_reviewer_rejection_runs_nothing_and_reaches_the_answer(harness: Harness
 
 @pytest.mark.vcr
 def test_edited_sql_is_what_runs(harness: Harness, demo_url: str, vcr) -> None:
-    edited = "SELECT c.name AS category, COUNT(*) AS products FROM categories AS c JOIN products AS p ON p.category_id = c.category_id GROUP BY c.name ORDER BY c.name LIMIT 3"
+    edited = (
+        "SELECT c.name AS category, COUNT(*) AS products FROM categories AS c "
+        "JOIN products AS p ON p.category_id = c.category_id GROUP BY c.name ORDER BY c.name LIMIT 3"
+    )
 
     def reviewer(batch):
         return MappingReviewer({item.call_id: Edit(sql=edited) for item in batch.pending})(batch)
@@ -214,7 +234,9 @@ def test_invalid_json_once_is_repaired(harness: Harness, demo_url: str, vcr) -> 
 
 
 @pytest.mark.vcr
-def test_provider_429_is_retried_after_its_retry_after(harness: Harness, demo_url: str, vcr) -> None:
+def test_provider_429_is_retried_after_its_retry_after(
+    harness: Harness, demo_url: str, vcr
+) -> None:
     result = harness.pipeline(demo_url, ApproveAll()).ask(sc.THROTTLED)
 
     assert result.status == RunStatus.ANSWERED
@@ -248,14 +270,18 @@ def test_statement_timeout_ends_with_its_own_status(harness: Harness, demo_url: 
 
 @pytest.mark.parametrize("question", ["", "   ", "x" * 2001], ids=["empty", "blank", "oversized"])
 def test_bad_questions_cost_no_call(question: str, demo_url: str) -> None:
+    import httpx2
+
     from orchestrator.database import TargetDatabase
     from orchestrator.llm import LLMClient, LLMSettings
     from orchestrator.pipeline import Pipeline
-    import httpx2
-
     from ratelimit import SlidingWindowLimiter
 
-    llm = LLMClient(LLMSettings(base_url="http://127.0.0.1:9/v1"), limiter=SlidingWindowLimiter(), http_client=httpx2.Client())
+    llm = LLMClient(
+        LLMSettings(base_url="http://127.0.0.1:9/v1"),
+        limiter=SlidingWindowLimiter(),
+        http_client=httpx2.Client(),
+    )
     result = Pipeline(TargetDatabase(demo_url), llm, ApproveAll()).ask(question)
 
     assert result.status == RunStatus.INVALID_INPUT
@@ -272,9 +298,9 @@ def test_admission_control_refuses_up_front_when_the_worst_case_does_not_fit(
     llm = harness.llm(limiter)
     from orchestrator.pipeline import PipelineConfig
 
-    result = harness.pipeline(demo_url, ApproveAll(), llm=llm, config=PipelineConfig(admission=True)).ask(
-        sc.TOP_CATEGORIES
-    )
+    result = harness.pipeline(
+        demo_url, ApproveAll(), llm=llm, config=PipelineConfig(admission=True)
+    ).ask(sc.TOP_CATEGORIES)
 
     assert result.status == RunStatus.RATE_LIMITED
     assert result.llm_calls == 0 and result.http_requests == 0
@@ -292,8 +318,16 @@ def test_large_schema_prompts_carry_a_ranked_catalogue_and_only_the_planned_tabl
 
     assert result.status == RunStatus.ANSWERED, result.error
     assert result.llm_calls == 3
-    batch_1 = vcr.requests[0].body.decode() if hasattr(vcr.requests[0].body, "decode") else vcr.requests[0].body
-    batch_2 = vcr.requests[1].body.decode() if hasattr(vcr.requests[1].body, "decode") else vcr.requests[1].body
+    batch_1 = (
+        vcr.requests[0].body.decode()
+        if hasattr(vcr.requests[0].body, "decode")
+        else vcr.requests[0].body
+    )
+    batch_2 = (
+        vcr.requests[1].body.decode()
+        if hasattr(vcr.requests[1].body, "decode")
+        else vcr.requests[1].body
+    )
     assert "more tables, columns not shown" in batch_1  # pruned: 300 tables do not all go in full
     assert "ar_invoices(" in batch_1 and "crm_customers(" in batch_1
     assert len(batch_2) < len(batch_1)  # Batch 2 sees the planned tables and what they refer to

@@ -6,7 +6,13 @@ import random
 import threading
 import time
 
-from ratelimit import PostgresBackend, RateLimitExceeded, RedisBackend, SlidingWindowLimiter, SQLiteBackend
+from ratelimit import (
+    PostgresBackend,
+    RateLimitExceeded,
+    RedisBackend,
+    SlidingWindowLimiter,
+    SQLiteBackend,
+)
 
 real_time = time.time
 
@@ -32,9 +38,18 @@ def hammer(kind, location, key, limit, window, margin, start_at, duration, skew,
         time.time = lambda: real_time() + skew
     backend = open_backend(kind, location)
     skewed_clock = lambda: time.monotonic() + skew  # noqa: E731
-    fast = SlidingWindowLimiter(limit, window, key=key, backend=backend, clock=skewed_clock, margin=margin)
+    fast = SlidingWindowLimiter(
+        limit, window, key=key, backend=backend, clock=skewed_clock, margin=margin
+    )
     patient = SlidingWindowLimiter(
-        limit, window, key=key, backend=backend, clock=skewed_clock, margin=margin, mode="wait", max_wait=10.0
+        limit,
+        window,
+        key=key,
+        backend=backend,
+        clock=skewed_clock,
+        margin=margin,
+        mode="wait",
+        max_wait=10.0,
     )
     results: list[tuple[float, float]] = []
     lock = threading.Lock()

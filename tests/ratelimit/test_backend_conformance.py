@@ -27,7 +27,9 @@ def virtual(make_backend, **kwargs):
     """A limiter on a virtual clock that both the limiter and the backend read."""
     clock = ManualClock(start=1_000_000.0)
     backend = make_backend(clock)
-    lim = SlidingWindowLimiter(backend=backend, key=make_backend.key, clock=clock, sleep=clock.sleep, **kwargs)
+    lim = SlidingWindowLimiter(
+        backend=backend, key=make_backend.key, clock=clock, sleep=clock.sleep, **kwargs
+    )
     return lim, clock
 
 
@@ -115,7 +117,9 @@ def test_correcting_an_unknown_grant_says_so(make_backend):
 
 
 def test_a_charge_larger_than_a_window_is_refused_at_once(make_backend):
-    lim, clock = virtual(make_backend, limits=RequestLimit(5, 60.0) & TokenLimit(1000, 60.0), mode="wait")
+    lim, clock = virtual(
+        make_backend, limits=RequestLimit(5, 60.0) & TokenLimit(1000, 60.0), mode="wait"
+    )
     with pytest.raises(CostExceedsLimit) as info:
         lim.acquire(tokens=1001)
     assert info.value.unit == "tokens"
@@ -137,7 +141,9 @@ def test_a_pause_holds_every_instance_sharing_the_storage(make_backend):
     clock = ManualClock(start=500.0)
     first, second = make_backend(clock), make_backend(clock)
     a = SlidingWindowLimiter(backend=first, key=make_backend.key, clock=clock, sleep=clock.sleep)
-    b = SlidingWindowLimiter(backend=second, key=make_backend.key, clock=clock, sleep=clock.sleep, mode="wait")
+    b = SlidingWindowLimiter(
+        backend=second, key=make_backend.key, clock=clock, sleep=clock.sleep, mode="wait"
+    )
     a.pause(12.5)
     a.pause(1.0)  # never shortens
     assert b.fits(1) == 12.5
@@ -148,7 +154,9 @@ def test_a_pause_holds_every_instance_sharing_the_storage(make_backend):
 def test_instances_sharing_the_storage_share_the_budget(make_backend):
     clock = ManualClock(start=0.0)
     lims = [
-        SlidingWindowLimiter(limit=3, backend=make_backend(clock), key=make_backend.key, clock=clock)
+        SlidingWindowLimiter(
+            limit=3, backend=make_backend(clock), key=make_backend.key, clock=clock
+        )
         for _ in range(3)
     ]
     for lim in lims:
@@ -190,7 +198,9 @@ def test_wait_mode_async_on_a_virtual_clock(make_backend):
 def test_stamps_come_from_the_backend_clock_not_the_callers(make_backend):
     backend = make_backend()
     skewed = lambda: time.monotonic() + 3600.0  # noqa: E731 - a caller whose clock is an hour off
-    lim = SlidingWindowLimiter(limit=2, window=0.25, backend=backend, key=make_backend.key, clock=skewed, mode="wait")
+    lim = SlidingWindowLimiter(
+        limit=2, window=0.25, backend=backend, key=make_backend.key, clock=skewed, mode="wait"
+    )
     stamps = [lim.acquire().stamp for _ in range(4)]
     assert max_in_window(stamps, 0.25) == 2
     if make_backend.shared:
@@ -232,7 +242,9 @@ def test_threads_hammering_in_real_time_never_overrun(make_backend):
 
 def test_async_tasks_in_real_time_never_overrun(make_backend):
     backend = make_backend()
-    lim = SlidingWindowLimiter(limit=3, window=0.15, backend=backend, key=make_backend.key, mode="wait", max_wait=5)
+    lim = SlidingWindowLimiter(
+        limit=3, window=0.15, backend=backend, key=make_backend.key, mode="wait", max_wait=5
+    )
 
     async def main():
         grants = await asyncio.gather(*(lim.aacquire() for _ in range(10)))
@@ -245,8 +257,12 @@ def test_async_tasks_in_real_time_never_overrun(make_backend):
 
 
 UNREACHABLE = {
-    "sqlite": lambda tmp_path: SQLiteBackend(tmp_path / "missing-dir" / "limits.sqlite", timeout=0.5),
-    "postgres": lambda tmp_path: PostgresBackend("postgresql://root@127.0.0.1:1/test", connect_timeout=1),
+    "sqlite": lambda tmp_path: SQLiteBackend(
+        tmp_path / "missing-dir" / "limits.sqlite", timeout=0.5
+    ),
+    "postgres": lambda tmp_path: PostgresBackend(
+        "postgresql://root@127.0.0.1:1/test", connect_timeout=1
+    ),
     "redis": lambda tmp_path: RedisBackend("redis://127.0.0.1:1/0", timeout=0.5),
 }
 

@@ -49,7 +49,9 @@ class Reference:
         return True
 
     def first_admission(self, now: float, requests: int, tokens: int) -> float:
-        candidates = {g[0] + rule.window for g in self.grants for rule in LIMITS} | {self.paused_until}
+        candidates = {g[0] + rule.window for g in self.grants for rule in LIMITS} | {
+            self.paused_until
+        }
         for t in sorted(c for c in candidates if c > now):
             if self.admits(t, requests, tokens):
                 return t
@@ -61,7 +63,9 @@ ACQUIRE = st.tuples(st.just("acquire"), st.integers(1, 3), st.integers(0, 60), s
 PAUSE = st.tuples(st.just("pause"), st.floats(0, 6, allow_nan=False))
 CORRECT = st.tuples(st.just("correct"), st.integers(0, 1000), st.integers(0, 100))
 # weighted towards acquisitions: 4 acquire : 3 advance : 1 pause : 1 correct
-OP = st.integers(0, 8).flatmap(lambda i: ACQUIRE if i < 4 else ADVANCE if i < 7 else PAUSE if i == 7 else CORRECT)
+OP = st.integers(0, 8).flatmap(
+    lambda i: ACQUIRE if i < 4 else ADVANCE if i < 7 else PAUSE if i == 7 else CORRECT
+)
 OPS = st.lists(OP, min_size=20, max_size=60)
 
 
@@ -119,13 +123,17 @@ def test_every_backend_matches_the_reference_and_retry_after_is_exact(make_backe
     def check(ops):
         backend.clear(make_backend.key)
         clock.advance(1000.0)  # a fresh stretch of time for every example
-        lim = SlidingWindowLimiter(limits=LIMITS, backend=backend, key=make_backend.key, clock=clock, sleep=clock.sleep)
+        lim = SlidingWindowLimiter(
+            limits=LIMITS, backend=backend, key=make_backend.key, clock=clock, sleep=clock.sleep
+        )
         run_schedule(lim, clock, ops)
 
     check()
 
 
-SCHEDULE = st.lists(st.tuples(st.floats(0, 3, allow_nan=False), st.integers(1, 2)), min_size=3, max_size=12)
+SCHEDULE = st.lists(
+    st.tuples(st.floats(0, 3, allow_nan=False), st.integers(1, 2)), min_size=3, max_size=12
+)
 
 
 def _backend(kind: str, clock: ManualClock, tmp_path_factory):
@@ -137,12 +145,21 @@ def _backend(kind: str, clock: ManualClock, tmp_path_factory):
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_eight_threads_never_overrun(kind, tmp_path_factory):
     @settings(max_examples=300 if kind == "memory" else 40, deadline=None)
-    @given(schedules=st.lists(SCHEDULE, min_size=8, max_size=8), mode=st.sampled_from(["fail_fast", "wait"]))
+    @given(
+        schedules=st.lists(SCHEDULE, min_size=8, max_size=8),
+        mode=st.sampled_from(["fail_fast", "wait"]),
+    )
     def check(schedules, mode):
         clock = ManualClock(start=0.0)
         backend = _backend(kind, clock, tmp_path_factory)
         lim = SlidingWindowLimiter(
-            limit=3, window=5.0, backend=backend, clock=clock, sleep=clock.sleep, mode=mode, max_wait=1e9
+            limit=3,
+            window=5.0,
+            backend=backend,
+            clock=clock,
+            sleep=clock.sleep,
+            mode=mode,
+            max_wait=1e9,
         )
         grants, attempts = [], 0
         lock = threading.Lock()
@@ -175,10 +192,15 @@ def test_eight_threads_never_overrun(kind, tmp_path_factory):
 
 
 @settings(max_examples=300, deadline=None)
-@given(schedules=st.lists(SCHEDULE, min_size=1, max_size=16), mode=st.sampled_from(["fail_fast", "wait"]))
+@given(
+    schedules=st.lists(SCHEDULE, min_size=1, max_size=16),
+    mode=st.sampled_from(["fail_fast", "wait"]),
+)
 def test_asyncio_tasks_never_overrun(schedules, mode):
     clock = ManualClock(start=0.0)
-    lim = SlidingWindowLimiter(limit=3, window=5.0, clock=clock, sleep=clock.sleep, mode=mode, max_wait=1e9)
+    lim = SlidingWindowLimiter(
+        limit=3, window=5.0, clock=clock, sleep=clock.sleep, mode=mode, max_wait=1e9
+    )
 
     async def worker(schedule, grants):
         for delay, cost in schedule:
@@ -209,7 +231,9 @@ def test_long_schedules_on_memory_survive_log_compaction():
     def check(ops):
         backend.clear("long")
         clock.advance(1000.0)
-        lim = SlidingWindowLimiter(limits=LIMITS, backend=backend, key="long", clock=clock, sleep=clock.sleep)
+        lim = SlidingWindowLimiter(
+            limits=LIMITS, backend=backend, key="long", clock=clock, sleep=clock.sleep
+        )
         run_schedule(lim, clock, ops)
 
     check()

@@ -36,7 +36,9 @@ def test_async_sleep_advances():
 
 def test_threads_sleeping_add_up():
     clock = ManualClock()
-    threads = [threading.Thread(target=lambda: [clock.sleep(0.5) for _ in range(100)]) for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: [clock.sleep(0.5) for _ in range(100)]) for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:

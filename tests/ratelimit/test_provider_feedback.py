@@ -29,7 +29,9 @@ def test_retry_after_from_headers(headers, expected):
     assert retry_after_from_headers(headers, wall_clock=wall_clock) == expected
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("1h", 3600.0), ("6m0s", 360.0), ("20ms", 0.02), ("1x", None), ("", None)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("1h", 3600.0), ("6m0s", 360.0), ("20ms", 0.02), ("1x", None), ("", None)]
+)
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 

@@ -83,7 +83,9 @@ def test_wait_mode_sleeps_exactly_until_the_slot_frees(clock):
 
 def test_wait_mode_with_a_recording_sleep_gives_up_after_max_wait(clock):
     calls = []
-    lim = SlidingWindowLimiter(limit=1, window=60.0, clock=clock, sleep=calls.append, mode="wait", max_wait=150.0)
+    lim = SlidingWindowLimiter(
+        limit=1, window=60.0, clock=clock, sleep=calls.append, mode="wait", max_wait=150.0
+    )
     lim.acquire()
     with pytest.raises(RateLimitExceeded) as info:
         lim.acquire()
@@ -192,7 +194,9 @@ def test_storage_is_pruned(clock):
 
 def test_backend_clock_wins_over_limiter_clock():
     backend_clock = ManualClock(start=50.0)
-    lim = SlidingWindowLimiter(clock=ManualClock(start=0.0), backend=MemoryBackend(clock=backend_clock))
+    lim = SlidingWindowLimiter(
+        clock=ManualClock(start=0.0), backend=MemoryBackend(clock=backend_clock)
+    )
     assert lim.acquire().stamp == 50.0
 
 
@@ -259,7 +263,14 @@ def test_the_safety_margin_lengthens_every_enforced_window(clock):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(limit=0), dict(window=0), dict(window=math.inf), dict(mode="block"), dict(max_wait=-1), dict(margin=-1)],
+    [
+        dict(limit=0),
+        dict(window=0),
+        dict(window=math.inf),
+        dict(mode="block"),
+        dict(max_wait=-1),
+        dict(margin=-1),
+    ],
 )
 def test_impossible_configuration_is_refused(kwargs):
     with pytest.raises(LimiterConfigError):

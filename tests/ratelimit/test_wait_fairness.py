@@ -34,7 +34,9 @@ def test_threads_are_admitted_in_arrival_order():
 
 def test_tasks_are_admitted_in_arrival_order_on_a_virtual_clock():
     clock = ManualClock()
-    lim = SlidingWindowLimiter(limit=2, window=10.0, clock=clock, sleep=clock.sleep, mode="wait", max_wait=1e6)
+    lim = SlidingWindowLimiter(
+        limit=2, window=10.0, clock=clock, sleep=clock.sleep, mode="wait", max_wait=1e6
+    )
     order: list[int] = []
 
     async def waiter(i: int) -> None:

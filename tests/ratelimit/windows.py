@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-def max_in_window(stamps: Iterable[float], window: float, amounts: Iterable[int] | None = None) -> int:
+def max_in_window(
+    stamps: Iterable[float], window: float, amounts: Iterable[int] | None = None
+) -> int:
     """The largest total of grants that count together at any instant.
 
     A grant stamped ``s`` counts during ``[s, s + window)``; the total peaks at some grant's

@@ -19,9 +19,13 @@ from safety import ReadOnlySettings, open_readonly_engine
 
 POSTGRES_ENV = "SQLGATE_TEST_POSTGRES_URL"
 MYSQL_ENV = "SQLGATE_TEST_MYSQL_URL"
-READER = "sqlgate_reader"  # least-privilege login role created for the tests (SELECT on the victim only)
+READER = (
+    "sqlgate_reader"  # least-privilege login role created for the tests (SELECT on the victim only)
+)
 SERVER_TIMEOUT_S = 0.5
-ATTACK_TABLES = frozenset({"sg_new", "sg_copy", "sg_stolen"})  # tables the attack matrix tries to create
+ATTACK_TABLES = frozenset(
+    {"sg_new", "sg_copy", "sg_stolen"}
+)  # tables the attack matrix tries to create
 
 
 class TickingClock:
@@ -45,7 +49,9 @@ class Backend:
     tmp: Path
     reader: Engine | None = None
     extra_state: list = field(default_factory=list)
-    lock: int = field(default_factory=lambda: uuid.uuid4().int % 1_000_000_000)  # per run: runs may share a server
+    lock: int = field(
+        default_factory=lambda: uuid.uuid4().int % 1_000_000_000
+    )  # per run: runs may share a server
 
     def engine(self, role: str) -> Engine:
         if role == "reader":
@@ -60,7 +66,9 @@ class Backend:
         with engine.connect() as conn:
             rows = conn.exec_driver_sql(f"SELECT COUNT(*), SUM(a) FROM {self.table}").one()
             # Only names this run owns or its attacks would create: other test runs may share the server.
-            tables = sorted(t for t in sa.inspect(conn).get_table_names() if t in {self.table, *ATTACK_TABLES})
+            tables = sorted(
+                t for t in sa.inspect(conn).get_table_names() if t in {self.table, *ATTACK_TABLES}
+            )
             locks = tuple(conn.exec_driver_sql(sql).scalar() for sql in self.extra_state)
         files = sorted(p.name for p in self.tmp.iterdir())
         return tuple(rows), tables, files, locks
@@ -99,7 +107,9 @@ def make_duckdb(tmp: Path) -> Backend:
     conn.close()
     files = tmp / "files"
     files.mkdir()
-    owner = open_readonly_engine(f"duckdb:///{path}", ReadOnlySettings(statement_timeout_s=SERVER_TIMEOUT_S))
+    owner = open_readonly_engine(
+        f"duckdb:///{path}", ReadOnlySettings(statement_timeout_s=SERVER_TIMEOUT_S)
+    )
     return Backend("duckdb", owner, owner, table, files)
 
 
@@ -118,11 +128,17 @@ def make_postgres(tmp: Path) -> Backend:
         conn.exec_driver_sql(f"GRANT SELECT ON {table} TO {READER}")
     settings = ReadOnlySettings(statement_timeout_s=SERVER_TIMEOUT_S)
     owner = open_readonly_engine(url, settings)
-    reader_url = make_url(url).set(username=READER, password=None).render_as_string(hide_password=False)
+    reader_url = (
+        make_url(url).set(username=READER, password=None).render_as_string(hide_password=False)
+    )
     files = tmp / "files"
     files.mkdir()
-    backend = Backend("postgres", admin, owner, table, files, open_readonly_engine(reader_url, settings))
-    backend.extra_state = [f"SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = {backend.lock}"]
+    backend = Backend(
+        "postgres", admin, owner, table, files, open_readonly_engine(reader_url, settings)
+    )
+    backend.extra_state = [
+        f"SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = {backend.lock}"
+    ]
     return backend
 
 
@@ -140,10 +156,14 @@ def make_mysql(tmp: Path) -> Backend:
             conn.exec_driver_sql(f"GRANT SELECT ON {database}.{table} TO '{READER}'@'{host}'")
     settings = ReadOnlySettings(statement_timeout_s=SERVER_TIMEOUT_S)
     owner = open_readonly_engine(url, settings)
-    reader_url = make_url(url).set(username=READER, password=None).render_as_string(hide_password=False)
+    reader_url = (
+        make_url(url).set(username=READER, password=None).render_as_string(hide_password=False)
+    )
     files = tmp / "files"
     files.mkdir()
-    backend = Backend("mysql", admin, owner, table, files, open_readonly_engine(reader_url, settings))
+    backend = Backend(
+        "mysql", admin, owner, table, files, open_readonly_engine(reader_url, settings)
+    )
     backend.extra_state = [f"SELECT IS_FREE_LOCK('sg_lock_{backend.lock}')"]
     return backend
 
@@ -156,4 +176,9 @@ def drop(backend: Backend) -> None:
         engine.dispose()
 
 
-MAKERS = {"sqlite": make_sqlite, "duckdb": make_duckdb, "postgres": make_postgres, "mysql": make_mysql}
+MAKERS = {
+    "sqlite": make_sqlite,
+    "duckdb": make_duckdb,
+    "postgres": make_postgres,
+    "mysql": make_mysql,
+}

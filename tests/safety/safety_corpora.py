@@ -82,7 +82,11 @@ def load_spider_sqlite(db_id: str, target: Path) -> Path | None:
                 marks = ", ".join("?" for _ in rows[0])
                 conn.executemany(
                     f'INSERT INTO "{table}" VALUES ({marks})',
-                    [[None if v == "" else v for v in r] for r in rows[1:] if len(r) == len(rows[0])],
+                    [
+                        [None if v == "" else v for v in r]
+                        for r in rows[1:]
+                        if len(r) == len(rows[0])
+                    ],
                 )
     conn.commit()
     conn.close()
@@ -113,7 +117,9 @@ def _spider_tables(db_id: str) -> list[tuple[str, list[tuple[str, str]], list[li
         if data.exists():
             with data.open(newline="", encoding="utf-8", errors="replace") as handle:
                 found = list(csv.reader(handle))
-            rows = [[None if v == "" else v for v in r] for r in found[1:] if len(r) == len(columns)]
+            rows = [
+                [None if v == "" else v for v in r] for r in found[1:] if len(r) == len(columns)
+            ]
         out.append((table, columns, rows))
     return out
 
@@ -128,7 +134,9 @@ def load_spider_postgres(conn, db_id: str, schema: str) -> bool:
     cursor.execute(f"CREATE SCHEMA {schema}")
     for table, columns, rows in tables:
         for attempt in ("typed", "text"):
-            defs = ", ".join(f"{c.lower()} {types[k] if attempt == 'typed' else 'TEXT'}" for c, k in columns)
+            defs = ", ".join(
+                f"{c.lower()} {types[k] if attempt == 'typed' else 'TEXT'}" for c, k in columns
+            )
             cursor.execute(f"SAVEPOINT load_{attempt}")
             try:
                 cursor.execute(f"CREATE TABLE {schema}.{table.lower()} ({defs})")

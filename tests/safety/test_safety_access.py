@@ -4,7 +4,11 @@ import pytest
 
 from safety import SafetyPolicy, SqlValidator
 
-SCHEMA = {"users": ["id", "name", "email"], "orders": ["id", "user_id", "total"], "audit": ["id", "event"]}
+SCHEMA = {
+    "users": ["id", "name", "email"],
+    "orders": ["id", "user_id", "total"],
+    "audit": ["id", "event"],
+}
 DENY = SafetyPolicy(denied_columns=("users.email",), denied_tables=("audit",))
 
 
@@ -21,7 +25,8 @@ def refusal(sql, policy=DENY, schema=SCHEMA, dialect="postgres"):
         "SELECT e FROM (SELECT email AS e FROM users) AS x",
         "WITH c AS (SELECT email AS e FROM users) SELECT e FROM c",
         "WITH c AS (SELECT u.email FROM users AS u) SELECT c.email FROM c",
-        "SELECT id FROM orders WHERE EXISTS (SELECT 1 FROM users AS u WHERE u.id = orders.user_id AND u.email LIKE 'a%')",
+        "SELECT id FROM orders WHERE EXISTS "
+        "(SELECT 1 FROM users AS u WHERE u.id = orders.user_id AND u.email LIKE 'a%')",
         "SELECT email FROM orders JOIN users ON users.id = orders.user_id",
         "SELECT name FROM users ORDER BY email",
         "SELECT UPPER(email) FROM users",
@@ -59,7 +64,10 @@ def test_cte_named_like_a_denied_table_is_not_the_table():
 def test_table_allowlist():
     policy = SafetyPolicy(allowed_tables=("orders",))
     assert refusal("SELECT id FROM orders", policy) is None
-    assert refusal("SELECT o.id FROM orders AS o JOIN users AS u ON u.id = o.user_id", policy) == "table_not_allowed"
+    assert (
+        refusal("SELECT o.id FROM orders AS o JOIN users AS u ON u.id = o.user_id", policy)
+        == "table_not_allowed"
+    )
 
 
 def test_column_allowlist_with_table_and_bare_entries():
@@ -75,7 +83,10 @@ def test_whole_row_reference_is_refused_when_columns_are_restricted():
 
 
 def test_unqualified_column_without_schema_is_checked_on_every_candidate():
-    assert refusal("SELECT email FROM orders JOIN users ON users.id = orders.user_id", schema=None) == "column_denied"
+    assert (
+        refusal("SELECT email FROM orders JOIN users ON users.id = orders.user_id", schema=None)
+        == "column_denied"
+    )
 
 
 def test_bare_column_entry_applies_to_every_table():
@@ -84,11 +95,16 @@ def test_bare_column_entry_applies_to_every_table():
 
 
 def test_names_are_case_insensitive():
-    assert refusal('SELECT "EMAIL" FROM USERS', SafetyPolicy(denied_columns=("Users.Email",))) == "column_denied"
+    assert (
+        refusal('SELECT "EMAIL" FROM USERS', SafetyPolicy(denied_columns=("Users.Email",)))
+        == "column_denied"
+    )
 
 
 def test_message_names_table_and_column():
-    result = SqlValidator("postgres", DENY, schema=SCHEMA).validate("WITH c AS (SELECT email AS e FROM users) SELECT e FROM c")
+    result = SqlValidator("postgres", DENY, schema=SCHEMA).validate(
+        "WITH c AS (SELECT email AS e FROM users) SELECT e FROM c"
+    )
     assert "users.email" in result.refusal.message and "CTE c" in result.refusal.message
 
 

@@ -8,14 +8,13 @@ server files) run as the least-privilege reader role the README recommends.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
-import time
-
 import pytest
+from safety_backends import MAKERS, drop
 
 from safety import SqlValidator, is_statement_timeout
-from safety_backends import MAKERS, drop
 
 FILE = "{files}/sg_out.txt"
 UNBOUNDED_S = 20.0
@@ -30,7 +29,9 @@ class Attack:
     # "bounded" (stopped by the server's time or recursion limit, with or without an error)
     expect: str = "error"
     role: str = "owner"
-    validator: str = "refuse"  # "refuse", or "defuse": accepted, and the re-rendered text is harmless
+    validator: str = (
+        "refuse"  # "refuse", or "defuse": accepted, and the re-rendered text is harmless
+    )
 
 
 ATTACKS: dict[str, list[Attack]] = {
@@ -52,19 +53,29 @@ ATTACKS: dict[str, list[Attack]] = {
         Attack("zeroblob bomb", 3, "SELECT length(zeroblob(1000000000))"),
         Attack("fts3_tokenizer", 3, "SELECT fts3_tokenizer('simple')"),
         Attack("for update", 4, "SELECT a FROM {t} FOR UPDATE"),
-        Attack("recursive cte", 5, "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT max(i) FROM r",
-               expect="timeout"),
+        Attack(
+            "recursive cte",
+            5,
+            "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT max(i) FROM r",
+            expect="timeout",
+        ),
     ],
     "postgres": [
         Attack("two statements", 1, "SELECT 1; DROP TABLE {t}"),
-        Attack("set then commit", 1, "SET default_transaction_read_only = off; COMMIT; DELETE FROM {t}"),
+        Attack(
+            "set then commit", 1, "SET default_transaction_read_only = off; COMMIT; DELETE FROM {t}"
+        ),
         Attack("delete", 2, "DELETE FROM {t}"),
         Attack("update", 2, "UPDATE {t} SET a = 0"),
         Attack("truncate", 2, "TRUNCATE {t}"),
         Attack("drop", 2, "DROP TABLE {t}"),
         Attack("create", 2, "CREATE TABLE sg_new (a INTEGER)"),
         Attack("delete in cte", 2, "WITH d AS (DELETE FROM {t} RETURNING a) SELECT a FROM d"),
-        Attack("insert in cte", 2, "WITH d AS (INSERT INTO {t} (a) VALUES (9) RETURNING a) SELECT a FROM d"),
+        Attack(
+            "insert in cte",
+            2,
+            "WITH d AS (INSERT INTO {t} (a) VALUES (9) RETURNING a) SELECT a FROM d",
+        ),
         Attack("select into", 2, "SELECT a INTO sg_stolen FROM {t}"),
         Attack("explain analyze delete", 2, "EXPLAIN ANALYZE DELETE FROM {t}"),
         Attack("copy to file", 2, "COPY {t} TO '/tmp/sg_copy_out.csv'", role="reader"),
@@ -74,19 +85,39 @@ ATTACKS: dict[str, list[Attack]] = {
         Attack("pg_read_file", 3, "SELECT pg_read_file('/etc/passwd')", role="reader"),
         Attack("pg_ls_dir", 3, "SELECT pg_ls_dir('/')", role="reader"),
         Attack("lo_import", 3, "SELECT lo_get(lo_import('/etc/passwd'))", role="reader"),
-        Attack("set_config", 3, "SELECT set_config('default_transaction_read_only', 'off', false)", expect="harmless"),
+        Attack(
+            "set_config",
+            3,
+            "SELECT set_config('default_transaction_read_only', 'off', false)",
+            expect="harmless",
+        ),
         Attack("advisory lock", 3, "SELECT pg_advisory_lock({lock})", expect="harmless"),
         Attack("pg_notify", 3, "SELECT pg_notify('sg_channel', 'x')", expect="harmless"),
-        Attack("query_to_xml", 3, "SELECT query_to_xml('DELETE FROM {t} RETURNING a', true, true, '')"),
-        Attack("pg_terminate_backend", 3, "SELECT pg_terminate_backend(0)", expect="harmless", role="reader"),
+        Attack(
+            "query_to_xml", 3, "SELECT query_to_xml('DELETE FROM {t} RETURNING a', true, true, '')"
+        ),
+        Attack(
+            "pg_terminate_backend",
+            3,
+            "SELECT pg_terminate_backend(0)",
+            expect="harmless",
+            role="reader",
+        ),
         Attack("dblink", 3, "SELECT x FROM dblink('dbname=test', 'DELETE FROM {t}') AS r(x int)"),
         Attack("for update", 4, "SELECT a FROM {t} FOR UPDATE"),
         Attack("for share", 4, "SELECT a FROM {t} FOR SHARE"),
-        Attack("recursive cte", 5, "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT max(i) FROM r",
-               expect="timeout"),
-        Attack("cross-joined generators", 5,
-               "SELECT count(*) FROM generate_series(1, 100000000) AS x, generate_series(1, 100000000) AS y",
-               expect="timeout"),
+        Attack(
+            "recursive cte",
+            5,
+            "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT max(i) FROM r",
+            expect="timeout",
+        ),
+        Attack(
+            "cross-joined generators",
+            5,
+            "SELECT count(*) FROM generate_series(1, 100000000) AS x, generate_series(1, 100000000) AS y",
+            expect="timeout",
+        ),
     ],
     "mysql": [
         Attack("two statements", 1, "SELECT 1; DROP TABLE {t}"),
@@ -96,17 +127,30 @@ ATTACKS: dict[str, list[Attack]] = {
         Attack("create", 2, "CREATE TABLE sg_new (a INTEGER)"),
         Attack("truncate", 2, "TRUNCATE TABLE {t}"),
         Attack("set read write", 2, "SET SESSION TRANSACTION READ WRITE", expect="harmless"),
-        Attack("select into outfile", 2, "SELECT a FROM {t} INTO OUTFILE '/tmp/sg_outfile.txt'", role="reader"),
+        Attack(
+            "select into outfile",
+            2,
+            "SELECT a FROM {t} INTO OUTFILE '/tmp/sg_outfile.txt'",
+            role="reader",
+        ),
         Attack("sleep", 3, "SELECT SLEEP(30)", expect="timeout"),
         Attack("benchmark", 3, "SELECT BENCHMARK(10000000000, MD5('a'))", expect="bounded"),
-        Attack("executable comment", 4, "SELECT a FROM {t} /*!50000 ; DROP TABLE {t} */", validator="defuse"),
+        Attack(
+            "executable comment",
+            4,
+            "SELECT a FROM {t} /*!50000 ; DROP TABLE {t} */",
+            validator="defuse",
+        ),
         Attack("load_file", 3, "SELECT LOAD_FILE('/etc/passwd')", expect="null", role="reader"),
         Attack("get_lock", 3, "SELECT GET_LOCK('sg_lock_{lock}', 0)", expect="harmless"),
         Attack("for update", 4, "SELECT a FROM {t} FOR UPDATE", expect="harmless"),
         Attack("lock tables", 4, "LOCK TABLES {t} WRITE", expect="harmless"),
-        Attack("recursive cte", 5,
-               "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 100000000) SELECT max(i) FROM r",
-               expect="bounded"),
+        Attack(
+            "recursive cte",
+            5,
+            "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 100000000) SELECT max(i) FROM r",
+            expect="bounded",
+        ),
     ],
     "duckdb": [
         Attack("two statements", 1, "SELECT 1; DELETE FROM {t}"),
@@ -127,10 +171,18 @@ ATTACKS: dict[str, list[Attack]] = {
         Attack("query function", 3, "SELECT * FROM query('DELETE FROM {t}')"),
         Attack("getenv", 3, "SELECT getenv('HOME')"),
         Attack("for update", 4, "SELECT a FROM {t} FOR UPDATE", expect="harmless"),
-        Attack("recursive cte", 5, "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT max(i) FROM r",
-               expect="timeout"),
-        Attack("cross-joined generators", 5,
-               "SELECT sum(x.range * y.range) FROM range(100000000) AS x, range(100000000) AS y", expect="timeout"),
+        Attack(
+            "recursive cte",
+            5,
+            "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT max(i) FROM r",
+            expect="timeout",
+        ),
+        Attack(
+            "cross-joined generators",
+            5,
+            "SELECT sum(x.range * y.range) FROM range(100000000) AS x, range(100000000) AS y",
+            expect="timeout",
+        ),
     ],
 }
 
@@ -138,7 +190,9 @@ CASES = [(dialect, attack) for dialect, attacks in ATTACKS.items() for attack in
 IDS = [f"{dialect}-class{attack.cls}-{attack.name}" for dialect, attack in CASES]
 
 
-def render(attack: Attack, table: str = "sg_victim", files: str = "/tmp/sg_files", lock: int = 4242) -> str:
+def render(
+    attack: Attack, table: str = "sg_victim", files: str = "/tmp/sg_files", lock: int = 4242
+) -> str:
     return attack.sql.replace("{t}", table).replace("{files}", files).replace("{lock}", str(lock))
 
 
@@ -166,7 +220,12 @@ def test_validator_refuses(dialect, attack):
 @pytest.fixture(scope="module")
 def backends(tmp_path_factory):
     made: dict = {}
-    yield lambda dialect: made.get(dialect) or made.setdefault(dialect, MAKERS[dialect](tmp_path_factory.mktemp(dialect)))
+    yield (
+        lambda dialect: (
+            made.get(dialect)
+            or made.setdefault(dialect, MAKERS[dialect](tmp_path_factory.mktemp(dialect)))
+        )
+    )
     for backend in made.values():
         drop(backend)
 
@@ -191,7 +250,9 @@ def test_connection_is_harmless_with_validator_off(backends, dialect, attack):
         assert error is not None and is_statement_timeout(error), f"{dialect}: {error!r}"
     elif attack.expect == "bounded":
         # Unbounded, these run for minutes; the server stops them after the statement timeout.
-        assert (error is not None and is_statement_timeout(error)) or time.monotonic() - started < UNBOUNDED_S
+        assert (
+            error is not None and is_statement_timeout(error)
+        ) or time.monotonic() - started < UNBOUNDED_S
     elif attack.expect == "null":
         assert error is not None or all(v is None for row in rows for v in row), rows
     assert backend.state() == before, f"{dialect}: {sql!r} left a trace"

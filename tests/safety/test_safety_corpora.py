@@ -13,9 +13,15 @@ from collections import Counter
 
 import pytest
 import sqlalchemy as sa
+from safety_corpora import (
+    load_spider_sqlite,
+    spider_dev,
+    spider_schemas,
+    spiderman_queries,
+    text2sql,
+)
 
 from safety import SafetyPolicy, SqlValidator, open_readonly_engine
-from safety_corpora import load_spider_sqlite, spider_dev, spider_schemas, spiderman_queries, text2sql
 
 POLICY_CODES = {"select_star", "limit_not_literal"}
 
@@ -47,7 +53,9 @@ def test_spiderman_mysql_gold_has_no_false_positives():
     assert not wrong, wrong.most_common(5)
 
 
-ATIS_SAMPLE = 5  # ATIS statements are long; every 5th keeps this test quick (the benchmark checks all)
+ATIS_SAMPLE = (
+    5  # ATIS statements are long; every 5th keeps this test quick (the benchmark checks all)
+)
 
 
 def test_text2sql_data_has_no_false_positives():
@@ -64,7 +72,9 @@ def test_spider_with_schema_and_star_expansion_refuses_nothing():
 
     def validator_for(db_id: str) -> SqlValidator:
         if db_id not in validators:
-            validators[db_id] = SqlValidator("sqlite", SafetyPolicy(star="expand"), schema=schemas[db_id])
+            validators[db_id] = SqlValidator(
+                "sqlite", SafetyPolicy(star="expand"), schema=schemas[db_id]
+            )
         return validators[db_id]
 
     failures = [
@@ -89,7 +99,9 @@ def test_spider_rewritten_queries_return_the_same_rows(tmp_path):
         engine = engines[db_id]
         if engine is None:
             continue
-        validator = SqlValidator("sqlite", SafetyPolicy(star="expand", max_limit=cap), schema=schemas[db_id])
+        validator = SqlValidator(
+            "sqlite", SafetyPolicy(star="expand", max_limit=cap), schema=schemas[db_id]
+        )
         result = validator.validate(entry["query"])
         assert result.ok, (entry["query"], result.refusal)
         with engine.connect() as conn:
@@ -115,7 +127,6 @@ def test_spider_rewritten_queries_return_the_same_rows_on_postgres():
     import uuid
 
     import sqlglot
-
     from safety_backends import POSTGRES_ENV
     from safety_corpora import load_spider_postgres
 
@@ -141,7 +152,9 @@ def test_spider_rewritten_queries_return_the_same_rows_on_postgres():
                     raw.close()
                 loaded[db_id] = (
                     open_readonly_engine(
-                        url, connect_args={"options": f"-c search_path={schema}"}, poolclass=sa.pool.QueuePool
+                        url,
+                        connect_args={"options": f"-c search_path={schema}"},
+                        poolclass=sa.pool.QueuePool,
                     )
                     if present
                     else None
@@ -154,16 +167,23 @@ def test_spider_rewritten_queries_return_the_same_rows_on_postgres():
             except sqlglot.errors.SqlglotError:
                 continue
             result = SqlValidator(
-                "postgres", SafetyPolicy(star="expand", max_limit=cap), schema={t.lower(): [c.lower() for c in cs] for t, cs in schemas[db_id].items()}
+                "postgres",
+                SafetyPolicy(star="expand", max_limit=cap),
+                schema={t.lower(): [c.lower() for c in cs] for t, cs in schemas[db_id].items()},
             ).validate(original_sql)
             assert result.ok, (original_sql, result.refusal)
             with engine.connect() as conn:
                 try:
-                    original = [tuple(r) for r in conn.exec_driver_sql(original_sql.replace("%", "%%")).fetchall()]
+                    original = [
+                        tuple(r)
+                        for r in conn.exec_driver_sql(original_sql.replace("%", "%%")).fetchall()
+                    ]
                 except sa.exc.DBAPIError:
                     continue  # SQLite-only semantics (loose GROUP BY, text vs number): nothing to compare
             with engine.connect() as conn:
-                rewritten = [tuple(r) for r in conn.exec_driver_sql(result.sql.replace("%", "%%")).fetchall()]
+                rewritten = [
+                    tuple(r) for r in conn.exec_driver_sql(result.sql.replace("%", "%%")).fetchall()
+                ]
             assert len(rewritten) == min(len(original), cap), original_sql
             assert not Counter(rewritten) - Counter(original), (original_sql, result.sql)
             compared += 1
@@ -172,7 +192,7 @@ def test_spider_rewritten_queries_return_the_same_rows_on_postgres():
             if engine is not None:
                 engine.dispose()
         with admin.begin() as conn:
-            for db_id, engine in loaded.items():
+            for db_id in loaded:
                 conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {prefix}_{db_id.lower()} CASCADE")
         admin.dispose()
     if not loaded:

@@ -5,7 +5,13 @@ import importlib
 
 import pytest
 
-MODULES = ["safety.dialects", "safety.errors", "safety.functions", "safety.readonly", "safety.validator"]
+MODULES = [
+    "safety.dialects",
+    "safety.errors",
+    "safety.functions",
+    "safety.readonly",
+    "safety.validator",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -2,8 +2,14 @@ import sqlite3
 
 import sqlalchemy as sa
 
-from safety import ReadOnlySetupError, SafetyError, StatementTimeout, UnsupportedDialect, is_statement_timeout
-from safety import errors
+from safety import (
+    ReadOnlySetupError,
+    SafetyError,
+    StatementTimeout,
+    UnsupportedDialect,
+    errors,
+    is_statement_timeout,
+)
 
 
 def test_every_error_has_a_snake_case_code_and_shares_the_base():
@@ -13,7 +19,12 @@ def test_every_error_has_a_snake_case_code_and_shares_the_base():
 
 
 def test_codes_are_distinct():
-    codes = [SafetyError.code, UnsupportedDialect.code, ReadOnlySetupError.code, StatementTimeout.code]
+    codes = [
+        SafetyError.code,
+        UnsupportedDialect.code,
+        ReadOnlySetupError.code,
+        StatementTimeout.code,
+    ]
     assert len(set(codes)) == len(codes)
 
 
@@ -35,6 +46,8 @@ def test_other_errors_are_not_timeouts():
 def test_pymysql_timeout_errnos():
     import pymysql
 
-    assert is_statement_timeout(pymysql.err.OperationalError(3024, "Query execution was interrupted"))
+    assert is_statement_timeout(
+        pymysql.err.OperationalError(3024, "Query execution was interrupted")
+    )
     assert is_statement_timeout(pymysql.err.OperationalError(1969, "max_statement_time exceeded"))
     assert not is_statement_timeout(pymysql.err.OperationalError(1146, "Table doesn't exist"))

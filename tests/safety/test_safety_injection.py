@@ -11,10 +11,10 @@ import sqlite3
 
 import pytest
 import sqlalchemy as sa
-
-from safety import ReadOnlySettings, SqlValidator, open_readonly_engine
 from safety_backends import TickingClock
 from safety_corpora import require
+
+from safety import ReadOnlySettings, SqlValidator, open_readonly_engine
 
 TEMPLATES = (
     "SELECT name FROM users WHERE name = '{p}'",
@@ -63,7 +63,9 @@ def test_sqlite_accepted_payloads_only_read(payloads, tmp_path):
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE users (id INTEGER, name TEXT, password TEXT)")
         conn.executemany("INSERT INTO users VALUES (?, ?, ?)", [(1, "ada", "x"), (2, "bob", "y")])
-    engine = open_readonly_engine(f"sqlite:///{path}", ReadOnlySettings(statement_timeout_s=5.0), clock=TickingClock())
+    engine = open_readonly_engine(
+        f"sqlite:///{path}", ReadOnlySettings(statement_timeout_s=5.0), clock=TickingClock()
+    )
     statements = accepted("sqlite", spliced(payloads, TEMPLATES))
     assert statements, "some payloads are plain reads and should be accepted"
     for sql in statements:
@@ -103,14 +105,24 @@ def test_duckdb_accepted_payloads_only_read(payloads, tmp_path):
                 pass
     engine.dispose()
     conn = duckdb.connect(str(path), read_only=True)
-    assert conn.execute("SELECT id, name, password FROM users ORDER BY id").fetchall() == [(1, "ada", "x"), (2, "bob", "y")]
-    assert [r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()] == ["users"]
+    assert conn.execute("SELECT id, name, password FROM users ORDER BY id").fetchall() == [
+        (1, "ada", "x"),
+        (2, "bob", "y"),
+    ]
+    assert [
+        r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()
+    ] == ["users"]
     conn.close()
 
 
 def test_stacked_and_time_based_payloads_are_refused(payloads):
     validator = SqlValidator("mysql")
-    for payload in ("1; DROP TABLE users", "1 AND SLEEP(5)", "1 OR BENCHMARK(10000000, MD5(1))",
-                    "1 UNION SELECT LOAD_FILE('/etc/passwd')", "1; SELECT pg_sleep(5)"):
+    for payload in (
+        "1; DROP TABLE users",
+        "1 AND SLEEP(5)",
+        "1 OR BENCHMARK(10000000, MD5(1))",
+        "1 UNION SELECT LOAD_FILE('/etc/passwd')",
+        "1; SELECT pg_sleep(5)",
+    ):
         result = validator.validate(TEMPLATES[1].replace("{p}", payload))
         assert not result.ok, payload

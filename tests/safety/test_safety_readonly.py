@@ -6,16 +6,27 @@ import sqlite3
 
 import pytest
 import sqlalchemy as sa
-
-from safety import ReadOnlySettings, ReadOnlySetupError, UnsupportedDialect, is_statement_timeout, open_readonly_engine
-from safety.readonly import sqlite_authorizer
 from safety_backends import MAKERS, TickingClock, drop
+
+from safety import (
+    ReadOnlySettings,
+    ReadOnlySetupError,
+    UnsupportedDialect,
+    is_statement_timeout,
+    open_readonly_engine,
+)
+from safety.readonly import sqlite_authorizer
 
 
 @pytest.fixture(scope="module")
 def backends(tmp_path_factory):
     made: dict = {}
-    yield lambda dialect: made.get(dialect) or made.setdefault(dialect, MAKERS[dialect](tmp_path_factory.mktemp(dialect)))
+    yield (
+        lambda dialect: (
+            made.get(dialect)
+            or made.setdefault(dialect, MAKERS[dialect](tmp_path_factory.mktemp(dialect)))
+        )
+    )
     for backend in made.values():
         drop(backend)
 
@@ -28,7 +39,9 @@ def test_reads_and_inspection_work(backends, dialect):
         assert [tuple(r) for r in rows] == [(1, "one"), (2, "two"), (3, "three")]
         inspector = sa.inspect(conn)
         assert backend.table in inspector.get_table_names()
-        if dialect != "duckdb":  # duckdb-engine's get_columns fails on SQLAlchemy 2.1 with any engine
+        if (
+            dialect != "duckdb"
+        ):  # duckdb-engine's get_columns fails on SQLAlchemy 2.1 with any engine
             assert [c["name"] for c in inspector.get_columns(backend.table)] == ["a", "b"]
 
 
@@ -64,7 +77,9 @@ def test_sqlite_deadline_uses_the_injected_clock(tmp_path):
     path = tmp_path / "t.db"
     sqlite3.connect(path).close()
     clock = TickingClock(step=1.0)
-    engine = open_readonly_engine(f"sqlite:///{path}", ReadOnlySettings(statement_timeout_s=5.0), clock=clock)
+    engine = open_readonly_engine(
+        f"sqlite:///{path}", ReadOnlySettings(statement_timeout_s=5.0), clock=clock
+    )
     endless = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT max(i) FROM r"
     with engine.connect() as conn:
         with pytest.raises(sa.exc.OperationalError) as info:
@@ -76,7 +91,9 @@ def test_sqlite_deadline_uses_the_injected_clock(tmp_path):
 def test_sqlite_new_statement_gets_a_fresh_deadline(tmp_path):
     path = tmp_path / "t.db"
     sqlite3.connect(path).close()
-    engine = open_readonly_engine(f"sqlite:///{path}", ReadOnlySettings(statement_timeout_s=3.0), clock=TickingClock(1.0))
+    engine = open_readonly_engine(
+        f"sqlite:///{path}", ReadOnlySettings(statement_timeout_s=3.0), clock=TickingClock(1.0)
+    )
     with engine.connect() as conn:
         for _ in range(5):
             assert conn.exec_driver_sql("SELECT 1").scalar() == 1

@@ -16,7 +16,12 @@ def validate(sql, dialect="sqlite", **policy):
 # (title, dialect, sql, expected refusal code)
 REFUSED = [
     ("two statements", "sqlite", "SELECT 1; DROP TABLE users", "multiple_statements"),
-    ("select then delete", "postgres", "SELECT id FROM users; DELETE FROM users", "multiple_statements"),
+    (
+        "select then delete",
+        "postgres",
+        "SELECT id FROM users; DELETE FROM users",
+        "multiple_statements",
+    ),
     ("empty text", "sqlite", "", "empty_statement"),
     ("blanks only", "sqlite", "  \n ; ", "empty_statement"),
     ("comment only", "sqlite", "-- nothing here", "empty_statement"),
@@ -27,7 +32,12 @@ REFUSED = [
     ("comment-prefixed delete", "sqlite", "/* x */ DELETE FROM users", "not_a_query"),
     ("drop", "postgres", "DROP TABLE users", "not_a_query"),
     ("update", "mysql", "UPDATE users SET name = 'x'", "not_a_query"),
-    ("insert select", "postgres", "INSERT INTO users SELECT id, name, email FROM users", "not_a_query"),
+    (
+        "insert select",
+        "postgres",
+        "INSERT INTO users SELECT id, name, email FROM users",
+        "not_a_query",
+    ),
     ("explain analyze delete", "postgres", "EXPLAIN ANALYZE DELETE FROM users", "not_a_query"),
     ("copy to file", "postgres", "COPY users TO '/tmp/users.csv'", "not_a_query"),
     ("attach", "sqlite", "ATTACH DATABASE '/tmp/x.db' AS x", "not_a_query"),
@@ -39,23 +49,63 @@ REFUSED = [
     ("install", "duckdb", "INSTALL httpfs", "not_a_query"),
     ("load", "duckdb", "LOAD httpfs", "not_a_query"),
     ("values", "postgres", "VALUES (1)", "not_a_query"),
-    ("delete in cte", "postgres", "WITH d AS (DELETE FROM users RETURNING id) SELECT id FROM d", "dml_in_tree"),
-    ("update in cte", "duckdb", "WITH d AS (UPDATE users SET name = 'x' RETURNING id) SELECT id FROM d", "dml_in_tree"),
-    ("insert in cte", "postgres", "WITH d AS (INSERT INTO users (id) VALUES (9) RETURNING id) SELECT id FROM d", "dml_in_tree"),
+    (
+        "delete in cte",
+        "postgres",
+        "WITH d AS (DELETE FROM users RETURNING id) SELECT id FROM d",
+        "dml_in_tree",
+    ),
+    (
+        "update in cte",
+        "duckdb",
+        "WITH d AS (UPDATE users SET name = 'x' RETURNING id) SELECT id FROM d",
+        "dml_in_tree",
+    ),
+    (
+        "insert in cte",
+        "postgres",
+        "WITH d AS (INSERT INTO users (id) VALUES (9) RETURNING id) SELECT id FROM d",
+        "dml_in_tree",
+    ),
     ("select into", "postgres", "SELECT id INTO stolen FROM users", "select_into"),
     ("select into variable", "mysql", "SELECT id INTO @x FROM users LIMIT 1", "select_into"),
     ("for update", "postgres", "SELECT id FROM users FOR UPDATE", "locking_clause"),
     ("for share", "postgres", "SELECT id FROM users FOR SHARE", "locking_clause"),
     ("lock in share mode", "mysql", "SELECT id FROM users LOCK IN SHARE MODE", "locking_clause"),
-    ("for update in subquery", "postgres", "SELECT n FROM (SELECT id AS n FROM users FOR UPDATE) AS s", "locking_clause"),
-    ("optimizer hint", "mysql", "SELECT /*+ MAX_EXECUTION_TIME(100000) */ id FROM users", "optimizer_hint"),
+    (
+        "for update in subquery",
+        "postgres",
+        "SELECT n FROM (SELECT id AS n FROM users FOR UPDATE) AS s",
+        "locking_clause",
+    ),
+    (
+        "optimizer hint",
+        "mysql",
+        "SELECT /*+ MAX_EXECUTION_TIME(100000) */ id FROM users",
+        "optimizer_hint",
+    ),
     ("pg_sleep", "postgres", "SELECT pg_sleep(10)", "function_denied"),
     ("schema-qualified pg_sleep", "postgres", "SELECT pg_catalog.pg_sleep(10)", "function_denied"),
     ("pg_read_file", "postgres", "SELECT pg_read_file('/etc/passwd')", "function_denied"),
-    ("set_config", "postgres", "SELECT set_config('default_transaction_read_only', 'off', false)", "function_denied"),
+    (
+        "set_config",
+        "postgres",
+        "SELECT set_config('default_transaction_read_only', 'off', false)",
+        "function_denied",
+    ),
     ("advisory lock", "postgres", "SELECT pg_advisory_lock(1)", "function_denied"),
-    ("dblink", "postgres", "SELECT x FROM dblink('host=evil', 'select 1') AS t(x int)", "function_denied"),
-    ("query_to_xml", "postgres", "SELECT query_to_xml('delete from users', true, true, '')", "function_denied"),
+    (
+        "dblink",
+        "postgres",
+        "SELECT x FROM dblink('host=evil', 'select 1') AS t(x int)",
+        "function_denied",
+    ),
+    (
+        "query_to_xml",
+        "postgres",
+        "SELECT query_to_xml('delete from users', true, true, '')",
+        "function_denied",
+    ),
     ("lo_import", "postgres", "SELECT lo_import('/etc/passwd')", "function_denied"),
     ("nextval", "postgres", "SELECT nextval('users_id_seq')", "function_denied"),
     ("mysql sleep", "mysql", "SELECT SLEEP(10)", "function_denied"),
@@ -67,8 +117,18 @@ REFUSED = [
     ("sqlite randomblob", "sqlite", "SELECT randomblob(1000000000)", "function_denied"),
     ("sqlite fts3_tokenizer", "sqlite", "SELECT fts3_tokenizer('simple')", "function_denied"),
     ("duckdb read_csv", "duckdb", "SELECT a FROM read_csv('/etc/passwd')", "function_denied"),
-    ("duckdb read_parquet", "duckdb", "SELECT a FROM read_parquet('s3://bucket/x.parquet')", "function_denied"),
-    ("duckdb read_text", "duckdb", "SELECT content FROM read_text('/etc/passwd')", "function_denied"),
+    (
+        "duckdb read_parquet",
+        "duckdb",
+        "SELECT a FROM read_parquet('s3://bucket/x.parquet')",
+        "function_denied",
+    ),
+    (
+        "duckdb read_text",
+        "duckdb",
+        "SELECT content FROM read_text('/etc/passwd')",
+        "function_denied",
+    ),
     ("duckdb glob", "duckdb", "SELECT file FROM glob('/etc/*')", "function_denied"),
     ("duckdb query", "duckdb", "SELECT x FROM query('DELETE FROM users')", "function_denied"),
     ("duckdb getenv", "duckdb", "SELECT getenv('HOME')", "function_denied"),
@@ -77,13 +137,20 @@ REFUSED = [
     ("unknown function", "postgres", "SELECT my_udf(id) FROM users", "function_not_allowed"),
     ("select star", "sqlite", "SELECT * FROM users", "select_star"),
     ("qualified star", "sqlite", "SELECT u.* FROM users AS u", "select_star"),
-    ("star in union branch", "sqlite", "SELECT id FROM users UNION SELECT * FROM orders", "select_star"),
+    (
+        "star in union branch",
+        "sqlite",
+        "SELECT id FROM users UNION SELECT * FROM orders",
+        "select_star",
+    ),
     ("table shorthand", "postgres", "TABLE users", "select_star"),
     ("non-literal limit", "postgres", "SELECT id FROM users LIMIT (SELECT 5)", "limit_not_literal"),
 ]
 
 
-@pytest.mark.parametrize(("dialect", "sql", "code"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
+@pytest.mark.parametrize(
+    ("dialect", "sql", "code"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED]
+)
 def test_refused(dialect, sql, code):
     result = validate(sql, dialect)
     assert not result.ok
@@ -98,37 +165,103 @@ def test_refused(dialect, sql, code):
 ACCEPTED = [
     ("limit added", "sqlite", "select name from users", "SELECT name FROM users LIMIT 1000"),
     ("limit kept", "sqlite", "SELECT name FROM users LIMIT 5", "SELECT name FROM users LIMIT 5"),
-    ("limit lowered", "sqlite", "SELECT name FROM users LIMIT 50000", "SELECT name FROM users LIMIT 1000"),
-    ("mysql offset limit lowered", "mysql", "SELECT name FROM users LIMIT 10, 5000", "SELECT name FROM users LIMIT 1000 OFFSET 10"),
-    ("union gets one outer limit", "sqlite", "SELECT id FROM users UNION SELECT id FROM orders",
-     "SELECT id FROM users UNION SELECT id FROM orders LIMIT 1000"),
-    ("union limit lowered", "postgres", "SELECT id FROM users UNION ALL SELECT id FROM orders LIMIT 99999",
-     "SELECT id FROM users UNION ALL SELECT id FROM orders LIMIT 1000"),
-    ("intersect", "postgres", "SELECT id FROM users INTERSECT SELECT user_id FROM orders",
-     "SELECT id FROM users INTERSECT SELECT user_id FROM orders LIMIT 1000"),
-    ("fetch first lowered", "postgres", "SELECT id FROM users FETCH FIRST 5000 ROWS ONLY",
-     "SELECT id FROM users FETCH FIRST 1000 ROWS ONLY"),
-    ("cte select", "postgres", "WITH big AS (SELECT user_id, total FROM orders WHERE total > 100) SELECT user_id FROM big",
-     "WITH big AS (SELECT user_id, total FROM orders WHERE total > 100) SELECT user_id FROM big LIMIT 1000"),
-    ("count star is not select star", "sqlite", "SELECT COUNT(*) FROM users", "SELECT COUNT(*) FROM users LIMIT 1000"),
-    ("exists star is fine", "postgres",
-     "SELECT name FROM users AS u WHERE EXISTS (SELECT * FROM orders AS o WHERE o.user_id = u.id)",
-     "SELECT name FROM users AS u WHERE EXISTS(SELECT * FROM orders AS o WHERE o.user_id = u.id) LIMIT 1000"),
-    ("parenthesised query", "sqlite", "(SELECT name FROM users)", "SELECT name FROM users LIMIT 1000"),
-    ("comments dropped", "sqlite", "SELECT name /* DROP TABLE users */ FROM users -- bye",
-     "SELECT name FROM users LIMIT 1000"),
-    ("mysql executable comment dropped", "mysql", "SELECT name FROM users /*!50000 ; DROP TABLE users */",
-     "SELECT name FROM users LIMIT 1000"),
-    ("postgres unicode escape is not an identifier after rendering", "postgres", 'SELECT U&"d\\0061ta" FROM users',
-     'SELECT U & "d\\0061ta" FROM users LIMIT 1000'),
-    ("window and aggregate functions", "postgres",
-     "SELECT user_id, SUM(total) OVER (PARTITION BY user_id), ROW_NUMBER() OVER (ORDER BY total) FROM orders",
-     "SELECT user_id, SUM(total) OVER (PARTITION BY user_id), ROW_NUMBER() OVER (ORDER BY total) FROM orders LIMIT 1000"),
-    ("trailing semicolon", "sqlite", "SELECT name FROM users;", "SELECT name FROM users LIMIT 1000"),
+    (
+        "limit lowered",
+        "sqlite",
+        "SELECT name FROM users LIMIT 50000",
+        "SELECT name FROM users LIMIT 1000",
+    ),
+    (
+        "mysql offset limit lowered",
+        "mysql",
+        "SELECT name FROM users LIMIT 10, 5000",
+        "SELECT name FROM users LIMIT 1000 OFFSET 10",
+    ),
+    (
+        "union gets one outer limit",
+        "sqlite",
+        "SELECT id FROM users UNION SELECT id FROM orders",
+        "SELECT id FROM users UNION SELECT id FROM orders LIMIT 1000",
+    ),
+    (
+        "union limit lowered",
+        "postgres",
+        "SELECT id FROM users UNION ALL SELECT id FROM orders LIMIT 99999",
+        "SELECT id FROM users UNION ALL SELECT id FROM orders LIMIT 1000",
+    ),
+    (
+        "intersect",
+        "postgres",
+        "SELECT id FROM users INTERSECT SELECT user_id FROM orders",
+        "SELECT id FROM users INTERSECT SELECT user_id FROM orders LIMIT 1000",
+    ),
+    (
+        "fetch first lowered",
+        "postgres",
+        "SELECT id FROM users FETCH FIRST 5000 ROWS ONLY",
+        "SELECT id FROM users FETCH FIRST 1000 ROWS ONLY",
+    ),
+    (
+        "cte select",
+        "postgres",
+        "WITH big AS (SELECT user_id, total FROM orders WHERE total > 100) SELECT user_id FROM big",
+        "WITH big AS (SELECT user_id, total FROM orders WHERE total > 100) SELECT user_id FROM big LIMIT 1000",
+    ),
+    (
+        "count star is not select star",
+        "sqlite",
+        "SELECT COUNT(*) FROM users",
+        "SELECT COUNT(*) FROM users LIMIT 1000",
+    ),
+    (
+        "exists star is fine",
+        "postgres",
+        "SELECT name FROM users AS u WHERE EXISTS (SELECT * FROM orders AS o WHERE o.user_id = u.id)",
+        "SELECT name FROM users AS u WHERE EXISTS(SELECT * FROM orders AS o WHERE o.user_id = u.id) LIMIT 1000",
+    ),
+    (
+        "parenthesised query",
+        "sqlite",
+        "(SELECT name FROM users)",
+        "SELECT name FROM users LIMIT 1000",
+    ),
+    (
+        "comments dropped",
+        "sqlite",
+        "SELECT name /* DROP TABLE users */ FROM users -- bye",
+        "SELECT name FROM users LIMIT 1000",
+    ),
+    (
+        "mysql executable comment dropped",
+        "mysql",
+        "SELECT name FROM users /*!50000 ; DROP TABLE users */",
+        "SELECT name FROM users LIMIT 1000",
+    ),
+    (
+        "postgres unicode escape is not an identifier after rendering",
+        "postgres",
+        'SELECT U&"d\\0061ta" FROM users',
+        'SELECT U & "d\\0061ta" FROM users LIMIT 1000',
+    ),
+    (
+        "window and aggregate functions",
+        "postgres",
+        "SELECT user_id, SUM(total) OVER (PARTITION BY user_id), ROW_NUMBER() OVER (ORDER BY total) FROM orders",
+        "SELECT user_id, SUM(total) OVER (PARTITION BY user_id), "
+        "ROW_NUMBER() OVER (ORDER BY total) FROM orders LIMIT 1000",
+    ),
+    (
+        "trailing semicolon",
+        "sqlite",
+        "SELECT name FROM users;",
+        "SELECT name FROM users LIMIT 1000",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("dialect", "sql", "expected"), [c[1:] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
+@pytest.mark.parametrize(
+    ("dialect", "sql", "expected"), [c[1:] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED]
+)
 def test_accepted(dialect, sql, expected):
     result = validate(sql, dialect)
     assert result.ok, result.findings
@@ -166,7 +299,10 @@ def test_every_finding_names_the_node():
 
 
 def test_dml_in_subquery_is_found_anywhere():
-    sql = "SELECT id FROM users WHERE id IN (SELECT id FROM (WITH d AS (DELETE FROM orders RETURNING id) SELECT id FROM d) s)"
+    sql = (
+        "SELECT id FROM users WHERE id IN "
+        "(SELECT id FROM (WITH d AS (DELETE FROM orders RETURNING id) SELECT id FROM d) s)"
+    )
     result = validate(sql, "postgres")
     assert result.refusal.code == "dml_in_tree"
 
@@ -193,7 +329,10 @@ def test_select_star_message_lists_the_columns():
             "SELECT users.id, users.name, users.email, orders.id, orders.user_id, orders.total "
             "FROM users JOIN orders ON orders.user_id = users.id LIMIT 1000",
         ),
-        ("SELECT * FROM (SELECT id, name FROM users) AS s", "SELECT id, name FROM (SELECT id, name FROM users) AS s LIMIT 1000"),
+        (
+            "SELECT * FROM (SELECT id, name FROM users) AS s",
+            "SELECT id, name FROM (SELECT id, name FROM users) AS s LIMIT 1000",
+        ),
         (
             "WITH r AS (SELECT * FROM orders) SELECT * FROM r",
             "WITH r AS (SELECT id, user_id, total FROM orders) SELECT id, user_id, total FROM r LIMIT 1000",
@@ -226,7 +365,12 @@ def test_result_is_json_serialisable():
 
 
 def test_finding_model():
-    finding = SafetyFinding(code="dml_in_tree", message="DELETE inside a CTE is not allowed", severity="error", node="Delete")
+    finding = SafetyFinding(
+        code="dml_in_tree",
+        message="DELETE inside a CTE is not allowed",
+        severity="error",
+        node="Delete",
+    )
     assert finding.blocking
     assert SafetyFinding.model_validate_json(finding.model_dump_json()) == finding
 
@@ -239,16 +383,26 @@ def test_unknown_dialect_is_refused_at_construction():
 
 
 def test_extra_functions_extend_the_allowlist():
-    assert validate("SELECT my_udf(id) FROM users", "postgres").refusal.code == "function_not_allowed"
+    assert (
+        validate("SELECT my_udf(id) FROM users", "postgres").refusal.code == "function_not_allowed"
+    )
     assert validate("SELECT my_udf(id) FROM users", "postgres", extra_functions=("my_udf",)).ok
 
 
 def test_extra_functions_never_override_the_denylist():
-    assert validate("SELECT pg_sleep(1)", "postgres", extra_functions=("pg_sleep",)).refusal.code == "function_denied"
+    assert (
+        validate("SELECT pg_sleep(1)", "postgres", extra_functions=("pg_sleep",)).refusal.code
+        == "function_denied"
+    )
 
 
 def test_denied_functions_extend_the_denylist():
-    assert validate("SELECT upper(name) FROM users", "postgres", denied_functions=("upper",)).refusal.code == "function_denied"
+    assert (
+        validate(
+            "SELECT upper(name) FROM users", "postgres", denied_functions=("upper",)
+        ).refusal.code
+        == "function_denied"
+    )
 
 
 def test_raw_text_is_never_returned():

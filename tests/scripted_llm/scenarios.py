@@ -14,7 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.demo import AMBIGUOUS, DEMO_QUESTIONS, ORDERS_BY_SEGMENT, TABLES_META, TOP_CATEGORIES
+from orchestrator.demo import (
+    AMBIGUOUS,
+    DEMO_QUESTIONS,
+    ORDERS_BY_SEGMENT,
+    TABLES_META,
+    TOP_CATEGORIES,
+)
 from tests.scripted_llm.server import ScriptedReply
 
 AnswerFn = Callable[[dict[str, Any]], str]
@@ -37,7 +43,11 @@ def reasoning(
     """A Batch-1 reply: the four parts in one object."""
     resolved = not questions
     return {
-        "intent": {"intent": intent, "confidence": 0.9 if resolved else 0.4, "rationale": f"Scripted: {intent}."},
+        "intent": {
+            "intent": intent,
+            "confidence": 0.9 if resolved else 0.4,
+            "rationale": f"Scripted: {intent}.",
+        },
         "clarification": {
             "resolved": resolved,
             "assumptions": list(assumptions),
@@ -131,7 +141,11 @@ class ScenarioScript:
     """
 
     def __init__(
-        self, scenarios: dict[str, Scenario], *, drop: set[str] = frozenset(), duplicate: set[str] = frozenset()
+        self,
+        scenarios: dict[str, Scenario],
+        *,
+        drop: set[str] = frozenset(),
+        duplicate: set[str] = frozenset(),
     ) -> None:
         self.scenarios = scenarios
         self.drop = set(drop)
@@ -162,7 +176,10 @@ class ScenarioScript:
             return {"sql": scenario.sql, "explanation": "Scripted SQL for this scenario."}
         if batch == "correction":
             attempt = int(re.search(r"\(attempt (\d+)\)", body).group(1))
-            return {"diagnosis": "Scripted diagnosis of the error.", "sql": scenario.corrections[attempt - 1]}
+            return {
+                "diagnosis": "Scripted diagnosis of the error.",
+                "sql": scenario.corrections[attempt - 1],
+            }
         preview = preview_of(body)
         if preview["failure"]:
             text = f"The question could not be answered: {preview['failure']}"
@@ -211,7 +228,15 @@ def _tables_answer(p: dict[str, Any]) -> str:
 
 
 _REVENUE = "SUM(oi.quantity * oi.unit_price * (1 - oi.discount))"
-ALL_TABLES = ["regions", "employees", "customers", "categories", "products", "orders", "order_items"]
+ALL_TABLES = [
+    "regions",
+    "employees",
+    "customers",
+    "categories",
+    "products",
+    "orders",
+    "order_items",
+]
 
 SCENARIOS: dict[str, Scenario] = {
     TOP_CATEGORIES: Scenario(
@@ -225,8 +250,14 @@ SCENARIOS: dict[str, Scenario] = {
             filters=[("orders", "order_date", "in 2025"), ("orders", "status", "not cancelled")],
             needs_data_context=True,
             complexity="moderate",
-            steps=["join items to products, categories and orders", "sum revenue per category", "take the top 5"],
-            assumptions=["Revenue is quantity × unit price after discount, excluding cancelled orders."],
+            steps=[
+                "join items to products, categories and orders",
+                "sum revenue per category",
+                "take the top 5",
+            ],
+            assumptions=[
+                "Revenue is quantity × unit price after discount, excluding cancelled orders."
+            ],
             aggregations=[_REVENUE],
             order_by=["revenue DESC"],
         ),
@@ -288,7 +319,8 @@ SCENARIOS: dict[str, Scenario] = {
             f"SELECT r.region_name AS region, ROUND({_REVENUE}, 2) AS revenue FROM order_items AS oi "
             "JOIN orders AS o ON o.order_id = oi.order_id JOIN customers AS c ON c.customer_id = o.customer_id "
             "JOIN regions AS r ON r.region_id = c.region_id "
-            "WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01' GROUP BY r.region_name ORDER BY revenue DESC",
+            "WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01' "
+            "GROUP BY r.region_name ORDER BY revenue DESC",
             f"SELECT r.name AS region, ROUND({_REVENUE}, 2) AS revenue FROM order_items AS oi "
             "JOIN orders AS o ON o.order_id = oi.order_id JOIN customers AS c ON c.customer_id = o.customer_id "
             "JOIN regions AS r ON r.region_id = c.region_id "
@@ -328,7 +360,12 @@ SCENARIOS.update(
     {
         GARBLED_TWICE: Scenario(
             reasoning=reasoning(tables=["products"]),
-            faults={"reasoning": [ScriptedReply.invalid_json(), ScriptedReply.invalid_json('{"intent": ')]},
+            faults={
+                "reasoning": [
+                    ScriptedReply.invalid_json(),
+                    ScriptedReply.invalid_json('{"intent": '),
+                ]
+            },
         ),
         GARBLED_ONCE: Scenario(
             reasoning=reasoning("META_QUERY", tables=["products"]),
@@ -358,7 +395,9 @@ SCENARIOS.update(
             ),
             sql="SELECT c.name AS category, COUNT(p.product_id) AS products FROM categories AS c "
             "JOIN products AS p ON p.category_id = c.category_id GROUP BY c.name ORDER BY c.name",
-            answer=lambda p: "Products per category: " + ", ".join(f"{r[0]} {r[1]}" for r in p["rows"]) + ".",
+            answer=lambda p: (
+                "Products per category: " + ", ".join(f"{r[0]} {r[1]}" for r in p["rows"]) + "."
+            ),
         ),
     }
 )
@@ -372,8 +411,16 @@ def _category_question(category: str) -> str:
     return f"How many products are in the {category} category?"
 
 
-CATEGORIES = ["Electronics", "Clothing", "Home & Kitchen", "Sports & Outdoors", "Office Supplies",
-              "Toys & Games", "Beauty", "Books"]
+CATEGORIES = [
+    "Electronics",
+    "Clothing",
+    "Home & Kitchen",
+    "Sports & Outdoors",
+    "Office Supplies",
+    "Toys & Games",
+    "Beauty",
+    "Books",
+]
 MONTH_QUESTIONS = [_month_question(m) for m in range(1, 13)]
 CATEGORY_QUESTIONS = [_category_question(c) for c in CATEGORIES]
 #: Twenty simple questions for batch tests and benchmarks.
@@ -381,12 +428,14 @@ COUNT_QUESTIONS = MONTH_QUESTIONS + CATEGORY_QUESTIONS
 
 for _month, _q in enumerate(MONTH_QUESTIONS, start=1):
     SCENARIOS[_q] = Scenario(
-        reasoning=reasoning(tables=["orders"], filters=[("orders", "order_date", f"in 2025-{_month:02d}")]),
+        reasoning=reasoning(
+            tables=["orders"], filters=[("orders", "order_date", f"in 2025-{_month:02d}")]
+        ),
         sql=f"SELECT COUNT(*) AS orders FROM orders WHERE order_date >= '2025-{_month:02d}-01' "
         f"AND order_date < '{'2026-01' if _month == 12 else f'2025-{_month + 1:02d}'}-01'",
         answer=_count_answer(f"orders in 2025-{_month:02d}"),
     )
-for _category, _q in zip(CATEGORIES, CATEGORY_QUESTIONS):
+for _category, _q in zip(CATEGORIES, CATEGORY_QUESTIONS, strict=False):
     SCENARIOS[_q] = Scenario(
         reasoning=reasoning(
             tables=["products", "categories"],
@@ -403,7 +452,9 @@ ERP_REVENUE = "What was total invoiced revenue per customer in 2025?"
 SCENARIOS[ERP_REVENUE] = Scenario(
     reasoning=reasoning(
         tables=["ar_invoices", "crm_customers"],
-        joins=[("ar_invoices", "crm_customers", "ar_invoices.customer_id = crm_customers.customer_id")],
+        joins=[
+            ("ar_invoices", "crm_customers", "ar_invoices.customer_id = crm_customers.customer_id")
+        ],
         filters=[("ar_invoices", "invoice_date", "in 2025")],
         aggregations=["SUM(ar_invoices.total_amount)"],
     ),
@@ -413,4 +464,11 @@ SCENARIOS[ERP_REVENUE] = Scenario(
     answer=lambda p: f"{len(p['rows'])} customers were invoiced in 2025.",
 )
 
-__all__ = ["COUNT_QUESTIONS", "DEMO_QUESTIONS", "SCENARIOS", "Scenario", "ScenarioScript", "reasoning"]
+__all__ = [
+    "COUNT_QUESTIONS",
+    "DEMO_QUESTIONS",
+    "SCENARIOS",
+    "Scenario",
+    "ScenarioScript",
+    "reasoning",
+]

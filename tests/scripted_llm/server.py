@@ -82,7 +82,9 @@ class ScriptedReply:
         )
 
     @classmethod
-    def server_error(cls, message: str = "The server had an error while processing your request.") -> ScriptedReply:
+    def server_error(
+        cls, message: str = "The server had an error while processing your request."
+    ) -> ScriptedReply:
         """500 with an OpenAI-style error body."""
         return cls(status=500, raw_body=_error_body(message, "server_error"))
 
@@ -190,7 +192,10 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(request_json, dict):
                 raise ValueError("the request body is not a JSON object")
         except ValueError as exc:
-            self._send(400, _error_body(f"could not parse the request body: {exc}", "invalid_request_error"))
+            self._send(
+                400,
+                _error_body(f"could not parse the request body: {exc}", "invalid_request_error"),
+            )
             return
         owner = self.server.owner
         number = owner._record(request_json)
@@ -199,7 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # the responder's failure must reach the client, not vanish
             message = f"scripted responder failed: {type(exc).__name__}: {exc}"
             owner.errors.append(message)
-            self._send(500, _error_body(message, "scripted_server_error", code=getattr(exc, "code", None)))
+            self._send(
+                500, _error_body(message, "scripted_server_error", code=getattr(exc, "code", None))
+            )
             return
         if reply.delay_s:
             owner.sleep(reply.delay_s)
@@ -209,9 +216,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(reply.status, owner._body_for(reply, request_json, number), headers, number)
 
     def _not_found(self) -> None:
-        self._send(404, _error_body(f"no route for {self.command} {self.path}", "invalid_request_error"))
+        self._send(
+            404, _error_body(f"no route for {self.command} {self.path}", "invalid_request_error")
+        )
 
-    def _send(self, status: int, body: str, headers: dict[str, str] | None = None, number: int = 0) -> None:
+    def _send(
+        self, status: int, body: str, headers: dict[str, str] | None = None, number: int = 0
+    ) -> None:
         payload = body.encode("utf-8")
         if (headers or {}).get("content-encoding") == "gzip":
             payload = gzip.compress(payload, mtime=0)  # mtime=0: the same bytes every time
@@ -281,7 +292,10 @@ class ScriptedLLMServer:
         self._httpd = httpd
         # A short poll interval keeps stop() quick; serving itself does not poll.
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm-server", daemon=True
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="scripted-llm-server",
+            daemon=True,
         )
         self._thread.start()
         return self.base_url
@@ -337,7 +351,9 @@ class ScriptedLLMServer:
         content = reply.content
         prompt_tokens = reply.prompt_tokens
         if prompt_tokens is None:
-            prompt_tokens = _estimate_tokens(json.dumps(request_json.get("messages", []), sort_keys=True))
+            prompt_tokens = _estimate_tokens(
+                json.dumps(request_json.get("messages", []), sort_keys=True)
+            )
         completion_tokens = reply.completion_tokens
         if completion_tokens is None:
             completion_tokens = _estimate_tokens(content or "")

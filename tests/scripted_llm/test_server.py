@@ -40,7 +40,9 @@ def test_normal_reply_looks_like_openai():
     queue = ScriptedQueue([ScriptedReply('{"sql": "SELECT 1"}')])
     with ScriptedLLMServer(queue) as server:
         client = client_for(server)
-        raw = client.chat.completions.with_raw_response.create(model="gpt-test", messages=MESSAGES, temperature=0)
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-test", messages=MESSAGES, temperature=0
+        )
         completion = raw.parse()
 
     assert raw.headers[SCRIPTED_HEADER] == SCRIPTED_HEADER_VALUE
@@ -63,13 +65,19 @@ def test_normal_reply_looks_like_openai():
 
 def test_explicit_token_counts_and_callable_responder():
     def echo(request_json: dict) -> ScriptedReply:
-        return ScriptedReply(request_json["messages"][-1]["content"].upper(), prompt_tokens=7, completion_tokens=3)
+        return ScriptedReply(
+            request_json["messages"][-1]["content"].upper(), prompt_tokens=7, completion_tokens=3
+        )
 
     with ScriptedLLMServer(echo) as server:
         completion = ask(client_for(server))
 
     assert completion.choices[0].message.content == "HOW MANY CUSTOMERS ARE THERE?"
-    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.total_tokens) == (7, 3, 10)
+    assert (
+        completion.usage.prompt_tokens,
+        completion.usage.completion_tokens,
+        completion.usage.total_tokens,
+    ) == (7, 3, 10)
 
 
 def test_rate_limited_reply_carries_retry_after_headers():
@@ -97,13 +105,18 @@ def test_server_error_reply():
 
 
 def test_bad_request_reply_for_unsupported_response_format():
-    reply = ScriptedReply.bad_request("response_format json_schema is not supported", param="response_format")
+    reply = ScriptedReply.bad_request(
+        "response_format json_schema is not supported", param="response_format"
+    )
     with ScriptedLLMServer(ScriptedQueue([reply])) as server:
         with pytest.raises(openai.BadRequestError) as caught:
             client_for(server).chat.completions.create(
                 model="gpt-test",
                 messages=MESSAGES,
-                response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {"type": "object"}},
+                },
             )
     assert caught.value.status_code == 400
     assert "json_schema is not supported" in caught.value.message
@@ -111,7 +124,9 @@ def test_bad_request_reply_for_unsupported_response_format():
 
 
 def test_invalid_json_reply_is_a_200_with_unparseable_content():
-    with ScriptedLLMServer(ScriptedQueue([ScriptedReply.invalid_json('{"sql": "SELECT')])) as server:
+    with ScriptedLLMServer(
+        ScriptedQueue([ScriptedReply.invalid_json('{"sql": "SELECT')])
+    ) as server:
         completion = ask(client_for(server))
     content = completion.choices[0].message.content
     assert content == '{"sql": "SELECT'
@@ -120,7 +135,9 @@ def test_invalid_json_reply_is_a_200_with_unparseable_content():
 
 
 def test_slow_reply_times_out_on_a_short_client_timeout():
-    queue = ScriptedQueue([ScriptedReply.slow("late", delay_s=1.0), ScriptedReply.slow("in time", delay_s=0.05)])
+    queue = ScriptedQueue(
+        [ScriptedReply.slow("late", delay_s=1.0), ScriptedReply.slow("in time", delay_s=0.05)]
+    )
     with ScriptedLLMServer(queue) as server:
         with pytest.raises(openai.APITimeoutError):
             ask(client_for(server, timeout=0.2))
@@ -129,7 +146,9 @@ def test_slow_reply_times_out_on_a_short_client_timeout():
 
 def test_delay_goes_through_the_injected_sleep():
     waits: list[float] = []
-    with ScriptedLLMServer(ScriptedQueue([ScriptedReply.slow("ok", delay_s=30.0)]), sleep=waits.append) as server:
+    with ScriptedLLMServer(
+        ScriptedQueue([ScriptedReply.slow("ok", delay_s=30.0)]), sleep=waits.append
+    ) as server:
         assert ask(client_for(server)).choices[0].message.content == "ok"
     assert waits == [30.0]
 
@@ -162,7 +181,9 @@ def test_unknown_route_and_malformed_body_get_json_errors():
         missing = http.post(server.base_url + "/embeddings", json={})
         malformed = http.post(server.base_url + "/chat/completions", content=b"not json")
     assert missing.status_code == 404 and "no route" in missing.json()["error"]["message"]
-    assert malformed.status_code == 400 and "could not parse" in malformed.json()["error"]["message"]
+    assert (
+        malformed.status_code == 400 and "could not parse" in malformed.json()["error"]["message"]
+    )
     assert missing.headers[SCRIPTED_HEADER] == SCRIPTED_HEADER_VALUE
     assert server.requests == []
 
@@ -179,12 +200,14 @@ def test_stop_is_clean_idempotent_and_closes_kept_alive_connections():
     with pytest.raises(openai.APIConnectionError):
         ask(client)
     with pytest.raises(RuntimeError, match="not running"):
-        server.base_url
+        _ = server.base_url
     assert len(server.requests) == 1
 
 
 def test_gzip_responses_are_compressed_on_the_wire_and_decoded_by_the_client():
     with ScriptedLLMServer(ScriptedQueue([ScriptedReply("zipped")]), gzip_responses=True) as server:
-        raw = client_for(server).chat.completions.with_raw_response.create(model="gpt-test", messages=MESSAGES)
+        raw = client_for(server).chat.completions.with_raw_response.create(
+            model="gpt-test", messages=MESSAGES
+        )
     assert raw.headers["content-encoding"] == "gzip"
     assert raw.parse().choices[0].message.content == "zipped"

@@ -57,7 +57,9 @@ def start_server(app: Any) -> tuple[ThreadedServer, threading.Thread, str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = ThreadedServer(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2))
+    server = ThreadedServer(
+        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -85,7 +87,9 @@ def scripted_model(allow_scripted_model: None) -> Iterator[ScriptedLLMServer]:
         yield server
 
 
-def make_config(demo_db: Path, state_url: str, model: ScriptedLLMServer, **overrides: Any) -> ServerConfig:
+def make_config(
+    demo_db: Path, state_url: str, model: ScriptedLLMServer, **overrides: Any
+) -> ServerConfig:
     values: dict[str, Any] = dict(
         database_url=f"sqlite:///{demo_db}",
         state_url=state_url,

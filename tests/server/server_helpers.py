@@ -11,7 +11,9 @@ from typing import Any
 import httpx
 
 
-def wait_until(check: Callable[[], Any], *, timeout: float = 30.0, every: float = 0.05, what: str = "it") -> Any:
+def wait_until(
+    check: Callable[[], Any], *, timeout: float = 30.0, every: float = 0.05, what: str = "it"
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -22,7 +24,9 @@ def wait_until(check: Callable[[], Any], *, timeout: float = 30.0, every: float 
         time.sleep(every)
 
 
-def wait_for_run(client: httpx.Client, run_id: str, statuses: tuple[str, ...], timeout: float = 30.0) -> dict:
+def wait_for_run(
+    client: httpx.Client, run_id: str, statuses: tuple[str, ...], timeout: float = 30.0
+) -> dict:
     def check() -> dict | None:
         run = client.get(f"/runs/{run_id}").json()
         return run if run["status"] in statuses else None

@@ -21,12 +21,17 @@ from tests.server.server_helpers import pending_batch, wait_for_run
 
 
 def test_tokens_from_a_file_or_the_environment(tmp_path: Path) -> None:
-    entries = [{"token": "t-a", "actor": "alice", "role": "analyst"},
-               {"sha256": token_digest("t-r"), "actor": "rita", "role": "reviewer"}]
+    entries = [
+        {"token": "t-a", "actor": "alice", "role": "analyst"},
+        {"sha256": token_digest("t-r"), "actor": "rita", "role": "reviewer"},
+    ]
     path = tmp_path / "tokens.json"
     path.write_text(json.dumps({"tokens": entries}))
-    for registry in (TokenRegistry.from_file(path), TokenRegistry.from_env({"SQLGATE_TOKENS_FILE": str(path)}),
-                     TokenRegistry.from_env({"SQLGATE_TOKENS": json.dumps(entries)})):
+    for registry in (
+        TokenRegistry.from_file(path),
+        TokenRegistry.from_env({"SQLGATE_TOKENS_FILE": str(path)}),
+        TokenRegistry.from_env({"SQLGATE_TOKENS": json.dumps(entries)}),
+    ):
         assert registry.authenticate("Bearer t-a") == Principal("alice", Role.ANALYST)
         assert registry.authenticate("bearer t-r") == Principal("rita", Role.REVIEWER)
     assert len(TokenRegistry.from_env({})) == 0
@@ -63,12 +68,24 @@ BAD_TOKEN = {"Authorization": "Bearer not-a-token"}
 @pytest.mark.parametrize("headers", [NO_TOKEN, BAD_TOKEN, {"Authorization": "Basic dG9rLXJpdGE6"}])
 @pytest.mark.parametrize(
     "method,path",
-    [("GET", "/me"), ("POST", "/runs"), ("GET", "/runs"), ("GET", "/runs/run_x"), ("GET", "/approvals"),
-     ("GET", "/approvals/batch_x"), ("POST", "/approvals/batch_x/decision"), ("GET", "/events")],
+    [
+        ("GET", "/me"),
+        ("POST", "/runs"),
+        ("GET", "/runs"),
+        ("GET", "/runs/run_x"),
+        ("GET", "/approvals"),
+        ("GET", "/approvals/batch_x"),
+        ("POST", "/approvals/batch_x/decision"),
+        ("GET", "/events"),
+    ],
 )
-def test_every_endpoint_but_health_needs_a_token(live: Running, headers: dict, method: str, path: str) -> None:
+def test_every_endpoint_but_health_needs_a_token(
+    live: Running, headers: dict, method: str, path: str
+) -> None:
     with live.client() as client:
-        response = client.request(method, path, headers=headers, json={"question": "x"} if method == "POST" else None)
+        response = client.request(
+            method, path, headers=headers, json={"question": "x"} if method == "POST" else None
+        )
         assert response.status_code == 401, response.text
         assert response.json()["error"]["code"] == "unauthenticated"
         assert response.headers["www-authenticate"] == "Bearer"
@@ -77,8 +94,12 @@ def test_every_endpoint_but_health_needs_a_token(live: Running, headers: dict, m
 
 def test_the_role_matrix(live: Running) -> None:
     decision = {"decisions": {"call_x": "approve"}}
-    with live.client("alice") as alice, live.client("bob") as bob, live.client("rita") as rita, \
-            live.client("root") as root:
+    with (
+        live.client("alice") as alice,
+        live.client("bob") as bob,
+        live.client("rita") as rita,
+        live.client("root") as root,
+    ):
         assert alice.get("/me").json() == {"actor": "alice", "role": "analyst"}
         # analysts ask and read their own runs; they do not review
         run_id = alice.post("/runs", json={"question": sc.PRODUCT_COUNT}).json()["run_id"]
@@ -117,10 +138,14 @@ def test_the_actor_is_the_tokens_never_the_bodys(live: Running) -> None:
         run_id = alice.post("/runs", json={"question": sc.PRODUCT_COUNT}).json()["run_id"]
         batch = pending_batch(rita, run_id)
         decisions = {cid: "approve" for cid in batch["pending_ids"]}
-        smuggled = rita.post(f"/approvals/{batch['batch_id']}/decision",
-                             json={"decisions": decisions, "actor": "mallory"})
+        smuggled = rita.post(
+            f"/approvals/{batch['batch_id']}/decision",
+            json={"decisions": decisions, "actor": "mallory"},
+        )
         assert smuggled.status_code == 422 and smuggled.json()["error"]["code"] == "invalid_request"
-        decided = rita.post(f"/approvals/{batch['batch_id']}/decision", json={"decisions": decisions})
+        decided = rita.post(
+            f"/approvals/{batch['batch_id']}/decision", json={"decisions": decisions}
+        )
         assert decided.status_code == 200 and decided.json()["decided_by"] == "rita"
     log = SqlApprovalStore(live.state_url).audit_log(batch_id=batch["batch_id"])
     assert {e.actor for e in log if e.event in ("item_resolved", "batch_resolved")} == {"rita"}

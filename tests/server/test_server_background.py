@@ -32,7 +32,9 @@ class HeldScript:
 
 
 @pytest.fixture
-def held(allow_scripted_model: None, demo_db: Path, state_url: str) -> Iterator[tuple[Running, HeldScript]]:
+def held(
+    allow_scripted_model: None, demo_db: Path, state_url: str
+) -> Iterator[tuple[Running, HeldScript]]:
     script = HeldScript()
     with ScriptedLLMServer(script) as model:
         app = create_app(make_config(demo_db, state_url, model))
@@ -44,7 +46,9 @@ def held(allow_scripted_model: None, demo_db: Path, state_url: str) -> Iterator[
             stop_server(server, thread)
 
 
-def test_the_server_answers_while_a_run_waits_on_the_model(held: tuple[Running, HeldScript]) -> None:
+def test_the_server_answers_while_a_run_waits_on_the_model(
+    held: tuple[Running, HeldScript],
+) -> None:
     live, script = held
     with live.client("alice") as alice, live.client("rita") as rita:
         run_id = alice.post("/runs", json={"question": sc.PRODUCT_COUNT}).json()["run_id"]
@@ -55,8 +59,9 @@ def test_the_server_answers_while_a_run_waits_on_the_model(held: tuple[Running, 
         second = alice.post("/runs", json={"question": sc.TOP_CATEGORIES})
         assert second.status_code == 202
         assert rita.get("/approvals").json() == []
-        progress = read_events(rita, lambda got: any(e.data.get("stage") == "queued" for e in got),
-                               last_event_id="0-0")
+        progress = read_events(
+            rita, lambda got: any(e.data.get("stage") == "queued" for e in got), last_event_id="0-0"
+        )
         assert progress[0].event == "run_progress"
         assert alice.get(f"/runs/{run_id}").json()["status"] == "running"
         script.release.set()

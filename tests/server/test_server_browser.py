@@ -30,12 +30,21 @@ pytestmark = pytest.mark.slow
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists() and shutil.which("chromium") is None:
         pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the playwright package is not installed"
+    )
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
-                  "--no-first-run", "--disable-component-update", "--disable-sync"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         try:
             yield browser
@@ -60,7 +69,9 @@ def _shot(page: Any, name: str) -> Path:
     return path
 
 
-def test_an_analyst_asks_two_questions_a_reviewer_edits_one_and_approves_both(browser: Any, live: Running) -> None:
+def test_an_analyst_asks_two_questions_a_reviewer_edits_one_and_approves_both(
+    browser: Any, live: Running
+) -> None:
     reviewer = _page(browser, live, "/reviewer", "rita")
     analyst = _page(browser, live, "/analyst", "alice")
 
@@ -86,16 +97,22 @@ def test_an_analyst_asks_two_questions_a_reviewer_edits_one_and_approves_both(br
     run = analyst.get_by_test_id("run").first
     assert run.get_by_test_id("run-status").inner_text() == "finished"
     answers = run.get_by_test_id("answer").all_inner_texts()
-    assert answers[0].startswith("Products per category") and answers[1].startswith("The top 5 categories")
+    assert answers[0].startswith("Products per category") and answers[1].startswith(
+        "The top 5 categories"
+    )
     assert run.get_by_test_id("sql").first.inner_text().startswith(EDITED)
     assert run.get_by_test_id("table").count() == 2
     assert run.get_by_test_id("chart").count() >= 1
     assert _shot(analyst, "server-analyst.png").stat().st_size > 10_000
 
 
-def test_two_reviewers_decide_one_batch_the_second_sees_the_conflict(browser: Any, live: Running) -> None:
+def test_two_reviewers_decide_one_batch_the_second_sees_the_conflict(
+    browser: Any, live: Running
+) -> None:
     with live.client("alice") as alice:
-        run_id = alice.post("/runs", json={"questions": [sc.PRODUCT_COUNT, sc.TOP_CATEGORIES]}).json()["run_id"]
+        run_id = alice.post(
+            "/runs", json={"questions": [sc.PRODUCT_COUNT, sc.TOP_CATEGORIES]}
+        ).json()["run_id"]
         wait_for_run(alice, run_id, ("awaiting_approval",))
     rita = _page(browser, live, "/reviewer", "rita")
     ravi = _page(browser, live, "/reviewer", "ravi")

@@ -20,9 +20,13 @@ def _paused(live: Running, *questions: str) -> tuple[str, dict]:
         return run_id, pending_batch(rita, run_id)
 
 
-def _decide(client: httpx.Client, batch_id: str, decisions: dict, key: str | None = None) -> httpx.Response:
+def _decide(
+    client: httpx.Client, batch_id: str, decisions: dict, key: str | None = None
+) -> httpx.Response:
     headers = {"Idempotency-Key": key} if key else {}
-    return client.post(f"/approvals/{batch_id}/decision", json={"decisions": decisions}, headers=headers)
+    return client.post(
+        f"/approvals/{batch_id}/decision", json={"decisions": decisions}, headers=headers
+    )
 
 
 def test_a_batch_shows_every_item_with_its_question_sql_and_findings(live: Running) -> None:
@@ -34,14 +38,19 @@ def test_a_batch_shows_every_item_with_its_question_sql_and_findings(live: Runni
     assert batch["pending_ids"] == [i["call_id"] for i in items]
 
 
-def test_malformed_decisions_get_the_approvals_error_codes_and_change_nothing(live: Running) -> None:
+def test_malformed_decisions_get_the_approvals_error_codes_and_change_nothing(
+    live: Running,
+) -> None:
     _, batch = _paused(live, sc.PRODUCT_COUNT, sc.TOP_CATEGORIES)
     first, second = batch["pending_ids"]
     cases = {
         "unknown_call_id": {first: "approve", second: "approve", "call_nope": "approve"},
         "missing_call_id": {first: "approve"},
         "invalid_decision": {first: "approve", second: {"action": "explode"}},
-        "invalid_edit": {first: "approve", second: {"action": "edit", "sql": "DELETE FROM products"}},
+        "invalid_edit": {
+            first: "approve",
+            second: {"action": "edit", "sql": "DELETE FROM products"},
+        },
     }
     with live.client("rita") as rita:
         for code, decisions in cases.items():
@@ -49,17 +58,27 @@ def test_malformed_decisions_get_the_approvals_error_codes_and_change_nothing(li
             assert response.status_code == 422, (code, response.text)
             error = response.json()["error"]
             assert code in [p["code"] for p in error["problems"]], (code, error)
-        blank_reason = _decide(rita, batch["batch_id"], {first: {"action": "reject", "reason": " "}, second: "approve"})
-        assert blank_reason.status_code == 422 and blank_reason.json()["error"]["code"] == "invalid_decision"
+        blank_reason = _decide(
+            rita, batch["batch_id"], {first: {"action": "reject", "reason": " "}, second: "approve"}
+        )
+        assert (
+            blank_reason.status_code == 422
+            and blank_reason.json()["error"]["code"] == "invalid_decision"
+        )
         for body in ({"decisions": ["approve"]}, {"decisions": "approve"}, {}, {"decision": {}}):
             response = rita.post(f"/approvals/{batch['batch_id']}/decision", json=body)
-            assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_request"
+            assert (
+                response.status_code == 422
+                and response.json()["error"]["code"] == "invalid_request"
+            )
         missing = _decide(rita, "batch_nope", {first: "approve"})
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "batch_not_found"
         assert rita.get(f"/approvals/{batch['batch_id']}").json()["status"] == "pending"
 
 
-def test_an_idempotent_retry_returns_the_first_result_and_anything_else_conflicts(live: Running) -> None:
+def test_an_idempotent_retry_returns_the_first_result_and_anything_else_conflicts(
+    live: Running,
+) -> None:
     run_id, batch = _paused(live, sc.PRODUCT_COUNT, sc.TOP_CATEGORIES)
     first, second = batch["pending_ids"]
     decisions = {first: {"action": "edit", "sql": EDITED}, second: "approve"}
@@ -70,14 +89,23 @@ def test_an_idempotent_retry_returns_the_first_result_and_anything_else_conflict
         again = _decide(rita, batch["batch_id"], decisions, key="k-1")
         assert again.status_code == 200 and again.json() == accepted.json()
         reused = _decide(rita, batch["batch_id"], {first: "approve", second: "approve"}, key="k-1")
-        assert reused.status_code == 409 and reused.json()["error"]["code"] == "idempotency_conflict"
+        assert (
+            reused.status_code == 409 and reused.json()["error"]["code"] == "idempotency_conflict"
+        )
         late = _decide(ravi, batch["batch_id"], decisions)
         assert late.status_code == 409
-        assert late.json()["error"] | {"message": ""} == {"code": "decision_conflict", "message": "", "decided_by": "rita"}
+        assert late.json()["error"] | {"message": ""} == {
+            "code": "decision_conflict",
+            "message": "",
+            "decided_by": "rita",
+        }
         done = wait_for_run(alice, run_id, ("finished",))
     edited, approved = done["results"]
     assert edited["status"] == "answered" and edited["sql"].startswith(EDITED)
-    assert edited["approvals"][0]["status"] == "edited" and approved["approvals"][0]["status"] == "approved"
+    assert (
+        edited["approvals"][0]["status"] == "edited"
+        and approved["approvals"][0]["status"] == "approved"
+    )
 
 
 def test_two_reviewers_racing_one_wins_the_other_gets_409(live: Running) -> None:
@@ -88,10 +116,14 @@ def test_two_reviewers_racing_one_wins_the_other_gets_409(live: Running) -> None
     def decide(actor: str, decision: object) -> None:
         with live.client(actor) as client:
             barrier.wait()
-            responses[actor] = _decide(client, batch["batch_id"], {cid: decision for cid in batch["pending_ids"]})
+            responses[actor] = _decide(
+                client, batch["batch_id"], {cid: decision for cid in batch["pending_ids"]}
+            )
 
-    threads = [threading.Thread(target=decide, args=("rita", "approve")),
-               threading.Thread(target=decide, args=("ravi", {"action": "reject", "reason": "not today"}))]
+    threads = [
+        threading.Thread(target=decide, args=("rita", "approve")),
+        threading.Thread(target=decide, args=("ravi", {"action": "reject", "reason": "not today"})),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -113,7 +145,10 @@ def test_a_run_reports_progress_then_its_answers(live: Running) -> None:
         paused = alice.get(f"/runs/{run_id}").json()
         assert paused["batch_id"] == batch["batch_id"]
         assert paused["results"][0]["status"] == "awaiting_approval"
-        assert _decide(rita, batch["batch_id"], {batch["pending_ids"][0]: "approve"}).status_code == 200
+        assert (
+            _decide(rita, batch["batch_id"], {batch["pending_ids"][0]: "approve"}).status_code
+            == 200
+        )
         done = wait_for_run(alice, run_id, ("finished",))
     [result] = done["results"]
     assert result["status"] == "answered" and result["row_count"] == 8
@@ -122,8 +157,15 @@ def test_a_run_reports_progress_then_its_answers(live: Running) -> None:
 
 def test_bad_questions_are_refused_before_anything_runs(live: Running) -> None:
     with live.client("alice") as alice:
-        for body in ({}, {"question": ""}, {"questions": []}, {"questions": ["ok", "  "]},
-                     {"question": "a", "questions": ["b"]}, {"question": "x" * 10_001}, {"question": 7}):
+        for body in (
+            {},
+            {"question": ""},
+            {"questions": []},
+            {"questions": ["ok", "  "]},
+            {"question": "a", "questions": ["b"]},
+            {"question": "x" * 10_001},
+            {"question": 7},
+        ):
             response = alice.post("/runs", json=body)
             assert response.status_code == 422, body
             assert response.json()["error"]["code"] == "invalid_request"
@@ -135,8 +177,15 @@ def test_health_and_the_published_openapi(live: Running) -> None:
         health = client.get("/health").json()
         assert health["status"] == "ok" and health["dialect"] == "sqlite"
         spec = client.get("/openapi.json").json()
-    assert {"/runs", "/runs/{run_id}", "/approvals", "/approvals/{batch_id}", "/approvals/{batch_id}/decision",
-            "/events", "/health"} <= set(spec["paths"])
+    assert {
+        "/runs",
+        "/runs/{run_id}",
+        "/approvals",
+        "/approvals/{batch_id}",
+        "/approvals/{batch_id}/decision",
+        "/events",
+        "/health",
+    } <= set(spec["paths"])
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
     decision = spec["paths"]["/approvals/{batch_id}/decision"]["post"]
     assert {"200", "401", "403", "404", "409", "422"} <= set(decision["responses"])

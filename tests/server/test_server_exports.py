@@ -14,9 +14,18 @@ def test_all_is_sorted_and_importable() -> None:
 
 
 def test_every_error_has_a_code_and_an_http_status() -> None:
-    tree = [errors.ServerError, errors.Unauthenticated, errors.Forbidden, errors.RunNotFound, errors.TokenConfigError]
+    tree = [
+        errors.ServerError,
+        errors.Unauthenticated,
+        errors.Forbidden,
+        errors.RunNotFound,
+        errors.TokenConfigError,
+    ]
     assert [(e.code, e.status) for e in tree] == [
-        ("server_error", 500), ("unauthenticated", 401), ("forbidden", 403), ("run_not_found", 404),
+        ("server_error", 500),
+        ("unauthenticated", 401),
+        ("forbidden", 403),
+        ("run_not_found", 404),
         ("token_config_error", 500),
     ]
     for error in tree:
