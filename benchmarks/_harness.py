@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 
 from approvals import ApproveAll  # noqa: E402
 from orchestrator.database import TargetDatabase  # noqa: E402
-from orchestrator.demo_db import build_demo_database  # noqa: E402
+from orchestrator.demo.database import build_demo_database  # noqa: E402
 from orchestrator.llm import LLMClient, LLMSettings  # noqa: E402
 from orchestrator.pipeline import Pipeline, PipelineConfig  # noqa: E402
 from ratelimit import ManualClock, SlidingWindowLimiter  # noqa: E402

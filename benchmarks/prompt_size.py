@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/prompt_size.py [--max-tables N] [--per-question]
 
-For every question of ``orchestrator.erp_db.ERP_QUESTIONS`` it prints the size of the reasoning
+For every question of ``tests.fixtures.erp_db.ERP_QUESTIONS`` it prints the size of the reasoning
 step's catalogue (``agents.catalogue.compact_catalogue``) and of the whole Batch-1 request (system
 and user messages as ``ReasoningAgent`` builds them) as a share of the same with the whole schema
 (``SchemaExplorer.catalogue()``); the recall of the gold tables (a table counts as included when it
@@ -41,7 +41,7 @@ from agents.catalogue import (  # noqa: E402
 from agents.llm_batch import QuestionInput  # noqa: E402
 from agents.reasoning import ReasoningAgent  # noqa: E402
 from agents.schema_explorer import ColumnInfo, ForeignKeyInfo, SchemaExplorer, TableInfo  # noqa: E402
-from orchestrator.erp_db import ERP_QUESTIONS, build_erp_database  # noqa: E402
+from tests.fixtures.erp_db import ERP_QUESTIONS, build_erp_database  # noqa: E402
 
 CORPORA = ROOT / ".." / "shared" / "corpora"
 TARGET_SHARE = 0.15

@@ -214,7 +214,7 @@ def main() -> None:
         serve(*args.serve)
         return
 
-    from orchestrator.demo_db import build_demo_database
+    from orchestrator.demo.database import build_demo_database
 
     workdir = Path(tempfile.mkdtemp(prefix="sqlgate-load-"))
     state_url = args.state_url or f"sqlite:///{workdir / 'state.sqlite'}"

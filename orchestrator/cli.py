@@ -269,7 +269,7 @@ def demo(
     """
     from approvals import ApproveAll, TerminalReviewer
     from orchestrator.demo import DEMO_QUESTIONS, DemoSession
-    from orchestrator.demo_db import default_cache_dir, ensure_demo_database
+    from orchestrator.demo.database import default_cache_dir, ensure_demo_database
     from orchestrator.render import render_result
 
     console = Console(stderr=as_json)
@@ -287,7 +287,7 @@ def demo(
         return
     console.print(
         f"[bold]sqlgate demo[/] — database [cyan]{path}[/]\n"
-        "[dim]Model replies are replayed from cassettes/demo/demo.yaml, recorded from sqlgate's "
+        "[dim]Model replies are replayed from the demo cassette shipped with sqlgate, recorded from sqlgate's "
         "scripted OpenAI-compatible server (scripted, not a real model).[/]\n"
     )
     results = []

@@ -55,6 +55,6 @@ def corpora() -> Path:
 
 @pytest.fixture(scope="session")
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from orchestrator.demo_db import build_demo_database
+    from orchestrator.demo.database import build_demo_database
 
     return build_demo_database(tmp_path_factory.mktemp("demo") / "demo.sqlite")

@@ -16,7 +16,7 @@ from agents.catalogue import (
     words,
 )
 from agents.schema_explorer import ColumnInfo, ForeignKeyInfo, SchemaExplorer, TableInfo
-from orchestrator.erp_db import ERP_QUESTIONS, build_erp_database
+from tests.fixtures.erp_db import ERP_QUESTIONS, build_erp_database
 
 
 def table(name: str, *columns: str, fks: dict[str, str] | None = None) -> TableInfo:

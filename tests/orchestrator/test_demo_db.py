@@ -4,7 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.demo_db import DEMO_SCHEMA_VERSION, build_demo_database, ensure_demo_database
+from orchestrator.demo.database import (
+    DEMO_SCHEMA_VERSION,
+    build_demo_database,
+    ensure_demo_database,
+)
 
 TABLES = ("regions", "employees", "customers", "categories", "products", "orders", "order_items")
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-import orchestrator.erp_db
+import tests.fixtures.erp_db
 from agents.schema_explorer import SchemaExplorer, clear_schema_cache
-from orchestrator.erp_db import ERP_MODULES, ERP_QUESTIONS, build_erp_database, erp_tables
+from tests.fixtures.erp_db import ERP_MODULES, ERP_QUESTIONS, build_erp_database, erp_tables
 
 
 def sha256(path: Path) -> str:
@@ -112,4 +112,4 @@ def test_questions_name_real_tables() -> None:
 
 
 def test_docstring_examples_run() -> None:
-    assert doctest.testmod(orchestrator.erp_db).failed == 0
+    assert doctest.testmod(tests.fixtures.erp_db).failed == 0

@@ -311,7 +311,7 @@ def test_admission_control_refuses_up_front_when_the_worst_case_does_not_fit(
 def test_large_schema_prompts_carry_a_ranked_catalogue_and_only_the_planned_tables(
     harness: Harness, tmp_path_factory: pytest.TempPathFactory, vcr
 ) -> None:
-    from orchestrator.erp_db import build_erp_database
+    from tests.fixtures.erp_db import build_erp_database
 
     erp = build_erp_database(tmp_path_factory.mktemp("erp") / "erp.sqlite")
     result = harness.pipeline(f"sqlite:///{erp}", ApproveAll()).ask(sc.ERP_REVENUE)

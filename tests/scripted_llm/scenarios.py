@@ -447,7 +447,7 @@ for _category, _q in zip(CATEGORIES, CATEGORY_QUESTIONS, strict=False):
         answer=_count_answer(f"products in {_category}"),
     )
 
-#: A question on the 300-table ERP schema (orchestrator/erp_db.py): the large-schema path.
+#: A question on the 300-table ERP schema (tests/fixtures/erp_db.py): the large-schema path.
 ERP_REVENUE = "What was total invoiced revenue per customer in 2025?"
 SCENARIOS[ERP_REVENUE] = Scenario(
     reasoning=reasoning(

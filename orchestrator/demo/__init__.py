@@ -30,12 +30,9 @@ AMBIGUOUS = "Show me the best ones."
 DEMO_QUESTIONS = [TOP_CATEGORIES, TABLES_META, ORDERS_BY_SEGMENT, AMBIGUOUS]
 
 
-def project_root() -> Path:
-    return Path(__file__).resolve().parent.parent
-
-
 def demo_cassette() -> Path:
-    return project_root() / "cassettes" / "demo" / "demo.yaml"
+    """The recorded model replies the demo replays: package data, so a wheel install has it."""
+    return Path(__file__).resolve().parent / "cassette.yaml"
 
 
 class DemoSession:
@@ -81,8 +78,8 @@ class DemoSession:
         cassette = demo_cassette()
         if not cassette.exists():
             raise ConfigurationError(
-                f"the demo's recorded model replies are missing ({cassette}); install sqlgate from "
-                "its source tree with `pip install -e .` so the cassettes/ folder is available"
+                f"the demo's recorded model replies are missing ({cassette}); the sqlgate "
+                "installation is incomplete: reinstall it"
             )
         transport = CassetteTransport([cassette])
         session = cls(
