@@ -31,13 +31,13 @@ class BatchedCalls:
         k: int,
         max_prompt_chars: int,
         progress: Progress,
-        calls_before: int,
+        next_index: Callable[[], int],
     ) -> None:
         self.llm = llm
         self.k = k
         self.max_prompt_chars = max_prompt_chars
         self.progress = progress
-        self.calls_before = calls_before
+        self.next_index = next_index  # the run's own count of its LLM calls
 
     def __call__(
         self,
@@ -67,8 +67,9 @@ class BatchedCalls:
         build: Callable[[list[QuestionInput]], list[dict[str, str]]],
         prepared: dict[str, QuestionInput],
     ) -> Iterable[tuple[QuestionState, Any, tuple[LLMCall, int]]]:
+        index = self.next_index()
         try:
-            reply, call = self.llm.call(agent, build([prepared[q.qid] for q in chunk]))
+            reply, call = self.llm.call(agent, build([prepared[q.qid] for q in chunk]), index=index)
         except LLMError as exc:
             for q in chunk:
                 q.took_part_in_failed(exc)
@@ -80,7 +81,6 @@ class BatchedCalls:
                 RunStatus.LLM_ERROR, RunError(code=exc.code, message=redact(exc.message))
             )
             return
-        index = call.index - self.calls_before
         for q in chunk:
             q.took_part(call, index, len(chunk))
         split = split_results(list(reply.results), [q.qid for q in chunk])

@@ -200,12 +200,12 @@ def resume(
     once, even if an earlier worker died mid-run (such a statement is reported in doubt).
     """
     from orchestrator.cli_approvals import stores
+    from orchestrator.errors import RunNotFound
     from orchestrator.pipeline import Pipeline
-    from orchestrator.runs import RunNotFound
 
     approval_store, run_store = stores()
     try:
-        _, _, stored_db, _ = run_store.load(run_id)
+        stored_db = run_store.load(run_id).database
     except RunNotFound as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)
         return

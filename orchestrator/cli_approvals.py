@@ -67,7 +67,8 @@ def _gate_for(record: Any, approvals: Any, runs: Any) -> Any:
     dialect = record.batch.context.get("dialect")
     if dialect is None:
         try:
-            dialect = runs.load(record.batch.run_id)[3].get("dialect", "sqlite")
+            checkpoint = runs.load(record.batch.run_id).checkpoint
+            dialect = getattr(checkpoint, "dialect", "sqlite")
         except SqlgateError:
             dialect = "sqlite"
     validator = SqlValidator(dialect=dialect, policy=SafetyPolicy())

@@ -3,6 +3,10 @@
     SqlgateError
      ├── ConfigurationError        config_error          (missing credentials, bad option)
      ├── InvalidQuestion           invalid_input         (empty or oversized question)
+     ├── RunNotFound               run_not_found         (no such run in the state database)
+     ├── RunConflict               run_conflict          (another process changed the run first)
+     ├── CheckpointError           checkpoint_invalid    (a checkpoint this code cannot read)
+     ├── StateDatabaseError        state_database_error  (the state database is newer or broken)
      ├── DatabaseError
      │    ├── DatabaseURLInvalid   invalid_database_url
      │    └── DatabaseUnreachable  database_unreachable
@@ -10,7 +14,8 @@
           ├── LLMUnavailable       llm_unavailable       (connection, timeout, 429/5xx after retries)
           ├── LLMRequestRejected   llm_request_rejected  (401, 403, 404, 400 ...: not retried)
           ├── LLMOutputInvalid     invalid_model_output  (invalid JSON, also after one repair)
-          └── ReplayMiss           replay_miss           (no recorded reply for a request)
+          └── ReplayError          replay_error          (a cassette unreadable, a replay off script)
+               └── ReplayMiss      replay_miss           (no recorded reply for a request)
 
 The other packages keep their own trees (``safety.errors``, ``ratelimit.errors``,
 ``approvals.errors``); the pipeline turns every one of them into a run status.
@@ -25,6 +30,22 @@ class SqlgateError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class RunNotFound(SqlgateError):
+    code = "run_not_found"
+
+
+class RunConflict(SqlgateError):
+    code = "run_conflict"
+
+
+class CheckpointError(SqlgateError):
+    code = "checkpoint_invalid"
+
+
+class StateDatabaseError(SqlgateError):
+    code = "state_database_error"
 
 
 class ConfigurationError(SqlgateError):
@@ -48,7 +69,11 @@ class DatabaseUnreachable(DatabaseError):
 
 
 class LLMError(SqlgateError):
+    """A logical model call failed; it still cost ``http_requests`` and had a ``call_index``."""
+
     code = "llm_error"
+    call_index: int | None = None
+    http_requests: int = 0
 
 
 class LLMUnavailable(LLMError):
@@ -63,5 +88,13 @@ class LLMOutputInvalid(LLMError):
     code = "invalid_model_output"
 
 
-class ReplayMiss(LLMError):
+class ReplayError(LLMError):
+    """A cassette could not be read, or a replay did not go as recorded."""
+
+    code = "replay_error"
+
+
+class ReplayMiss(ReplayError):
+    """A request has no unplayed recorded interaction that matches it."""
+
     code = "replay_miss"

@@ -8,6 +8,7 @@ included) first passes the shared rate limiter.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -102,6 +103,15 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     return None
 
 
+class _Requests:
+    """HTTP requests made for one logical call (retries and the repair included)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class LLMClient:
     """Calls the model for an agent and returns its parsed output model.
 
@@ -136,19 +146,27 @@ class LLMClient:
             http_client=http_client,
         )
         self._json_schema_supported = True
-        self.calls = 0
+        self._lock = threading.Lock()
+        self.calls = 0  # logical calls over the client's life, every run together
         self.http_requests = 0
 
-    def call(self, agent: LLMAgent[Any], messages: list[dict[str, str]]) -> tuple[Any, LLMCall]:
-        """One logical call: request, parse, and at most one repair request on an invalid reply."""
-        self.calls += 1
+    def call(
+        self, agent: LLMAgent[Any], messages: list[dict[str, str]], *, index: int = 0
+    ) -> tuple[Any, LLMCall]:
+        """One logical call: request, parse, and at most one repair request on an invalid reply.
+
+        ``index`` is the call's number within its run (the caller's count: one client serves
+        many runs at once, each counting its own calls).
+        """
+        with self._lock:
+            self.calls += 1
         started = self._clock()
-        requests_before = self.http_requests
+        requests = _Requests()
         try:
-            return self._call(agent, messages, started, requests_before)
+            return self._call(agent, messages, started, requests, index)
         except LLMError as exc:
-            exc.call_index = self.calls  # type: ignore[attr-defined]
-            exc.http_requests = self.http_requests - requests_before  # type: ignore[attr-defined]
+            exc.call_index = index
+            exc.http_requests = requests.count
             raise
 
     def _call(
@@ -156,9 +174,10 @@ class LLMClient:
         agent: LLMAgent[Any],
         messages: list[dict[str, str]],
         started: float,
-        requests_before: int,
+        requests: _Requests,
+        index: int,
     ) -> tuple[Any, LLMCall]:
-        text, tokens = self._complete(agent, messages)
+        text, tokens = self._complete(agent, messages, requests)
         repaired = False
         try:
             output = agent.parse(text)
@@ -172,7 +191,7 @@ class LLMClient:
                     "Reply again with only the corrected JSON object.",
                 },
             ]
-            text, more = self._complete(agent, repair)
+            text, more = self._complete(agent, repair, requests)
             tokens = tokens + more
             try:
                 output = agent.parse(text)
@@ -181,10 +200,10 @@ class LLMClient:
                     f"the model returned an invalid {agent.schema_name} twice: {second.detail}"
                 ) from second
         call = LLMCall(
-            index=self.calls,
+            index=index,
             schema_name=agent.schema_name,
             tokens=tokens,
-            http_requests=self.http_requests - requests_before,
+            http_requests=requests.count,
             repaired=repaired,
             duration_ms=(self._clock() - started) * 1000.0,
         )
@@ -193,19 +212,19 @@ class LLMClient:
     # -- one request, with retries -------------------------------------------------------------
 
     def _complete(
-        self, agent: LLMAgent[Any], messages: list[dict[str, str]]
+        self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
         try:
-            return self._retrying(agent, messages)
+            return self._retrying(agent, messages, requests)
         except openai.BadRequestError as exc:
             if self._json_schema_supported and _mentions_response_format(exc):
                 # The server has no json_schema support: fall back to JSON mode for good.
                 self._json_schema_supported = False
-                return self._retrying(agent, messages)
+                return self._retrying(agent, messages, requests)
             raise LLMRequestRejected(_describe(exc)) from exc
 
     def _retrying(
-        self, agent: LLMAgent[Any], messages: list[dict[str, str]]
+        self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
         retrying = Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT)),
@@ -215,7 +234,7 @@ class LLMClient:
             reraise=True,
         )
         try:
-            return retrying(self._attempt, agent, messages)
+            return retrying(self._attempt, agent, messages, requests)
         except TRANSIENT as exc:
             raise LLMUnavailable(
                 f"the model endpoint failed {self.settings.max_attempts} times: {_describe(exc)}"
@@ -235,10 +254,12 @@ class LLMClient:
         return wait_exponential_jitter(initial=1.0, max=self.settings.max_backoff_s)(state)
 
     def _attempt(
-        self, agent: LLMAgent[Any], messages: list[dict[str, str]]
+        self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
         grant = self.limiter.acquire(tokens=estimate_tokens(messages))
-        self.http_requests += 1
+        requests.count += 1
+        with self._lock:
+            self.http_requests += 1
         try:
             completion = self._client.chat.completions.create(
                 model=self.settings.model,

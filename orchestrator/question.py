@@ -1,8 +1,8 @@
 """One question's state as it moves through the pipeline, and how it is checkpointed.
 
 ``QuestionState`` carries everything a question has gathered (reasoning, explored schema, SQL,
-approvals, result, trace, cost); ``to_state``/``from_state`` turn it into JSON and back so a run
-paused at the approval gate can be finished by another process.
+approvals, result, trace, cost); ``to_checkpoint``/``from_checkpoint`` turn it into the typed
+checkpoint and back, so a run paused at the approval gate can be finished by another process.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agents import ExecutionResult, ReasoningOutput, SchemaContext
+from agents import SchemaContext
 from approvals import ApprovalItem
+from orchestrator.checkpoint import QuestionCheckpoint
 from orchestrator.errors import LLMError
 from orchestrator.llm import LLMCall, TokenUsage
 from orchestrator.result import (
@@ -82,68 +83,49 @@ class QuestionState:
     def active(self) -> bool:
         return self.status is None
 
-    _PLAIN = (
-        "qid",
-        "text",
-        "data_context",
-        "pending_sql",
-        "sql",
-        "failure",
-        "correction_error",
-        "meta_outcome",
-        "corrections",
-        "answer",
-        "assumptions",
-        "warnings",
-        "http_requests",
-    )
-
-    def to_state(self) -> dict[str, Any]:
-        """Everything needed to carry on in another process, as JSON-able data."""
-        state = {name: getattr(self, name) for name in self._PLAIN}
-        state.update(
-            status=self.status.value if self.status else None,
-            after_synthesis=self.after_synthesis.value if self.after_synthesis else None,
-            error=self.error.model_dump(mode="json") if self.error else None,
-            reasoning=self.reasoning.model_dump(mode="json")
-            if self.reasoning is not None
-            else None,
-            schema=self.schema.model_dump(mode="json") if self.schema is not None else None,
-            result=self.result.model_dump(mode="json") if self.result is not None else None,
-            clarification_questions=[
-                c.model_dump(mode="json") for c in self.clarification_questions
-            ],
-            approvals=[a.model_dump(mode="json") for a in self.approvals],
-            trace=[t.model_dump(mode="json") for t in self.trace],
-            tokens=self.tokens.model_dump(mode="json"),
+    def to_checkpoint(self) -> QuestionCheckpoint:
+        """Everything needed to carry on in another process."""
+        return QuestionCheckpoint(
+            qid=self.qid,
+            text=self.text,
+            status=self.status,
+            after_synthesis=self.after_synthesis,
+            error=self.error,
+            reasoning=self.reasoning,
+            db_schema=self.schema,
+            data_context=self.data_context,
+            pending_sql=self.pending_sql,
+            sql=self.sql,
+            failure=self.failure,
+            correction_error=self.correction_error,
+            meta_outcome=self.meta_outcome,
+            corrections=self.corrections,
+            result=self.result,
+            answer=self.answer,
+            assumptions=list(self.assumptions),
+            warnings=list(self.warnings),
+            clarification_questions=list(self.clarification_questions),
+            approvals=list(self.approvals),
+            trace=list(self.trace),
+            tokens=self.tokens,
             calls=sorted(self.calls),
+            http_requests=self.http_requests,
         )
-        return state
 
     @classmethod
-    def from_state(
-        cls, run_id: str, state: dict[str, Any], clock: Callable[[], float]
+    def from_checkpoint(
+        cls, run_id: str, saved: QuestionCheckpoint, clock: Callable[[], float]
     ) -> QuestionState:
-        q = cls(run_id, state["qid"], state["text"], clock)
-        for name in cls._PLAIN:
-            setattr(q, name, state[name])
-        q.status = RunStatus(state["status"]) if state["status"] else None
-        q.after_synthesis = (
-            RunStatus(state["after_synthesis"]) if state["after_synthesis"] else None
-        )
-        q.error = RunError.model_validate(state["error"]) if state["error"] else None
-        q.reasoning = (
-            ReasoningOutput.model_validate(state["reasoning"]) if state["reasoning"] else None
-        )
-        q.schema = SchemaContext.model_validate(state["schema"]) if state["schema"] else None
-        q.result = ExecutionResult.model_validate(state["result"]) if state["result"] else None
-        q.clarification_questions = [
-            ClarifyingQuestionOut.model_validate(c) for c in state["clarification_questions"]
-        ]
-        q.approvals = [ApprovalRecord.model_validate(a) for a in state["approvals"]]
-        q.trace = [TraceEntry.model_validate(t) for t in state["trace"]]
-        q.tokens = TokenUsage.model_validate(state["tokens"])
-        q.calls = set(state["calls"])
+        q = cls(run_id, saved.qid, saved.text, clock)
+        q.status, q.after_synthesis, q.error = saved.status, saved.after_synthesis, saved.error
+        q.reasoning, q.schema, q.data_context = saved.reasoning, saved.db_schema, saved.data_context
+        q.pending_sql, q.sql, q.failure = saved.pending_sql, saved.sql, saved.failure
+        q.correction_error, q.meta_outcome = saved.correction_error, saved.meta_outcome
+        q.corrections, q.result, q.answer = saved.corrections, saved.result, saved.answer
+        q.assumptions, q.warnings = list(saved.assumptions), list(saved.warnings)
+        q.clarification_questions = list(saved.clarification_questions)
+        q.approvals, q.trace = list(saved.approvals), list(saved.trace)
+        q.tokens, q.calls, q.http_requests = saved.tokens, set(saved.calls), saved.http_requests
         return q
 
     def release(self) -> None:
@@ -167,10 +149,10 @@ class QuestionState:
 
     def took_part_in_failed(self, exc: LLMError) -> None:
         """A call that ended in an error still cost requests: count them."""
-        index = getattr(exc, "call_index", None)
+        index = exc.call_index
         if index is not None and index not in self.calls:
             self.calls.add(index)
-            self.http_requests += getattr(exc, "http_requests", 0)
+            self.http_requests += exc.http_requests
 
     def note(
         self,

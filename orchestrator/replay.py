@@ -32,8 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx2
 import yaml
 
-from .errors import LLMError
-from .errors import ReplayMiss as _ReplayMissInTree
+from .errors import ReplayError, ReplayMiss
 
 __all__ = [
     "CassetteTransport",
@@ -44,18 +43,6 @@ __all__ = [
 ]
 
 DEFAULT_MATCH_ON = ("method", "path", "body")
-
-
-class ReplayError(LLMError):
-    """A cassette could not be read, or a replay did not go as recorded."""
-
-    code = "replay_error"
-
-
-class ReplayMiss(ReplayError, _ReplayMissInTree):
-    """A request has no unplayed recorded interaction that matches it."""
-
-    code = "replay_miss"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ SQLite file by default, PostgreSQL by URL), beside the approvals store.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from orchestrator.errors import SqlgateError
+from orchestrator.checkpoint import Checkpoint, PausedCheckpoint, load_checkpoint
+from orchestrator.errors import RunConflict, RunNotFound
 
 #: Run states: ``awaiting_approval`` (resumable), ``resuming`` (claimed by one process), ``finished``.
 RUN_STATES = ("awaiting_approval", "resuming", "finished")
@@ -34,12 +36,16 @@ runs = sa.Table(
 )
 
 
-class RunNotFound(SqlgateError):
-    code = "run_not_found"
+@dataclass(frozen=True)
+class StoredRun:
+    """A run as the state database holds it."""
 
-
-class RunConflict(SqlgateError):
-    code = "run_conflict"
+    run_id: str
+    status: str
+    version: int
+    database: str
+    checkpoint: Checkpoint
+    updated_at: str
 
 
 class RunStore:
@@ -65,7 +71,7 @@ class RunStore:
             _metadata.create_all(self.engine, checkfirst=True)
             self._ready = True
 
-    def create(self, run_id: str, database: str, checkpoint: dict[str, Any]) -> int:
+    def create(self, run_id: str, database: str, checkpoint: PausedCheckpoint) -> int:
         self.setup()
         with self.engine.begin() as conn:
             conn.execute(
@@ -74,20 +80,27 @@ class RunStore:
                     status="awaiting_approval",
                     version=1,
                     database=database,
-                    checkpoint=json.dumps(checkpoint),
+                    checkpoint=checkpoint.model_dump_json(by_alias=True),
                     updated_at=_now(),
                 )
             )
         return 1
 
-    def load(self, run_id: str) -> tuple[str, int, str, dict[str, Any]]:
-        """(status, version, database, checkpoint) of ``run_id``."""
+    def load(self, run_id: str) -> StoredRun:
+        """The run's status, version, database and checkpoint (upgraded from older versions)."""
         self.setup()
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(runs).where(runs.c.run_id == run_id)).first()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in the state database")
-        return row.status, row.version, row.database, json.loads(row.checkpoint)
+        return StoredRun(
+            run_id=row.run_id,
+            status=row.status,
+            version=row.version,
+            database=row.database,
+            checkpoint=load_checkpoint(json.loads(row.checkpoint)),
+            updated_at=row.updated_at,
+        )
 
     def transition(
         self,
@@ -95,7 +108,7 @@ class RunStore:
         *,
         expected: tuple[str, int],
         status: str,
-        checkpoint: dict[str, Any] | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> int:
         """Move the run to ``status`` if it is still in ``expected`` (status, version); else conflict."""
         self.setup()
@@ -105,7 +118,7 @@ class RunStore:
             "updated_at": _now(),
         }
         if checkpoint is not None:
-            values["checkpoint"] = json.dumps(checkpoint)
+            values["checkpoint"] = checkpoint.model_dump_json(by_alias=True)
         with self.engine.begin() as conn:
             changed = conn.execute(
                 runs.update()

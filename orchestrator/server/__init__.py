@@ -29,7 +29,7 @@ from orchestrator.server.events import (
     EventSource,
     ServerEvent,
 )
-from orchestrator.server.runner import PipelineFactory, RunService
+from orchestrator.server.runner import RunService, shared_pipeline
 from orchestrator.server.state import ServerState
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "EventHub",
     "EventSource",
     "Forbidden",
-    "PipelineFactory",
     "Principal",
     "Role",
     "RunNotFound",
@@ -53,5 +52,6 @@ __all__ = [
     "Unauthenticated",
     "create_app",
     "serve",
+    "shared_pipeline",
     "token_digest",
 ]

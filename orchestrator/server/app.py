@@ -53,7 +53,7 @@ from orchestrator.server.auth import Principal, TokenRegistry
 from orchestrator.server.config import ServerConfig
 from orchestrator.server.errors import RunNotFound, ServerError, Unauthenticated
 from orchestrator.server.events import Cursor, EventHub, EventSource
-from orchestrator.server.runner import PipelineFactory, RunService
+from orchestrator.server.runner import RunService, shared_pipeline
 from orchestrator.server.state import RunRow, ServerState
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -214,7 +214,7 @@ class Service:
             sweeper=ExpirySweeper(self.approvals),
             sweep_interval=config.sweep_interval,
         )
-        factory = PipelineFactory(
+        pipeline = shared_pipeline(
             self.database,
             config.llm,
             limiter,
@@ -227,7 +227,7 @@ class Service:
             self.state,
             self.approvals,
             self.run_store,
-            factory,
+            pipeline,
             workers=config.workers,
             notify=self.hub.poke,
         )

@@ -18,11 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from approvals import ApprovalStore, BatchNotFound
+from orchestrator.checkpoint import PausedCheckpoint
 from orchestrator.database import TargetDatabase
+from orchestrator.errors import RunConflict, RunNotFound
 from orchestrator.llm import LLMClient, LLMSettings
 from orchestrator.pipeline import Pipeline, PipelineConfig
 from orchestrator.result import RunResult, RunStatus
-from orchestrator.runs import RunConflict, RunNotFound, RunStore
+from orchestrator.runs import RunStore
 from orchestrator.server.events import ServerEvent
 from orchestrator.server.state import ServerState
 
@@ -32,43 +34,30 @@ log = logging.getLogger("sqlgate.server")
 Progress = Callable[[str, int, int], None]
 
 
-class PipelineFactory:
-    """A fresh pipeline per run (pipelines keep per-run state) on one shared database and limiter.
+def shared_pipeline(
+    database: TargetDatabase,
+    llm: LLMSettings,
+    limiter: Any,
+    approval_store: ApprovalStore,
+    run_store: RunStore,
+    *,
+    config: PipelineConfig | None = None,
+    http_client: Any | None = None,
+) -> Pipeline:
+    """The service's one pipeline: it pauses every run at the gate, and serves all runs at once.
 
-    Each run gets its own ``LLMClient`` (its call counters are per run); the rate limiter, the
-    read-only database engine and the stores are shared. ``http_client`` goes to the model client.
+    The rate limiter, the read-only database engine, the model client and the stores are
+    shared; each run carries its own state (``RunContext``) and progress callback.
     """
-
-    def __init__(
-        self,
-        database: TargetDatabase,
-        llm: LLMSettings,
-        limiter: Any,
-        approval_store: ApprovalStore,
-        run_store: RunStore,
-        *,
-        config: PipelineConfig | None = None,
-        http_client: Any | None = None,
-    ) -> None:
-        self.database = database
-        self.llm = llm
-        self.limiter = limiter
-        self.approval_store = approval_store
-        self.run_store = run_store
-        self.config = config or PipelineConfig()
-        self.http_client = http_client
-
-    def __call__(self, progress: Progress) -> Pipeline:
-        client = LLMClient(self.llm, limiter=self.limiter, http_client=self.http_client)
-        return Pipeline(
-            self.database,
-            client,
-            None,
-            config=self.config,
-            approval_store=self.approval_store,
-            run_store=self.run_store,
-            progress=progress,
-        )
+    client = LLMClient(llm, limiter=limiter, http_client=http_client)
+    return Pipeline(
+        database,
+        client,
+        None,
+        config=config,
+        approval_store=approval_store,
+        run_store=run_store,
+    )
 
 
 def new_run_id() -> str:
@@ -83,7 +72,7 @@ class RunService:
         state: ServerState,
         approvals: ApprovalStore,
         run_store: RunStore,
-        pipelines: Callable[[Progress], Pipeline],
+        pipeline: Pipeline,
         *,
         workers: int = 4,
         notify: Callable[[], None] = lambda: None,
@@ -91,7 +80,7 @@ class RunService:
         self.state = state
         self.approvals = approvals
         self.run_store = run_store
-        self.pipelines = pipelines
+        self.pipeline = pipeline
         self.notify = notify
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlgate-run")
         self._resuming: set[str] = set()
@@ -110,8 +99,9 @@ class RunService:
 
     def _start(self, run_id: str, questions: list[str]) -> None:
         self.state.update_run(run_id, status="running", expected=("queued",))
-        pipeline = self.pipelines(self._progress(run_id, len(questions)))
-        results = pipeline.run_batch(questions, run_id=run_id)
+        results = self.pipeline.run_batch(
+            questions, run_id=run_id, progress=self._progress(run_id, len(questions))
+        )
         self._settle(run_id, results, from_states=("running",))
 
     # -- resume ------------------------------------------------------------------------------
@@ -136,15 +126,17 @@ class RunService:
             if row is None or row.status != "awaiting_approval":
                 return
             try:
-                status, _, _, checkpoint = self.run_store.load(run_id)
+                stored = self.run_store.load(run_id)
             except RunNotFound:
                 return  # not checkpointed yet: _settle resumes it once it is
-            if status != "awaiting_approval" or self._undecided(checkpoint.get("batch_id")):
+            checkpoint = stored.checkpoint
+            if stored.status != "awaiting_approval" or (
+                isinstance(checkpoint, PausedCheckpoint) and self._undecided(checkpoint.batch_id)
+            ):
                 return
             total = len(row.questions)
-            pipeline = self.pipelines(self._progress(run_id, total))
             try:
-                results = pipeline.resume(run_id)
+                results = self.pipeline.resume(run_id, progress=self._progress(run_id, total))
             except RunConflict:
                 return  # another process won the run
             self._settle(run_id, results, from_states=("awaiting_approval", "resuming"))
@@ -167,11 +159,12 @@ class RunService:
         dumped = [r.model_dump(mode="json") for r in results]
         waiting = [r for r in results if r.status == RunStatus.AWAITING_APPROVAL]
         if waiting:
-            checkpoint = self.run_store.load(run_id)[3]
-            batch_id = checkpoint.get("batch_id")
+            checkpoint = self.run_store.load(run_id).checkpoint
+            assert isinstance(checkpoint, PausedCheckpoint)  # a waiting run is paused
+            batch_id = checkpoint.batch_id
             items = [
-                {"call_id": cid, "question_id": entry[0]}
-                for cid, entry in checkpoint.get("pending", {}).items()
+                {"call_id": cid, "question_id": entry.question_id}
+                for cid, entry in checkpoint.pending.items()
             ]
             self.state.update_run(
                 run_id,

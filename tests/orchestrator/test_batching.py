@@ -12,8 +12,12 @@ from orchestrator.question import QuestionState
 
 def _chunks(k: int, budget: int, contexts: list[str]) -> list[list[str]]:
     calls = BatchedCalls(
-        None, k=k, max_prompt_chars=budget, progress=lambda *a: None, calls_before=0
-    )  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]  # chunking never calls the model
+        k=k,
+        max_prompt_chars=budget,
+        progress=lambda *a: None,
+        next_index=lambda: 0,
+    )
     qs = [
         QuestionState("run", f"q{i + 1}", "how many?", time.perf_counter)
         for i in range(len(contexts))

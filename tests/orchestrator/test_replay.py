@@ -89,7 +89,7 @@ def ask(client: openai.OpenAI, text: str):
 def test_exports_are_sorted_and_errors_sit_in_the_orchestrator_tree():
     assert replay.__all__ == sorted(replay.__all__)
     assert issubclass(ReplayMiss, ReplayError) and issubclass(ReplayError, errors.LLMError)
-    assert issubclass(ReplayMiss, errors.ReplayMiss)
+    assert ReplayMiss is errors.ReplayMiss and ReplayError is errors.ReplayError
     assert (ReplayError.code, ReplayMiss.code) == ("replay_error", "replay_miss")
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from approvals import ApprovalGate, Approve, Reject, SqlApprovalStore
 from approvals.models import ExecutionRecord
+from orchestrator.errors import RunConflict
 from orchestrator.result import RunStatus
-from orchestrator.runs import RunConflict, RunStore
+from orchestrator.runs import RunStore
 from tests.orchestrator.conftest import Harness, requests_so_far
 from tests.scripted_llm import scenarios as sc
 
@@ -153,7 +154,7 @@ def test_a_pipeline_without_a_reviewer_needs_somewhere_to_wait() -> None:
 
 
 def test_resuming_an_unknown_run_says_so(tmp_path: Path) -> None:
-    from orchestrator.runs import RunNotFound
+    from orchestrator.errors import RunNotFound
 
     with pytest.raises(RunNotFound):
         _stores(tmp_path)[1].load("run_nope")

@@ -1,0 +1,84 @@
+"""``RunContext``: one run's state as it moves through the stages, passed explicitly.
+
+The pipeline object holds only what every run shares (the database, the LLM client, the reviewer,
+the stores, the configuration), so one pipeline serves any number of concurrent runs. Everything a
+run gathers lives here: its questions, its own count of LLM calls, which results were handed out
+already, the progress callback of whoever started it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from orchestrator.batching import BatchedCalls, Progress
+from orchestrator.llm import LLMClient
+from orchestrator.question import QuestionState
+from orchestrator.result import RunResult, RunStatus
+
+__all__ = ["ResultSink", "RunContext"]
+
+#: ``on_result(index, result)``: a finished question, handed out as soon as it is finished.
+ResultSink = Callable[[int, RunResult], None]
+
+
+def _no_progress(stage: str, done: int = 0, total: int = 0) -> None:
+    return None
+
+
+@dataclass
+class RunContext:
+    """One run: its questions, its LLM-call count and where its results go.
+
+    ``calls_made`` starts at the calls a resumed run had already made, so call indices in the
+    trace go on from where the run paused. ``release_streamed`` lets a streamed question's state
+    go once it was handed out (nothing will checkpoint it).
+    """
+
+    run_id: str
+    questions: list[QuestionState]
+    dialect: str
+    preview_rows: int
+    progress: Progress = _no_progress
+    on_result: ResultSink | None = None
+    release_streamed: bool = False
+    calls_made: int = 0
+    catalogue_ms: float = 0.0
+    policy: dict[str, object] | None = None
+    emitted: set[str] = field(default_factory=set)
+
+    def next_call_index(self) -> int:
+        """The index of the run's next LLM call (1, 2, ...)."""
+        self.calls_made += 1
+        return self.calls_made
+
+    def batched_calls(self, llm: LLMClient, *, k: int, max_prompt_chars: int) -> BatchedCalls:
+        return BatchedCalls(
+            llm,
+            k=k,
+            max_prompt_chars=max_prompt_chars,
+            progress=self.progress,
+            next_index=self.next_call_index,
+        )
+
+    def active(self) -> list[QuestionState]:
+        return [q for q in self.questions if q.active]
+
+    def emit(self) -> None:
+        """Hand every newly finished question to ``on_result``."""
+        if self.on_result is None:
+            return
+        for index, q in enumerate(self.questions):
+            if (
+                q.status is not None
+                and q.status != RunStatus.AWAITING_APPROVAL
+                and q.qid not in self.emitted
+            ):
+                self.emitted.add(q.qid)
+                self.on_result(index, q.to_result(self.dialect, self.preview_rows))
+                if self.release_streamed:
+                    q.release()
+
+    def results(self) -> list[RunResult]:
+        self.emit()
+        return [q.to_result(self.dialect, self.preview_rows) for q in self.questions]

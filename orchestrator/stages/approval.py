@@ -1,0 +1,191 @@
+"""Approval cycles: validate every statement waiting, ONE review, run what was approved, correct.
+
+A cycle is: SafetyValidator on each statement -> ONE batched decision (a reviewer here, or a
+pause at the gate until one arrives through the store) -> execution in parallel -> Batch 3 for
+the statements that failed, whose fixes wait for the next cycle. At most ``max_corrections``
+corrections per question, so at most three cycles.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from approvals import (
+    ApprovalCancelled,
+    ApprovalGate,
+    ApprovalItem,
+    ApprovalOutcome,
+    DecisionError,
+)
+from orchestrator.checkpoint import PendingCheckpoint
+from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
+from orchestrator.result import ApprovalRecord, RunError, RunStatus
+from orchestrator.run_context import RunContext
+from orchestrator.stages.correction import correct
+from orchestrator.stages.execution import Runnable, execute
+from safety import SqlValidator, ValidationResult
+
+if TYPE_CHECKING:
+    from agents import SQLExecutor
+    from orchestrator.pipeline import Pipeline
+
+__all__ = ["CORRECTABLE_REFUSALS", "approve_and_execute", "resume_cycle"]
+
+#: Validator refusals a model can fix by rewriting (the others are attacks: they are not retried).
+CORRECTABLE_REFUSALS = frozenset({"select_star", "parse_error", "unknown_table", "unknown_column"})
+
+
+def approve_and_execute(
+    p: Pipeline,
+    ctx: RunContext,
+    *,
+    resumed: tuple[int, dict[str, PendingStatement], ApprovalOutcome] | None = None,
+) -> None:
+    """Run approval cycles until no question has SQL waiting (or the run pauses at the gate).
+
+    ``resumed``: (cycle, pending statements, outcome) of a cycle decided while the run was
+    paused; it is finished first, then the cycles go on.
+    """
+    validator = p.validator()
+    gate = p.gate(ctx.run_id, validator)
+    executor = p.executor()
+    cycle = 0
+    if resumed is not None:
+        cycle, pending, outcome = resumed
+        gate.ledger.recover(run_id=ctx.run_id)  # claims of a worker that died mid-run: in doubt
+        _after_review(p, ctx, pending, outcome, cycle, executor, gate)
+    while True:
+        waiting = [q for q in ctx.questions if q.active and q.pending_sql is not None]
+        if not waiting:
+            return
+        cycle += 1
+        pending = _validate_all(p, waiting, validator, cycle)
+        outcome = _decide(p, ctx, pending, gate, cycle)
+        _after_review(p, ctx, pending, outcome, cycle, executor, gate)
+
+
+def _after_review(
+    p: Pipeline,
+    ctx: RunContext,
+    pending: dict[str, PendingStatement],
+    outcome: ApprovalOutcome,
+    cycle: int,
+    executor: SQLExecutor,
+    gate: ApprovalGate,
+) -> None:
+    execute(p, ctx, _apply(p, pending, outcome, cycle), executor, gate)
+    needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
+    if needing:
+        correct(p, ctx, needing)
+
+
+def _validate_all(
+    p: Pipeline, qs: list[QuestionState], validator: SqlValidator, cycle: int
+) -> dict[str, PendingStatement]:
+    pending: dict[str, PendingStatement] = {}
+    for q in qs:
+        sql, q.pending_sql = q.pending_sql or "", None
+        started = p.clock()
+        validation = validator.validate(sql)
+        refusal = validation.refusal
+        q.note(
+            "SafetyValidator",
+            sql,
+            "accepted" + _rewrites(validation)
+            if validation.ok
+            else f"refused: {refusal.code if refusal else '?'}: {refusal.message if refusal else ''}",
+            started=started,
+            ok=validation.ok,
+        )
+        q.sql = validation.sql if validation.ok else sql
+        item = ApprovalItem.new(
+            question_id=f"{q.run_id}:{q.qid}",
+            question=q.text,
+            sql=q.sql or sql,
+            findings=list(validation.findings),
+            refused=not validation.ok,
+            cycle=cycle,
+        )
+        pending[item.call_id] = PendingStatement(
+            q,
+            item,
+            validation.ok,
+            refusal.code if refusal else None,
+            refusal.message if refusal else None,
+        )
+    return pending
+
+
+def _decide(
+    p: Pipeline,
+    ctx: RunContext,
+    pending: dict[str, PendingStatement],
+    gate: ApprovalGate,
+    cycle: int,
+) -> ApprovalOutcome:
+    """ONE review of every statement of the cycle; or, with no reviewer here, pause."""
+    items = [s.item for s in pending.values() if s.item is not None]
+    ctx.progress("waiting for approval", 0, len(items))
+    if p.reviewer is None:
+        batch = gate.open(items)
+        if batch.pending:
+            raise PausedAtGate(batch.batch_id, cycle, pending)
+        return gate.outcome(batch.batch_id)
+    try:
+        return gate.review(items)
+    except DecisionError as exc:
+        raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
+
+
+def _apply(
+    p: Pipeline, pending: dict[str, PendingStatement], outcome: ApprovalOutcome, cycle: int
+) -> list[Runnable]:
+    runnable: list[Runnable] = []
+    for call_id, s in pending.items():
+        q = s.q
+        resolution = outcome.resolutions[call_id]
+        status = str(getattr(resolution.status, "value", resolution.status))
+        q.approvals.append(
+            ApprovalRecord(
+                cycle=cycle,
+                batch_id=outcome.batch_id,
+                call_id=call_id,
+                status=status,
+                sql=resolution.sql,
+                reason=resolution.reason,
+            )
+        )
+        if not s.ok:
+            if s.code in CORRECTABLE_REFUSALS and q.corrections < p.config.max_corrections:
+                q.correction_error = f"{s.code}: {s.message}"
+                continue
+            q.answer = f"sqlgate refused the generated SQL ({s.code}): {s.message} Nothing was run."
+            q.finish(RunStatus.UNSAFE, RunError(code=s.code or "refused", message=s.message or ""))
+        elif status == "rejected":
+            reason = resolution.reason or "no reason given"
+            if reason.startswith("expired:"):  # the batch's deadline decided, not a person
+                q.failure = "nobody decided on it before the approval deadline, so it was not run"
+                q.error = RunError(code="approval_expired", message=reason)
+            else:
+                q.failure = f"a reviewer rejected it: {reason}"
+                q.error = RunError(code="rejected_by_reviewer", message=reason)
+            q.after_synthesis = RunStatus.REJECTED
+        else:
+            runnable.append(Runnable(q, outcome, call_id))
+    return runnable
+
+
+def _rewrites(validation: ValidationResult) -> str:
+    rewrites = [f.code for f in validation.findings if f.severity == "rewrite"]
+    return f" (rewrites: {', '.join(rewrites)})" if rewrites else ""
+
+
+def resume_cycle(
+    ctx: RunContext, pending: dict[str, PendingCheckpoint]
+) -> dict[str, PendingStatement]:
+    """The pending statements of a checkpoint, bound to the run's questions again."""
+    by_id = {q.qid: q for q in ctx.questions}
+    return {
+        call_id: PendingStatement(by_id[s.question_id], None, s.ok, s.code, s.message)
+        for call_id, s in pending.items()
+    }

@@ -1,0 +1,110 @@
+"""SQLExecutor and ResultValidator: run what was approved, in parallel, at most once each."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, NamedTuple
+
+from agents import ExecutionError, ExecutionResult, ResultValidator
+from agents.response_synthesizer import PREVIEW_ROWS
+from approvals import AlreadyExecuted, ApprovalGate, ApprovalOutcome, ExecutionInDoubt
+from orchestrator.question import QuestionState
+from orchestrator.result import RunError, RunStatus
+from orchestrator.run_context import RunContext
+
+if TYPE_CHECKING:
+    from agents import SQLExecutor
+    from orchestrator.pipeline import Pipeline
+
+__all__ = ["Runnable", "execute"]
+
+
+class Runnable(NamedTuple):
+    """An approved statement: its question, the outcome that approved it and its call_id."""
+
+    q: QuestionState
+    outcome: ApprovalOutcome
+    call_id: str
+
+
+class _Ran(NamedTuple):
+    q: QuestionState
+    result: ExecutionResult | None
+    error: ExecutionError | None
+    started: float
+
+
+def execute(
+    p: Pipeline,
+    ctx: RunContext,
+    runnable: list[Runnable],
+    executor: SQLExecutor,
+    gate: ApprovalGate,
+) -> None:
+    if not runnable:
+        return
+    ctx.progress("running SQL", 0, len(runnable))
+    finished = [0]
+
+    def run_one(entry: Runnable) -> _Ran:
+        q, outcome, call_id = entry
+        started = p.clock()
+        try:
+            with gate.ledger.executing(outcome, call_id) as sql:
+                q.sql = sql  # byte-for-byte what was approved (or edited)
+                return _Ran(q, executor.run(sql), None, started)
+        except ExecutionError as exc:
+            return _Ran(q, None, exc, started)
+        except (AlreadyExecuted, ExecutionInDoubt) as exc:
+            return _Ran(q, None, ExecutionError("execution_in_doubt", str(exc)), started)
+        finally:
+            finished[0] += 1
+            ctx.progress("running SQL", finished[0], len(runnable))
+
+    if len(runnable) == 1:
+        done = [run_one(runnable[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=min(p.config.parallelism, len(runnable))) as pool:
+            done = list(pool.map(run_one, runnable))
+
+    for q, result, exc, started in done:
+        if result is not None:
+            q.note(
+                "SQLExecutor",
+                q.sql or "",
+                f"{result.row_count} row(s)" + (" (row cap hit)" if result.truncated else ""),
+                started=started,
+            )
+            q.result = result
+            _check_result(p, q, result)
+            continue
+        assert exc is not None
+        q.note("SQLExecutor", q.sql or "", f"{exc.code}: {exc.message}", started=started, ok=False)
+        if exc.code == "database_unreachable":
+            q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
+        elif exc.code == "execution_in_doubt":  # never re-run what may have run
+            q.finish(RunStatus.EXECUTION_FAILED, RunError(code=exc.code, message=exc.message))
+        elif exc.timed_out:
+            q.failure = f"statement timeout: {exc.message}"
+            q.after_synthesis = RunStatus.TIMED_OUT
+            q.error = RunError(code=exc.code, message=exc.message)
+        elif q.corrections < p.config.max_corrections:
+            q.correction_error = exc.message
+        else:
+            q.failure = exc.message
+            q.after_synthesis = RunStatus.EXECUTION_FAILED
+            q.error = RunError(code=exc.code, message=exc.message)
+
+
+def _check_result(p: Pipeline, q: QuestionState, result: ExecutionResult) -> None:
+    started = p.clock()
+    q.warnings += ResultValidator().check(result)
+    # Keep what the answer and the result object use, not every fetched row.
+    result.rows = result.rows[: max(p.config.preview_rows, PREVIEW_ROWS)]
+    q.note(
+        "ResultValidator",
+        f"{result.row_count} row(s)",
+        "; ".join(q.warnings) or "no warnings",
+        started=started,
+    )
+    q.after_synthesis = RunStatus.ANSWERED

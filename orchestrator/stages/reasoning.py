@@ -1,0 +1,127 @@
+"""Before and during Batch 1: input checks, admission control, then one reasoning call."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agents import ReasoningAgent, batch_catalogue
+from agents.llm_batch import QuestionInput
+from agents.reasoning import ClarifyingQuestion
+from orchestrator.question import QuestionState
+from orchestrator.result import ClarifyingQuestionOut, RunError, RunStatus
+from orchestrator.run_context import RunContext
+
+if TYPE_CHECKING:
+    from orchestrator.pipeline import Pipeline
+
+__all__ = ["admit", "check_input", "reason"]
+
+
+def check_input(p: Pipeline, q: QuestionState) -> None:
+    """An empty or oversized question ends at once, before any call."""
+    text = q.text.strip()
+    if not text:
+        q.finish(
+            RunStatus.INVALID_INPUT,
+            RunError(code="empty_question", message="the question is empty"),
+        )
+    elif len(text) > p.config.max_question_chars:
+        q.finish(
+            RunStatus.INVALID_INPUT,
+            RunError(
+                code="question_too_long",
+                message=f"the question has {len(text)} characters; the limit is "
+                f"{p.config.max_question_chars}",
+            ),
+        )
+
+
+def admit(p: Pipeline, ctx: RunContext) -> None:
+    """Admission control: refuse up front when the worst case (5 requests per chunk) cannot fit."""
+    active = ctx.active()
+    limiter = p.llm.limiter
+    if not p.config.admission or not active or getattr(limiter, "mode", "") != "fail_fast":
+        return
+    chunks = -(-len(active) // p.config.k)
+    worst = (3 + p.config.max_corrections) * chunks
+    wait = limiter.fits(worst)
+    if wait > 0:
+        message = (
+            f"this run may need up to {worst} LLM requests and the rate limit has room for fewer "
+            "now; nothing was sent"
+        )
+        for q in active:
+            q.finish(
+                RunStatus.RATE_LIMITED,
+                RunError(
+                    code="rate_limited",
+                    message=message,
+                    retry_after=None if wait == float("inf") else wait,
+                ),
+            )
+
+
+def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
+    """Batch 1: intent, clarification, decomposition and plan, in one call per chunk."""
+    if not qs:
+        return
+    from orchestrator.pipeline import LARGE_SCHEMA_TABLES
+
+    started = p.clock()
+    tables = p.db.schema.tables()
+    ctx.catalogue_ms = (p.clock() - started) * 1000.0
+    agent = ReasoningAgent()
+
+    def build(items: list[QuestionInput]) -> list[dict[str, str]]:
+        catalogue = batch_catalogue(
+            [i.question for i in items], tables, always_include_all_below=LARGE_SCHEMA_TABLES
+        )
+        return agent.build_messages(items, catalogue, p.db.dialect)
+
+    def inputs(q: QuestionState) -> QuestionInput:
+        return QuestionInput(q.qid, q.text.strip())
+
+    calls = ctx.batched_calls(p.llm, k=p.config.k, max_prompt_chars=p.config.max_prompt_chars)
+    for q, reasoning, call in calls("reasoning", agent, qs, build, inputs):
+        q.reasoning = reasoning
+        c = reasoning.clarification
+        outputs = {
+            "IntentAnalyzer": f"{reasoning.intent.intent.value} ({reasoning.intent.confidence:.2f})",
+            "ClarificationAgent": (
+                f"resolved, {len(c.assumptions)} assumption(s)"
+                if c.resolved
+                else f"unresolved, {len(c.questions)} question(s)"
+            ),
+            "QueryDecomposer": f"{reasoning.decomposition.complexity}, "
+            f"{len(reasoning.decomposition.steps)} step(s)",
+            "QueryPlanner": f"tables: {', '.join(reasoning.plan.tables) or '-'}; "
+            f"data context: {'yes' if reasoning.plan.needs_data_context else 'no'}",
+        }
+        for name in ReasoningAgent.agents:
+            q.note(name, q.text, outputs[name], batch=1, call=call)
+        q.assumptions = list(c.assumptions)
+        if not c.resolved:
+            q.clarification_questions = unique_questions(c.questions)
+            q.finish(RunStatus.NEEDS_CLARIFICATION)
+
+
+def unique_questions(questions: list[ClarifyingQuestion]) -> list[ClarifyingQuestionOut]:
+    """The clarifying questions with ids unique within the question (models repeat ids)."""
+    if not questions:
+        return [
+            ClarifyingQuestionOut(
+                id="c1",
+                text="Could you restate the question naming the measure and the data you mean?",
+            )
+        ]
+    seen: set[str] = set()
+    out = []
+    for n, q in enumerate(questions, start=1):
+        qid = q.id.strip() or f"c{n}"
+        if qid in seen:
+            qid = f"c{n}"
+        while qid in seen:
+            qid += "_"
+        seen.add(qid)
+        out.append(ClarifyingQuestionOut(id=qid, text=q.text))
+    return out
