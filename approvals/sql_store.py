@@ -1,8 +1,9 @@
 """The durable store: SQLAlchemy over a SQLite file (default) or PostgreSQL (by URL).
 
 A run paused at the gate can be resumed by another process: batches, their state and the
-audit log live in three tables. The schema is a versioned list of migrations applied by
-``setup()`` (idempotent, safe to run from several processes at once). A decision moves a
+audit log live in three tables. The schema is a versioned list of migrations (component
+``approvals``) applied by the state database's one migration runner (``approvals.migrations``)
+from ``setup()``: idempotent, safe to run from several processes at once. A decision moves a
 batch on with one conditional UPDATE on (status, version): of concurrent submitters exactly
 one updates a row, the others see a conflict.
 
@@ -25,9 +26,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from pydantic import TypeAdapter
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import StaticPool
 
-from .errors import SchemaVersionError
+from .migrations import migrate, schema_version, state_engine, write_transaction
 from .models import (
     ApprovalBatch,
     ApprovalOutcome,
@@ -47,6 +47,7 @@ DEFAULT_PATH = Path(".sqlgate") / "approvals.sqlite3"
 # The latest schema, used by queries. Migrations below carry their own frozen DDL.
 metadata = sa.MetaData()
 
+#: Where versions were recorded before the shared ``sqlgate_schema`` table (read once, to adopt).
 schema_versions = sa.Table(
     "sqlgate_approval_schema",
     metadata,
@@ -171,6 +172,13 @@ def _v3(conn: Connection) -> None:
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3)
 
 
+def _adopt_legacy_version(conn: Connection) -> int:
+    """The version a store written before ``sqlgate_schema`` recorded in its own table."""
+    if not sa.inspect(conn).has_table(schema_versions.name):
+        return 0
+    return conn.execute(sa.select(sa.func.max(schema_versions.c.version))).scalar() or 0
+
+
 def default_store_url() -> str:
     """``$SQLGATE_APPROVALS_URL``, else a SQLite file ``.sqlgate/approvals.sqlite3`` here."""
     return os.environ.get(DEFAULT_URL_ENV) or f"sqlite:///{DEFAULT_PATH}"
@@ -185,42 +193,6 @@ def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
-def _engine_for(url: str) -> Engine:
-    parsed = sa.make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return sa.create_engine(url, pool_pre_ping=True)
-    database = parsed.database
-    if not database or database == ":memory:":
-        engine = sa.create_engine(
-            url, poolclass=StaticPool, connect_args={"check_same_thread": False}
-        )
-    else:
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
-    _own_sqlite_transactions(engine)
-    return engine
-
-
-def _own_sqlite_transactions(engine: Engine) -> None:
-    """Let SQLAlchemy, not the driver, begin transactions, so writes can BEGIN IMMEDIATE
-    (take the write lock first, then read-check-write) — SQLAlchemy's documented recipe."""
-
-    @sa.event.listens_for(engine, "connect")
-    def _connect(dbapi_connection, _record) -> None:
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA busy_timeout=30000")
-        if engine.url.database not in (None, "", ":memory:"):
-            cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.close()
-
-    @sa.event.listens_for(engine, "begin")
-    def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql(
-            f"BEGIN {conn.get_execution_options().get('sqlgate_begin', '')}".strip()
-        )
-
-
 class SqlApprovalStore(ApprovalStore):
     """Batches, state and the audit log in a SQL database (SQLite or PostgreSQL).
 
@@ -232,42 +204,21 @@ class SqlApprovalStore(ApprovalStore):
         if isinstance(url_or_engine, Engine):
             self.engine = url_or_engine
         else:
-            self.engine = _engine_for(url_or_engine or default_store_url())
+            self.engine = state_engine(url_or_engine or default_store_url())
         self.dialect = self.engine.dialect.name
 
     # -- schema ----------------------------------------------------------------------------
     def setup(self) -> None:
-        with self._write() as conn:
-            schema_versions.create(conn, checkfirst=True)
-            if self.dialect == "postgresql":
-                # serialise concurrent setups from several processes
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(7313200501)"))
-            current = conn.execute(sa.select(sa.func.max(schema_versions.c.version))).scalar() or 0
-            if current > len(MIGRATIONS):
-                raise SchemaVersionError(
-                    f"the approval store is at schema version {current}; this code knows up to {len(MIGRATIONS)}"
-                )
-            for version, migrate in enumerate(MIGRATIONS, 1):
-                if version > current:
-                    migrate(conn)
-                    conn.execute(
-                        sa.insert(schema_versions).values(
-                            version=version, applied_at=_iso(datetime.now(UTC))
-                        )
-                    )
+        migrate(self.engine, "approvals", MIGRATIONS, adopt=_adopt_legacy_version)
 
     def schema_version(self) -> int:
-        with self.engine.connect() as conn:
-            return conn.execute(sa.select(sa.func.max(schema_versions.c.version))).scalar() or 0
+        return schema_version(self.engine, "approvals")
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         """A write transaction; on SQLite it takes the write lock up front (BEGIN IMMEDIATE)."""
-        with self.engine.connect() as conn:
-            if self.dialect == "sqlite":
-                conn = conn.execution_options(sqlgate_begin="IMMEDIATE")
-            with conn.begin():
-                yield conn
+        with write_transaction(self.engine) as conn:
+            yield conn
 
     # -- rows ------------------------------------------------------------------------------
     @staticmethod

@@ -16,7 +16,6 @@ by default a SQLite file in the state folder. The reviewer's identity comes from
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,9 +23,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from approvals import reviewer_identity
+from approvals import SqlApprovalStore, reviewer_identity
 from orchestrator.cli_common import emit_json, err, fail
 from orchestrator.errors import SqlgateError
+from orchestrator.runs import RunStore
 
 approvals_app = typer.Typer(
     help="Review SQL waiting at the approval gate: list, show, decide, history.",
@@ -37,26 +37,19 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 
 
 def state_url() -> str:
-    from orchestrator.limits import state_dir
+    from orchestrator.state_db import default_state_url
 
-    explicit = os.environ.get("SQLGATE_STATE_URL")
-    if explicit:
-        return explicit
-    folder = state_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'state.sqlite'}"
+    return default_state_url()
 
 
-def stores() -> tuple[Any, Any]:
+def stores() -> tuple[SqlApprovalStore, RunStore]:
     """The approvals store and the run store, both in the state database."""
-    from approvals import SqlApprovalStore
-    from orchestrator.runs import RunStore
+    from orchestrator.state_db import StateDatabase
 
-    url = state_url()
-    approvals, runs = SqlApprovalStore(url), RunStore(url)
-    approvals.setup()
-    runs.setup()
-    return approvals, runs
+    state = StateDatabase(state_url())
+    state.approvals.setup()
+    state.runs.setup()
+    return state.approvals, state.runs
 
 
 def _gate_for(record: Any, approvals: Any, runs: Any) -> Any:

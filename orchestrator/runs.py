@@ -1,9 +1,10 @@
 """Where a run paused at the approval gate waits: a checkpoint that any process can resume.
 
 One row per run in ``sqlgate_runs``: its status, a version bumped by every change, and the
-checkpoint (the questions' state as JSON). Changes are conditional on status and version, so two
-processes resuming the same run cannot both win. The table lives in sqlgate's state database (a
-SQLite file by default, PostgreSQL by URL), beside the approvals store.
+checkpoint (typed and versioned, ``orchestrator.checkpoint``). Changes are conditional on status
+and version, so two processes resuming the same run cannot both win. The table lives in sqlgate's
+state database (``orchestrator.state_db``: a SQLite file by default, PostgreSQL by URL), beside the
+approvals store; its schema is the ``runs`` component of the one migration runner.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
+from approvals.migrations import migrate, state_engine, write_transaction
 from orchestrator.checkpoint import Checkpoint, PausedCheckpoint, load_checkpoint
 from orchestrator.errors import RunConflict, RunNotFound
 
@@ -32,8 +34,71 @@ runs = sa.Table(
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("database", sa.Text, nullable=False),
     sa.Column("checkpoint", sa.Text, nullable=False),
-    sa.Column("updated_at", sa.String(40), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+
+def _v1(conn: Connection) -> None:
+    """The runs table, timestamps as text."""
+    conn.exec_driver_sql(
+        "CREATE TABLE IF NOT EXISTS sqlgate_runs (run_id VARCHAR(64) NOT NULL PRIMARY KEY, "
+        "status VARCHAR(32) NOT NULL, version INTEGER NOT NULL, database TEXT NOT NULL, "
+        "checkpoint TEXT NOT NULL, updated_at VARCHAR(40) NOT NULL)"
+    )
+
+
+def _v2(conn: Connection) -> None:
+    """``updated_at`` a real timestamp (text timestamps of varying width sorted wrongly)."""
+    to_timestamp(conn, "sqlgate_runs", "run_id", ["updated_at"])
+
+
+MIGRATIONS = (_v1, _v2)
+
+
+def _adopt(conn: Connection) -> int:
+    """A database from before ``sqlgate_schema``: the table existed at version 1."""
+    return 1 if sa.inspect(conn).has_table("sqlgate_runs") else 0
+
+
+def to_timestamp(conn: Connection, table: str, key: str, columns: list[str]) -> None:
+    """Turn ISO-8601 text columns into timestamp columns, data included."""
+    if conn.dialect.name == "postgresql":
+        for column in columns:
+            conn.exec_driver_sql(
+                f"ALTER TABLE {table} ALTER COLUMN {column} TYPE TIMESTAMPTZ "
+                f"USING {column}::timestamptz"
+            )
+        return
+    # SQLite (3.35+): a new DATETIME column per column, the values converted into the form
+    # SQLAlchemy's DateTime reads back, the text column dropped and the new one renamed.
+    shape = sa.table(table, sa.column(key), *(sa.column(c) for c in columns))
+    rows = conn.execute(sa.select(shape)).all()
+    for column in columns:
+        conn.exec_driver_sql(
+            f"ALTER TABLE {table} ADD COLUMN {column}__ts DATETIME NOT NULL "
+            "DEFAULT '1970-01-01 00:00:00.000000'"
+        )
+    typed = sa.table(
+        table, sa.column(key), *(sa.column(f"{c}__ts", sa.DateTime(timezone=True)) for c in columns)
+    )
+    for row in rows:
+        values = {f"{c}__ts": _parse(getattr(row, c)) for c in columns}
+        conn.execute(sa.update(typed).where(typed.c[key] == getattr(row, key)).values(**values))
+    for column in columns:
+        conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")
+        conn.exec_driver_sql(f"ALTER TABLE {table} RENAME COLUMN {column}__ts TO {column}")
+
+
+def _parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    moment = datetime.fromisoformat(str(text))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def utc(moment: datetime) -> datetime:
+    """A timestamp read back from the state database, as an aware UTC datetime."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -45,7 +110,7 @@ class StoredRun:
     version: int
     database: str
     checkpoint: Checkpoint
-    updated_at: str
+    updated_at: datetime
 
 
 class RunStore:
@@ -62,18 +127,18 @@ class RunStore:
                 ":memory:",
             ):
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            self.engine = sa.create_engine(url_or_engine, pool_pre_ping=True)
+            self.engine = state_engine(url_or_engine)
         self._ready = False
 
     def setup(self) -> None:
-        """Create the table if needed; safe to call any number of times."""
+        """Create or migrate the table (the ``runs`` component); safe to call any number of times."""
         if not self._ready:
-            _metadata.create_all(self.engine, checkfirst=True)
+            migrate(self.engine, "runs", MIGRATIONS, adopt=_adopt)
             self._ready = True
 
     def create(self, run_id: str, database: str, checkpoint: PausedCheckpoint) -> int:
         self.setup()
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             conn.execute(
                 runs.insert().values(
                     run_id=run_id,
@@ -99,7 +164,7 @@ class RunStore:
             version=row.version,
             database=row.database,
             checkpoint=load_checkpoint(json.loads(row.checkpoint)),
-            updated_at=row.updated_at,
+            updated_at=utc(row.updated_at),
         )
 
     def transition(
@@ -119,7 +184,7 @@ class RunStore:
         }
         if checkpoint is not None:
             values["checkpoint"] = checkpoint.model_dump_json(by_alias=True)
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             changed = conn.execute(
                 runs.update()
                 .where(
@@ -142,8 +207,8 @@ class RunStore:
             query = query.where(runs.c.status == status)
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(runs.c.updated_at.desc()).limit(limit)).all()
-        return [dict(r._mapping) for r in rows]
+        return [{**r._mapping, "updated_at": utc(r.updated_at)} for r in rows]
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
+def _now() -> datetime:
+    return datetime.now(UTC)

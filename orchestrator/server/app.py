@@ -46,15 +46,13 @@ from approvals import (
     DecisionError,
     ExpirySweeper,
     IdempotencyConflict,
-    SqlApprovalStore,
 )
-from orchestrator.runs import RunStore
 from orchestrator.server.auth import Principal, TokenRegistry
 from orchestrator.server.config import ServerConfig
 from orchestrator.server.errors import RunNotFound, ServerError, Unauthenticated
 from orchestrator.server.events import Cursor, EventHub, EventSource
 from orchestrator.server.runner import RunService, shared_pipeline
-from orchestrator.server.state import RunRow, ServerState
+from orchestrator.server.state import RunRow
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_QUESTIONS = 1000
@@ -190,15 +188,15 @@ class Service:
 
     def __init__(self, config: ServerConfig) -> None:
         from orchestrator.database import TargetDatabase
+        from orchestrator.state_db import StateDatabase
 
         self.config = config
         self.tokens: TokenRegistry = config.tokens
-        self.approvals = SqlApprovalStore(config.state_url)
-        self.approvals.setup()
-        self.run_store = RunStore(self.approvals.engine)
-        self.run_store.setup()
-        self.state = ServerState(self.approvals.engine)
-        self.state.setup()
+        self.state_db = StateDatabase(config.state_url)
+        self.state_db.setup()
+        self.approvals = self.state_db.approvals
+        self.run_store = self.state_db.runs
+        self.state = self.state_db.server
         self.database = TargetDatabase(
             config.database_url, statement_timeout_s=config.statement_timeout_s
         )

@@ -5,7 +5,8 @@
 are not copied here: they are read from the approvals audit log, which every process writes.
 
 Both live beside the approvals and run-checkpoint tables (a SQLite file by default, PostgreSQL
-shared by several server processes), so any process can answer for any run.
+shared by several server processes), so any process can answer for any run. Their schema is the
+``server`` component of the state database's one migration runner.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+
+from approvals.migrations import migrate, write_transaction
+from orchestrator.runs import to_timestamp, utc
 
 #: Server run states: ``queued`` -> ``running`` -> ``awaiting_approval`` -> ``resuming`` -> ``finished`` | ``failed``.
 SERVER_RUN_STATES = ("queued", "running", "awaiting_approval", "resuming", "finished", "failed")
@@ -34,14 +38,14 @@ server_runs = sa.Table(
     sa.Column("questions", sa.Text, nullable=False),
     sa.Column("results", sa.Text, nullable=True),
     sa.Column("error", sa.Text, nullable=True),
-    sa.Column("created_at", sa.String(40), nullable=False),
-    sa.Column("updated_at", sa.String(40), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
 server_events = sa.Table(
     "sqlgate_server_events",
     _metadata,
     sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("at", sa.String(40), nullable=False),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("run_id", sa.String(64), nullable=False, index=True),
     sa.Column("batch_id", sa.String(64), nullable=True),
     sa.Column("event", sa.String(40), nullable=False),
@@ -52,8 +56,55 @@ server_events = sa.Table(
 _APPEND_LOCK = 7313200601
 
 
+def _v1(conn: Connection) -> None:
+    """Server runs and run events, timestamps as text."""
+    v1 = sa.MetaData()
+    sa.Table(
+        "sqlgate_server_runs",
+        v1,
+        sa.Column("run_id", sa.String(64), primary_key=True),
+        sa.Column("owner", sa.String(200), nullable=False, index=True),
+        sa.Column("status", sa.String(32), nullable=False),
+        sa.Column("batch_id", sa.String(64), nullable=True),
+        sa.Column("questions", sa.Text, nullable=False),
+        sa.Column("results", sa.Text, nullable=True),
+        sa.Column("error", sa.Text, nullable=True),
+        sa.Column("created_at", sa.String(40), nullable=False),
+        sa.Column("updated_at", sa.String(40), nullable=False),
+    )
+    sa.Table(
+        "sqlgate_server_events",
+        v1,
+        sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("at", sa.String(40), nullable=False),
+        sa.Column("run_id", sa.String(64), nullable=False, index=True),
+        sa.Column("batch_id", sa.String(64), nullable=True),
+        sa.Column("event", sa.String(40), nullable=False),
+        sa.Column("detail", sa.Text, nullable=False),
+    )
+    v1.create_all(conn, checkfirst=True)
+
+
+def _v2(conn: Connection) -> None:
+    """Real timestamp columns."""
+    to_timestamp(conn, "sqlgate_server_runs", "run_id", ["created_at", "updated_at"])
+    to_timestamp(conn, "sqlgate_server_events", "seq", ["at"])
+
+
+MIGRATIONS = (_v1, _v2)
+
+
+def _adopt(conn: Connection) -> int:
+    """A database from before ``sqlgate_schema``: the tables existed at version 1."""
+    return 1 if sa.inspect(conn).has_table("sqlgate_server_runs") else 0
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -89,23 +140,19 @@ class ServerState:
         self._owners: dict[str, str] = {}
 
     def setup(self) -> None:
-        """Create the tables if needed; safe to call any number of times."""
+        """Create or migrate the tables (the ``server`` component); safe to call any number of times."""
         if not self._ready:
-            with self._write() as conn:
-                _metadata.create_all(conn, checkfirst=True)
+            migrate(self.engine, "server", MIGRATIONS, adopt=_adopt)
             self._ready = True
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
-            if self.dialect == "sqlite":
-                conn = conn.execution_options(sqlgate_begin="IMMEDIATE")
-            with conn.begin():
-                yield conn
+        with write_transaction(self.engine) as conn:
+            yield conn
 
     # -- runs --------------------------------------------------------------------------------
     def create_run(self, run_id: str, owner: str, questions: list[str]) -> RunRow:
-        at = now_iso()
+        at = _now()
         with self._write() as conn:
             conn.execute(
                 server_runs.insert().values(
@@ -143,7 +190,7 @@ class ServerState:
     ) -> bool:
         """Move a run to ``status`` (only from one of ``expected``, when given) and append ``event``
         in the same transaction. False when the run was not in an expected state."""
-        values: dict[str, Any] = {"status": status, "updated_at": now_iso()}
+        values: dict[str, Any] = {"status": status, "updated_at": _now()}
         if batch_id is not None:
             values["batch_id"] = batch_id
         if results is not None:
@@ -207,7 +254,7 @@ class ServerState:
             conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({_APPEND_LOCK})"))
         conn.execute(
             server_events.insert().values(
-                at=now_iso(),
+                at=_now(),
                 run_id=run_id,
                 batch_id=batch_id,
                 event=event,
@@ -224,7 +271,12 @@ class ServerState:
         with self.engine.connect() as conn:
             return [
                 RunEvent(
-                    row.seq, row.at, row.run_id, row.batch_id, row.event, json.loads(row.detail)
+                    row.seq,
+                    utc(row.at).isoformat(),
+                    row.run_id,
+                    row.batch_id,
+                    row.event,
+                    json.loads(row.detail),
                 )
                 for row in conn.execute(query)
             ]
@@ -243,6 +295,6 @@ def _run_row(row: Any) -> RunRow:
         questions=json.loads(row.questions),
         results=json.loads(row.results) if row.results else None,
         error=json.loads(row.error) if row.error else None,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        created_at=utc(row.created_at).isoformat(),
+        updated_at=utc(row.updated_at).isoformat(),
     )

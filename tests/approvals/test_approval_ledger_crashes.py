@@ -24,6 +24,7 @@ from approvals import (
     Reject,
     SchemaVersionError,
     SqlApprovalStore,
+    migrations,
     replay_audit,
     sql_store,
 )
@@ -294,9 +295,7 @@ def test_a_newer_store_is_refused(tmp_path):
     store = SqlApprovalStore(f"sqlite:///{tmp_path / 'new.sqlite3'}")
     store.setup()
     with store.engine.begin() as conn:
-        conn.execute(
-            sa.insert(sql_store.schema_versions).values(version=99, applied_at="2030-01-01")
-        )
+        conn.execute(sa.update(migrations.schema_versions).values(version=99))
     with pytest.raises(SchemaVersionError) as err:
         store.setup()
     assert err.value.code == "schema_version_newer"

@@ -1,0 +1,106 @@
+"""sqlgate's state database: one location, one engine, one migration runner for every table.
+
+What sqlgate keeps between processes lives here: approval batches, the audit log and the
+execution ledger (``approvals``), run checkpoints (``runs``), the server's runs and events
+(``server``). Each component has an append-only list of migrations applied by the one runner
+(``approvals.migrations.migrate``), its version recorded in ``sqlgate_schema``. Stores talk to
+their own tables through their own methods, on this module's shared engine.
+
+Where it is: ``$SQLGATE_STATE_URL`` (a SQLAlchemy URL; PostgreSQL to share it between hosts),
+else a SQLite file ``state.sqlite`` in sqlgate's state folder (``$SQLGATE_STATE_DIR``, else
+``$XDG_STATE_HOME/sqlgate``, else ``~/.local/state/sqlgate``). ``SQLGATE_APPROVALS_URL`` is read
+as a deprecated alias of ``SQLGATE_STATE_URL`` for one release.
+
+Example:
+    >>> state = StateDatabase("sqlite://")
+    >>> state.setup()
+    >>> sorted(state.versions())
+    ['approvals', 'runs', 'server']
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from approvals import SqlApprovalStore
+from approvals.migrations import schema_versions, state_engine
+from orchestrator.database import redact_url
+from orchestrator.runs import RunStore
+
+if TYPE_CHECKING:
+    from orchestrator.server.state import ServerState
+
+__all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url"]
+
+STATE_URL_ENV = "SQLGATE_STATE_URL"
+_DEPRECATED_URL_ENV = "SQLGATE_APPROVALS_URL"
+
+
+def default_state_url(environ: Mapping[str, str] | None = None) -> str:
+    """``$SQLGATE_STATE_URL``, else (deprecated) ``$SQLGATE_APPROVALS_URL``, else the state folder's
+    SQLite file."""
+    from orchestrator.limits import state_dir
+
+    env = os.environ if environ is None else environ
+    explicit = env.get(STATE_URL_ENV)
+    if explicit:
+        return explicit
+    legacy = env.get(_DEPRECATED_URL_ENV)
+    if legacy:
+        warnings.warn(
+            f"{_DEPRECATED_URL_ENV} is deprecated; set {STATE_URL_ENV} instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return legacy
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'state.sqlite'}"
+
+
+class StateDatabase:
+    """The state database and the stores on it, sharing one engine.
+
+    ``setup()`` migrates every component (safe from several processes at once); the stores are
+    built on first use.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or default_state_url()
+        self.safe_url = redact_url(self.url)
+        self.engine: Engine = state_engine(self.url)
+
+    def setup(self) -> None:
+        self.approvals.setup()
+        self.runs.setup()
+        self.server.setup()
+
+    @cached_property
+    def approvals(self) -> SqlApprovalStore:
+        return SqlApprovalStore(self.engine)
+
+    @cached_property
+    def runs(self) -> RunStore:
+        return RunStore(self.engine)
+
+    @cached_property
+    def server(self) -> ServerState:
+        from orchestrator.server.state import ServerState  # late: the server package is heavier
+
+        return ServerState(self.engine)
+
+    def versions(self) -> dict[str, int]:
+        """Each component's schema version."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(schema_versions.c.component, schema_versions.c.version))
+            return {row.component: row.version for row in rows}
+
+    def close(self) -> None:
+        self.engine.dispose()
