@@ -61,3 +61,4 @@ class AgentOutputError(AgentError):
     """A model reply could not be parsed into the agent's output model."""
 
     code = "invalid_output"
+    detail: str = ""  # what was wrong, without the schema name (for the repair request)

@@ -19,7 +19,7 @@ OutputT = TypeVar("OutputT", bound=BaseModel)
 
 def _invalid(schema_name: str, detail: str) -> AgentOutputError:
     error = AgentOutputError(f"the model's reply is not a valid {schema_name}: {detail}")
-    error.detail = detail  # type: ignore[attr-defined]
+    error.detail = detail
     return error
 
 

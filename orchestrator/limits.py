@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.config import Settings
 from orchestrator.errors import ConfigurationError
 from ratelimit import (
+    Limit,
+    Limits,
     MemoryBackend,
     PostgresBackend,
     RedisBackend,
@@ -60,14 +62,16 @@ def budget_key(settings: Settings) -> str:
     return f"llm:{settings.llm.base_url or 'https://api.openai.com/v1'}:{digest}"
 
 
-def build_limiter(settings: Settings, *, mode: str) -> SlidingWindowLimiter:
-    limits = RequestLimit(settings.rate_limit, settings.rate_window_s)
+def build_limiter(
+    settings: Settings, *, mode: Literal["fail_fast", "wait"]
+) -> SlidingWindowLimiter:
+    limits: Limit | Limits = RequestLimit(settings.rate_limit, settings.rate_window_s)
     if settings.token_limit:
         limits = limits & TokenLimit(settings.token_limit, settings.rate_window_s)
     return SlidingWindowLimiter(
         limits=limits,
         key=budget_key(settings),
         backend=backend_for(settings.rate_backend),
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         max_wait=settings.max_wait_s,
     )

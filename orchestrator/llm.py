@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import openai
 from pydantic import BaseModel, SecretStr
@@ -261,11 +261,13 @@ class LLMClient:
         with self._lock:
             self.http_requests += 1
         try:
+            # The agents' messages are plain role/content dicts and the response format a dict
+            # built from the output model: both are what the SDK's TypedDicts describe.
             completion = self._client.chat.completions.create(
                 model=self.settings.model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=cast(Any, messages),
                 temperature=self.settings.temperature,
-                response_format=self._response_format(agent),  # type: ignore[arg-type]
+                response_format=cast(Any, self._response_format(agent)),
             )
         except openai.RateLimitError as exc:
             # Everyone sharing the limiter backs off for as long as the provider asked, not just us.

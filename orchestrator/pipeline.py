@@ -34,7 +34,7 @@ from orchestrator.errors import DatabaseError, RunConflict
 from orchestrator.llm import LLMClient
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
-from orchestrator.run_context import ResultSink, RunContext
+from orchestrator.run_context import ResultSink, RunContext, no_progress
 from orchestrator.runs import RunStore
 from orchestrator.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
 from ratelimit import RateLimitError
@@ -50,7 +50,9 @@ class PipelineConfig(BaseModel):
     max_limit: int = Field(default=1000, ge=1, description="LIMIT added or lowered to this")
     max_corrections: int = Field(default=2, ge=0, le=2, description="self-corrections per question")
     max_question_chars: int = Field(default=2000, ge=1)
-    star: str = Field(default="reject", description="SELECT * policy: reject or expand")
+    star: Literal["reject", "expand"] = Field(
+        default="reject", description="SELECT * policy: reject or expand"
+    )
     preview_rows: int = Field(default=20, ge=0, description="rows kept in the result object")
     k: int = Field(default=10, ge=1, description="questions per LLM call at most")
     max_prompt_chars: int = Field(
@@ -113,7 +115,7 @@ class Pipeline:
             approval_store.setup()  # idempotent: creates or migrates the tables
         if run_store is not None:
             run_store.setup()
-        self.progress: Progress = progress or (lambda stage, done=0, total=0: None)
+        self.progress: Progress = progress or no_progress
         self.clock = clock
 
     # -- shared services -----------------------------------------------------------------------
@@ -121,7 +123,7 @@ class Pipeline:
     def validator(self) -> SqlValidator:
         return SqlValidator(
             dialect=self.db.dialect,
-            policy=SafetyPolicy(max_limit=self.config.max_limit, star=self.config.star),  # type: ignore[arg-type]
+            policy=SafetyPolicy(max_limit=self.config.max_limit, star=self.config.star),
             schema={name: info.column_names() for name, info in self.db.schema.tables().items()},
         )
 

@@ -69,15 +69,19 @@ class _CassetteLoader(yaml.SafeLoader):
     """Safe YAML plus the few harmless Python tags VCR.py cassettes may contain."""
 
 
-_CassetteLoader.add_constructor(
-    "tag:yaml.org,2002:python/str", lambda loader, node: loader.construct_scalar(node)
-)
-_CassetteLoader.add_constructor(
-    "tag:yaml.org,2002:python/unicode", lambda loader, node: loader.construct_scalar(node)
-)
-_CassetteLoader.add_constructor(
-    "tag:yaml.org,2002:python/tuple", lambda loader, node: tuple(loader.construct_sequence(node))
-)
+def _scalar(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    assert isinstance(node, yaml.ScalarNode)
+    return loader.construct_scalar(node)
+
+
+def _tuple(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    assert isinstance(node, yaml.SequenceNode)
+    return tuple(loader.construct_sequence(node))
+
+
+_CassetteLoader.add_constructor("tag:yaml.org,2002:python/str", _scalar)
+_CassetteLoader.add_constructor("tag:yaml.org,2002:python/unicode", _scalar)
+_CassetteLoader.add_constructor("tag:yaml.org,2002:python/tuple", _tuple)
 
 
 def _as_bytes(value: Any) -> bytes:

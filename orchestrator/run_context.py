@@ -16,13 +16,13 @@ from orchestrator.llm import LLMClient
 from orchestrator.question import QuestionState
 from orchestrator.result import RunResult, RunStatus
 
-__all__ = ["ResultSink", "RunContext"]
+__all__ = ["ResultSink", "RunContext", "no_progress"]
 
 #: ``on_result(index, result)``: a finished question, handed out as soon as it is finished.
 ResultSink = Callable[[int, RunResult], None]
 
 
-def _no_progress(stage: str, done: int = 0, total: int = 0) -> None:
+def no_progress(stage: str, done: int = 0, total: int = 0) -> None:
     return None
 
 
@@ -39,7 +39,7 @@ class RunContext:
     questions: list[QuestionState]
     dialect: str
     preview_rows: int
-    progress: Progress = _no_progress
+    progress: Progress = no_progress
     on_result: ResultSink | None = None
     release_streamed: bool = False
     calls_made: int = 0

@@ -8,10 +8,10 @@ SQLite database, schema exploration, validation, the approval gate, execution, t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from orchestrator.batching import Progress
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import ConfigurationError
 from orchestrator.llm import LLMClient, LLMSettings
@@ -45,7 +45,7 @@ class DemoSession:
         *,
         base_url: str = DEMO_BASE_URL,
         http_client: Any | None = None,
-        progress: Callable[[str], None] | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.transport: Any | None = None  # the replay transport, when replaying
         self.clock = ManualClock()

@@ -19,6 +19,7 @@ import random
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from orchestrator.sqlite_file import write_sqlite_atomically
 
@@ -508,7 +509,10 @@ def _looks_complete(path: Path) -> bool:
 # --- generation -------------------------------------------------------------------------------
 
 
-def _weighted(rng: random.Random, choices: Sequence[tuple[object, int]]) -> object:
+T = TypeVar("T")
+
+
+def _weighted(rng: random.Random, choices: Sequence[tuple[T, int]]) -> T:
     return rng.choices([c for c, _ in choices], weights=[w for _, w in choices])[0]
 
 
@@ -626,13 +630,13 @@ def _customers(
                 signup.isoformat(),
             )
         )
-        weight = (
-            rng.paretovariate(1.6)
-            * {"Consumer": 1.0, "Small Business": 1.8, "Enterprise": 3.0}[segment]
-        )
+        weight = rng.paretovariate(1.6) * SEGMENT_WEIGHTS[str(segment)]
         out.append((customer_id, region_id, signup, weight))
     con.executemany("INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     return out
+
+
+SEGMENT_WEIGHTS = {"Consumer": 1.0, "Small Business": 1.8, "Enterprise": 3.0}
 
 
 def _products(con: sqlite3.Connection, rng: random.Random) -> list[tuple[int, float, float]]:
@@ -641,7 +645,7 @@ def _products(con: sqlite3.Connection, rng: random.Random) -> list[tuple[int, fl
         "INSERT INTO categories VALUES (?, ?, ?)",
         [(i, name, description) for i, (name, description, _, _) in enumerate(CATEGORIES, start=1)],
     )
-    rows = []
+    rows: list[tuple[object, ...]] = []
     out = []
     seen: set[str] = set()
     for category_id, (name, _, (low, high), nouns) in enumerate(CATEGORIES, start=1):
@@ -689,7 +693,7 @@ def _orders(
     products: list[tuple[int, float, float]],
 ) -> None:
     weights = [w for *_, w in customers]
-    drafts = []
+    drafts: list[tuple[dt.date, int, int]] = []
     while len(drafts) < N_ORDERS:
         customer_id, region_id, signup, _ = rng.choices(customers, weights=weights)[0]
         day = _order_day(rng)
@@ -698,8 +702,8 @@ def _orders(
         drafts.append((day, customer_id, region_id))
     drafts.sort(key=lambda d: (d[0], d[1]))
 
-    order_rows = []
-    item_rows = []
+    order_rows: list[tuple[object, ...]] = []
+    item_rows: list[tuple[object, ...]] = []
     product_weights = [p for *_, p in products]
     for order_id, (day, customer_id, region_id) in enumerate(drafts, start=1):
         # web orders have no sales representative
