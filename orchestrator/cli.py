@@ -19,8 +19,7 @@ configuration, 3 needs clarification, 4 rejected by the reviewer, 5 unsafe SQL, 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -86,8 +85,14 @@ def _main(
 def _mount_subcommands() -> None:
     from orchestrator.cli_approvals import approvals_app
     from orchestrator.cli_batch import batch
+    from orchestrator.cli_demo import demo
+    from orchestrator.cli_inspect import limits, schema, validate
 
     app.command()(batch)
+    app.command()(demo)
+    app.command()(schema)
+    app.command()(validate)
+    app.command()(limits)
     app.add_typer(approvals_app, name="approvals")
 
 
@@ -242,225 +247,6 @@ def resume(
         for result in results:
             _show(result, as_json=False, trace=trace)
     raise typer.Exit(max(r.exit_code for r in results))
-
-
-@app.command()
-def demo(
-    as_json: JsonOpt = False,
-    review: Annotated[
-        bool,
-        typer.Option(
-            "--review",
-            help="Approve or reject each SQL yourself. Replies are recorded for approved SQL, so "
-            "editing or rejecting takes a run off the recording.",
-        ),
-    ] = False,
-    workdir: Annotated[
-        Path | None,
-        typer.Option(help="Where to build the demo database (default: a cache folder)."),
-    ] = None,
-    trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
-) -> None:
-    """Run sample questions over a generated retail database, offline, with recorded model replies.
-
-    No API key and no network: the model's replies are replayed from a cassette recorded against
-    sqlgate's own scripted OpenAI-compatible server (scripted, not a real model). Everything else
-    is real: the SQLite database, validation, the approval gate, execution and the rate limiter.
-    """
-    from approvals import ApproveAll, TerminalReviewer
-    from orchestrator.demo import DEMO_QUESTIONS, DemoSession
-    from orchestrator.demo.database import default_cache_dir, ensure_demo_database
-    from orchestrator.render import render_result
-
-    console = Console(stderr=as_json)
-    try:
-        with console.status("building the demo database…") if console.is_terminal else _null():
-            path = ensure_demo_database(workdir or default_cache_dir())
-        if review and not sys.stdin.isatty():
-            fail("--review needs a terminal", as_json=as_json)
-        reviewer = (
-            TerminalReviewer(console=err) if review else _ShowingApprover(ApproveAll(), console)
-        )
-        session = DemoSession.replaying(path, reviewer)
-    except SqlgateError as exc:
-        fail(exc.message, as_json=as_json, error_code=exc.code)
-        return
-    console.print(
-        f"[bold]sqlgate demo[/] — database [cyan]{path}[/]\n"
-        "[dim]Model replies are replayed from the demo cassette shipped with sqlgate, recorded from sqlgate's "
-        "scripted OpenAI-compatible server (scripted, not a real model).[/]\n"
-    )
-    results = []
-    for question in DEMO_QUESTIONS:
-        with Spinner(enabled=not as_json) as spinner:
-            session.pipeline.progress = spinner
-            result = session.ask(question)
-        results.append(result)
-        if not as_json:
-            render_result(console, result, trace=trace)
-            console.print()
-    calls = sum(r.llm_calls for r in results)
-    console.print(
-        f"[bold]{len(results)} questions, {calls} LLM calls[/] "
-        f"(budget: simple 3, meta 2, one correction 4, ambiguous 1); the rate limiter "
-        f"(5 requests / 60 s) held the demo for {session.simulated_wait_s:.0f} s of simulated time."
-    )
-    if as_json:
-        emit_json([dump_result(r) for r in results])
-
-
-class _ShowingApprover:
-    """The demo's reviewer: shows each batch as a reviewer would see it, then approves it."""
-
-    def __init__(self, inner: Any, console: Console) -> None:
-        self.inner = inner
-        self.console = console
-
-    def __call__(self, batch: Any) -> Any:
-        from approvals import TerminalReviewer
-
-        TerminalReviewer(console=self.console).show(batch)
-        self.console.print(
-            "[dim]demo: approved automatically (run `sqlgate demo --review` to decide yourself)[/]"
-        )
-        return self.inner(batch)
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-@app.command()
-def schema(
-    db: DbOpt = None,
-    tables: Annotated[
-        list[str] | None, typer.Argument(help="Tables to show (with their FK neighbours).")
-    ] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Show the schema sqlgate explores: tables, columns, keys and foreign keys."""
-    from orchestrator.database import TargetDatabase
-
-    try:
-        database = TargetDatabase(db or "")
-    except SqlgateError as exc:
-        fail(
-            exc.message,
-            10 if exc.code.startswith("database") else 2,
-            as_json=as_json,
-            error_code=exc.code,
-        )
-        return
-    names = tables or database.schema.table_names()
-    context = database.schema.explore(names)
-    if as_json:
-        emit_json({"dialect": database.dialect, **context.model_dump(mode="json")})
-    else:
-        console = Console()
-        console.print(
-            f"[bold]{database.safe_url}[/] ({database.dialect}), {len(context.tables)} table(s)"
-        )
-        from orchestrator.render import sql_block
-
-        console.print(sql_block(context.render()))
-        if context.unknown_tables:
-            console.print(f"[yellow]unknown tables: {', '.join(context.unknown_tables)}[/]")
-    database.dispose()
-
-
-@app.command()
-def validate(
-    sql: Annotated[str, typer.Argument(help="The SQL to check ('-' reads it from stdin).")],
-    dialect: Annotated[str, typer.Option(help="sqlite, postgres, mysql or duckdb.")] = "sqlite",
-    max_limit: Annotated[
-        int, typer.Option(help="LIMIT added to (or lowered in) the query.")
-    ] = 1000,
-    as_json: JsonOpt = False,
-) -> None:
-    """Check SQL against the safety policy and print the SQL that would run.
-
-    Exit 0 when accepted (the rewritten SQL is printed), 1 when refused (a code and a reason).
-    """
-    from orchestrator.render import render_validation
-    from safety import SafetyPolicy, SqlValidator
-
-    text = sys.stdin.read() if sql == "-" else sql
-    try:
-        validator = SqlValidator(dialect=dialect, policy=SafetyPolicy(max_limit=max_limit))
-    except Exception as exc:  # an unknown dialect
-        fail(str(exc), as_json=as_json, error_code="invalid_dialect")
-        return
-    result = validator.validate(text)
-    if as_json:
-        refusal = result.refusal
-        emit_json(
-            {
-                "ok": result.ok,
-                "sql": result.sql,
-                "code": refusal.code if refusal else None,
-                "reason": refusal.message if refusal else None,
-                "findings": [f.model_dump(mode="json") for f in result.findings],
-            }
-        )
-    else:
-        render_validation(Console(), result, text)
-    raise typer.Exit(0 if result.ok else 1)
-
-
-@app.command()
-def limits(
-    as_json: JsonOpt = False,
-    base_url: BaseUrlOpt = None,
-) -> None:
-    """Show the shared LLM rate limit: requests (and tokens) used in the window, and the next free slot.
-
-    The window is shared by every sqlgate process using the same backend (SQLGATE_RATE_BACKEND;
-    default: a SQLite file in the state folder) and the same endpoint and key.
-    """
-    from orchestrator.config import Settings
-    from orchestrator.limits import build_limiter
-
-    try:
-        settings = Settings.from_env()
-        settings.llm.base_url = base_url or settings.llm.base_url
-        limiter = build_limiter(settings, mode="fail_fast")
-        usages = limiter.usages()
-    except SqlgateError as exc:
-        fail(exc.message, as_json=as_json, error_code=exc.code)
-        return
-    except Exception as exc:  # a shared backend that is down: say so, never guess
-        fail(
-            f"the rate-limit backend is unavailable: {exc}",
-            as_json=as_json,
-            error_code="backend_unavailable",
-        )
-        return
-    rows = [
-        {
-            "unit": u.unit,
-            "used": u.used,
-            "limit": u.limit,
-            "window_s": u.window,
-            "next_free_in_s": round(u.retry_after, 3),
-        }
-        for u in usages
-    ]
-    if as_json:
-        emit_json({"key": limiter.key, "limits": rows})
-        return
-    from orchestrator.render import rows_table
-
-    Console().print(
-        rows_table(
-            ["unit", "used", "limit", "window (s)", "next free in (s)"],
-            [[r["unit"], r["used"], r["limit"], r["window_s"], r["next_free_in_s"]] for r in rows],
-            title=f"rate limit for {settings.llm.base_url or 'OpenAI'}",
-        )
-    )
 
 
 @app.command()
