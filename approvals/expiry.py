@@ -97,6 +97,61 @@ def expire(
     return stored.outcome
 
 
+def supersede(
+    store: ApprovalStore, record: BatchRecord, now: datetime, *, reason: str, actor: str
+) -> ApprovalOutcome | None:
+    """Close a pending batch that no run will ever resume (its run was taken over and starts the
+    cycle again): every item waiting is rejected with ``reason``, through the same conditional
+    update as a decision. None when the batch was no longer pending."""
+    batch = record.batch
+    if record.status != "pending":
+        return None
+    resolutions = {
+        item.call_id: (
+            settled_resolution(batch, item)
+            if batch.categories[item.call_id] is not ItemCategory.NEEDS_APPROVAL
+            else Resolution(
+                call_id=item.call_id,
+                question_id=item.question_id,
+                status="rejected",
+                reason=f"superseded: {reason}",
+                findings=item.findings,
+            )
+        )
+        for item in batch.items
+    }
+    outcome = ApprovalOutcome(
+        batch_id=batch.batch_id,
+        run_id=batch.run_id,
+        cycle=batch.cycle,
+        status="expired",
+        resolutions=resolutions,
+        decided_by=actor,
+        decided_at=now,
+        votes=len(record.votes),
+        quorum=batch.quorum,
+    )
+    events = resolution_events(
+        batch,
+        resolutions,
+        actor=actor,
+        at=now,
+        event="batch_expired",
+        detail={"action": "superseded", "reason": reason},
+    )
+    try:
+        stored = store.resolve(
+            batch.batch_id,
+            expected_version=record.version,
+            outcome=outcome,
+            events=events,
+            status="expired",
+        )
+    except DecisionConflict:
+        return None
+    return stored.outcome
+
+
 class ExpirySweeper:
     """Expire every due batch. Run ``sweep()`` periodically (any process, any number of them)."""
 

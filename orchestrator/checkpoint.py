@@ -1,15 +1,17 @@
 """A run's checkpoint: typed, versioned, and readable from every earlier version.
 
-A run paused at the approval gate is written as a ``PausedCheckpoint`` (the questions' state,
-the statements waiting and the cycle); a finished run as a ``FinishedCheckpoint`` (its results).
+A run that started is written as a ``StartedCheckpoint`` (its questions: enough for another
+process to run it again from the start if this one stops before the gate); a run paused at the
+approval gate as a ``PausedCheckpoint`` (the questions' state, the statements waiting and the
+cycle); a finished run as a ``FinishedCheckpoint`` (its results).
 Each carries ``version``. ``load_checkpoint`` reads any version sqlgate ever wrote and upgrades
 it in memory, the way LangGraph versions its checkpoints: a migration is a function from one
 version's JSON to the next, listed in ``_UPGRADES`` and never edited once shipped.
 
     version 1  an untyped dict; pending statements as positional lists [qid, ok, code, message];
                no ``version`` key
-    version 2  this module's models: ``kind`` tells paused from finished, pending statements
-               are objects, the safety policy the run was validated under is kept
+    version 2  this module's models: ``kind`` tells started, paused and finished apart, pending
+               statements are objects, the safety policy the run was validated under is kept
 
 Example:
     >>> paused = load_checkpoint({"run_id": "r", "dialect": "sqlite", "calls_made": 2,
@@ -45,6 +47,7 @@ __all__ = [
     "PausedCheckpoint",
     "PendingCheckpoint",
     "QuestionCheckpoint",
+    "StartedCheckpoint",
     "load_checkpoint",
 ]
 
@@ -113,6 +116,15 @@ class PausedCheckpoint(BaseModel):
     )
 
 
+class StartedCheckpoint(BaseModel):
+    """A run some process is advancing before the gate: what it takes to start it again."""
+
+    kind: Literal["started"] = "started"
+    version: int = CHECKPOINT_VERSION
+    run_id: str
+    questions: list[str]
+
+
 class FinishedCheckpoint(BaseModel):
     """A run that ended: its results, returned as they are to any later resume."""
 
@@ -121,7 +133,7 @@ class FinishedCheckpoint(BaseModel):
     results: list[RunResult]
 
 
-Checkpoint = PausedCheckpoint | FinishedCheckpoint
+Checkpoint = StartedCheckpoint | PausedCheckpoint | FinishedCheckpoint
 
 
 def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +170,8 @@ def load_checkpoint(data: dict[str, Any]) -> Checkpoint:
     try:
         if data.get("kind") == "finished":
             return FinishedCheckpoint.model_validate(data)
+        if data.get("kind") == "started":
+            return StartedCheckpoint.model_validate(data)
         return PausedCheckpoint.model_validate(data)
     except ValueError as exc:
         raise CheckpointError(f"the checkpoint is not valid: {exc}") from exc

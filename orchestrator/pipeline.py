@@ -19,18 +19,20 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from agents import SchemaInspectionError, SQLExecutor
 from approvals import ApprovalCancelled, ApprovalGate, ApprovalOutcome, ApprovalStore, Reviewer
+from approvals.expiry import supersede
 from orchestrator import stages
 from orchestrator.batching import Progress
-from orchestrator.checkpoint import FinishedCheckpoint, PausedCheckpoint
+from orchestrator.checkpoint import FinishedCheckpoint, PausedCheckpoint, StartedCheckpoint
 from orchestrator.database import TargetDatabase
-from orchestrator.errors import DatabaseError, RunConflict
+from orchestrator.errors import DatabaseError, RunConflict, RunNotFound
+from orchestrator.lease import DEFAULT_LEASE_S, Lease, LeaseLost, process_owner
 from orchestrator.llm import LLMClient
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
@@ -68,6 +70,12 @@ class PipelineConfig(BaseModel):
         default="reject", description="what a deadline does"
     )
     approval_quorum: int = Field(default=1, ge=1, description="distinct reviewers needed per batch")
+    lease_s: float = Field(
+        default=DEFAULT_LEASE_S,
+        gt=0,
+        description="how long a process's claim on a run lasts without renewal (heartbeats renew "
+        "it every third); a stopped process's runs are taken over after this",
+    )
     admission: bool = Field(
         default=False,
         description="refuse a run up front when its worst-case LLM requests do not fit the rate "
@@ -100,6 +108,7 @@ class Pipeline:
         run_store: RunStore | None = None,
         progress: Progress | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        owner: str | None = None,
     ) -> None:
         if reviewer is None and (approval_store is None or run_store is None):
             raise ValueError(
@@ -117,6 +126,7 @@ class Pipeline:
             run_store.setup()
         self.progress: Progress = progress or no_progress
         self.clock = clock
+        self.owner = owner or process_owner()  # whose lease this pipeline's runs hold
 
     # -- shared services -----------------------------------------------------------------------
 
@@ -163,10 +173,154 @@ class Pipeline:
         ``on_result(index, result)`` is called as soon as each question is finished (early for
         questions that stop early), so results can be streamed out before the batch ends. A
         streamed question's state is then let go, and ``run_batch`` returns an empty list.
-        ``run_id`` names the run (a service answers with it before the run starts).
+        ``run_id`` names the run (a service answers with it before the run starts; a run it
+        recorded as ``queued`` is claimed here).
+
+        A pipeline that pauses at the gate (no reviewer) records the run from its start and
+        holds its lease while it advances, so another process can take it over if this one
+        stops (``recover``).
         """
         run_id = run_id or "run_" + uuid.uuid4().hex[:16]
-        ctx = RunContext(
+        ctx = self._context(run_id, list(questions), progress, on_result)
+        if self._durable:
+            ctx.stored = self._begin(run_id, list(questions))
+        for q in ctx.questions:
+            stages.check_input(self, q)
+        stages.admit(self, ctx)
+        ctx.emit()
+        results = self._held(ctx, resumed=None)
+        return [] if on_result is not None else results
+
+    def queue(self, run_id: str, questions: Sequence[str]) -> None:
+        """Record a run nobody advances yet (a service accepted it); ``run_batch`` claims it, and
+        ``recover`` starts it if the service stops first."""
+        assert self.run_store is not None
+        self.run_store.create(
+            run_id,
+            self.db.safe_url,
+            StartedCheckpoint(run_id=run_id, questions=list(questions)),
+            status="queued",
+        )
+
+    def resume(self, run_id: str, *, progress: Progress | None = None) -> list[RunResult]:
+        """Carry on with a run paused at the gate, once its batch is decided.
+
+        Still undecided: the results say ``awaiting_approval`` and nothing changes. Decided:
+        exactly one process wins the run (a conditional update), runs what was approved at most
+        once (the approvals ledger), and finishes or pauses at the next cycle. A finished run
+        returns its stored results; a statement whose execution was cut short is reported in
+        doubt, never run again silently. A run whose process stopped (its lease expired) is
+        taken over (``recover``).
+        """
+        if self.run_store is None or self.approval_store is None:
+            raise ValueError("resume needs the run_store and approval_store the run was paused in")
+        stored = self.run_store.load(run_id)
+        checkpoint = stored.checkpoint
+        if isinstance(checkpoint, FinishedCheckpoint):
+            return list(checkpoint.results)
+        if stored.lease_expired():
+            return self.recover(run_id, progress=progress)
+        if stored.status != "awaiting_approval" or not isinstance(checkpoint, PausedCheckpoint):
+            until = (
+                f" until {stored.lease_expires_at:%H:%M:%S} UTC" if stored.lease_expires_at else ""
+            )
+            raise RunConflict(
+                f"run {run_id} is being advanced by another process ({stored.owner or 'queued'}"
+                f"{until}); once its lease expires it can be taken over"
+            )
+        ctx = self._restore(checkpoint, progress)
+        outcome = self.gate(run_id).outcome(checkpoint.batch_id)
+        if str(outcome.status) == "pending":
+            return ctx.results()
+        self._reopen(ctx)
+        ctx.stored = (
+            "resuming",
+            self.run_store.transition(
+                run_id,
+                expected=(stored.status, stored.version),
+                status="resuming",
+                owner=self.owner,
+                lease_s=self.config.lease_s,
+            ),
+        )
+        resumed = (checkpoint.cycle, resume_cycle(ctx, checkpoint.pending), outcome)
+        return self._held(ctx, resumed=resumed)
+
+    def recover(self, run_id: str, *, progress: Progress | None = None) -> list[RunResult]:
+        """Take over a run whose process stopped (its lease expired), and carry it on.
+
+        Before the gate the run starts again from its questions (its LLM calls are made, and
+        charged, again: each question says so in its warnings); a batch the stopped process had
+        opened is closed as superseded. After a decision the statements the stopped process had
+        claimed are marked in doubt and never run again; the rest goes on. Raises
+        ``RunConflict`` when the run is not stopped (someone holds a live lease, or it is
+        paused or finished).
+        """
+        if self.run_store is None or self.approval_store is None:
+            raise ValueError("recover needs the run_store and approval_store of the run")
+        stored = self.run_store.load(run_id)
+        if not (stored.lease_expired() or (stored.status == "queued" and stored.owner is None)):
+            raise RunConflict(f"run {run_id} is {stored.status}, not stopped: nothing to recover")
+        version = self.run_store.transition(
+            run_id,
+            expected=(stored.status, stored.version),
+            status="running" if stored.status in ("queued", "running") else stored.status,
+            owner=self.owner,
+            lease_s=self.config.lease_s,
+            takeover=stored.owner is not None,
+        )
+        previous = stored.owner or "nobody"
+        checkpoint = stored.checkpoint
+        if isinstance(checkpoint, StartedCheckpoint):
+            ctx = self._context(run_id, checkpoint.questions, progress, None)
+            ctx.stored = ("running", version)
+            self._supersede(run_id, keep=None, reason=f"run taken over from {previous}")
+            if stored.owner is not None:
+                for q in ctx.questions:
+                    q.warnings.append(
+                        f"the process advancing this run ({previous}) stopped before the "
+                        "approval gate; the run was started again, so its LLM calls were made "
+                        "(and counted against the rate limit) twice"
+                    )
+            for q in ctx.questions:
+                stages.check_input(self, q)
+            return self._held(ctx, resumed=None)
+        assert isinstance(checkpoint, PausedCheckpoint)  # resuming: it resumed from a pause
+        ctx = self._restore(checkpoint, progress)
+        self._reopen(ctx)
+        ctx.stored = (stored.status, version)
+        self._supersede(run_id, keep=checkpoint.batch_id, reason=f"run taken over from {previous}")
+        outcome = self.gate(run_id).outcome(checkpoint.batch_id)
+        resumed = (checkpoint.cycle, resume_cycle(ctx, checkpoint.pending), outcome)
+        return self._held(ctx, resumed=resumed)
+
+    def recover_all(self, *, limit: int = 100) -> list[str]:
+        """Take over every stopped run (cron-safe: each is claimed by exactly one process)."""
+        assert self.run_store is not None
+        recovered = []
+        for stored in self.run_store.expired(limit=limit):
+            try:
+                self.recover(stored.run_id)
+            except RunConflict:
+                continue  # another process took it first
+            recovered.append(stored.run_id)
+        return recovered
+
+    # -- the run -------------------------------------------------------------------------------------
+
+    @property
+    def _durable(self) -> bool:
+        """Runs of a pipeline that pauses at the gate are recorded and leased from the start."""
+        return self.reviewer is None and self.run_store is not None
+
+    def _context(
+        self,
+        run_id: str,
+        questions: list[str],
+        progress: Progress | None,
+        on_result: ResultSink | None,
+    ) -> RunContext:
+        return RunContext(
             run_id=run_id,
             questions=[
                 QuestionState(run_id, f"q{i + 1}", text, self.clock)
@@ -178,29 +332,9 @@ class Pipeline:
             on_result=on_result,
             release_streamed=on_result is not None and self.reviewer is not None,
         )
-        for q in ctx.questions:
-            stages.check_input(self, q)
-        stages.admit(self, ctx)
-        ctx.emit()
-        self._advance(ctx, resumed=None, stored=None)
-        results = ctx.results()
-        return [] if on_result is not None else results
 
-    def resume(self, run_id: str, *, progress: Progress | None = None) -> list[RunResult]:
-        """Carry on with a run paused at the gate, once its batch is decided.
-
-        Still undecided: the results say ``awaiting_approval`` and nothing changes. Decided:
-        exactly one process wins the run (a conditional update), runs what was approved at most
-        once (the approvals ledger), and finishes or pauses at the next cycle. A finished run
-        returns its stored results; a statement whose execution was cut short is reported in
-        doubt, never run again silently.
-        """
-        if self.run_store is None or self.approval_store is None:
-            raise ValueError("resume needs the run_store and approval_store the run was paused in")
-        stored = self.run_store.load(run_id)
-        checkpoint = stored.checkpoint
-        if isinstance(checkpoint, FinishedCheckpoint):
-            return list(checkpoint.results)
+    def _restore(self, checkpoint: PausedCheckpoint, progress: Progress | None) -> RunContext:
+        run_id = checkpoint.run_id
         ctx = RunContext(
             run_id=run_id,
             questions=[
@@ -212,30 +346,69 @@ class Pipeline:
             calls_made=checkpoint.calls_made,
             policy=checkpoint.policy,
         )
-        if stored.status != "awaiting_approval":
-            raise RunConflict(f"run {run_id} is being resumed by another process")
-        outcome = self.gate(run_id).outcome(checkpoint.batch_id)
-        if str(outcome.status) == "pending":
-            return ctx.results()
-        version = self.run_store.transition(
-            run_id, expected=(stored.status, stored.version), status="resuming"
-        )
+        return ctx
+
+    @staticmethod
+    def _reopen(ctx: RunContext) -> None:
+        """The questions that waited at the gate go on."""
         for q in ctx.questions:
             if q.status == RunStatus.AWAITING_APPROVAL:
                 q.status = None
                 if q.error is not None and q.error.code == "awaiting_approval":
                     q.error = None
-        resumed = (checkpoint.cycle, resume_cycle(ctx, checkpoint.pending), outcome)
-        return self._advance(ctx, resumed=resumed, stored=version)
 
-    # -- the run -------------------------------------------------------------------------------------
+    def _begin(self, run_id: str, questions: list[str]) -> tuple[str, int]:
+        """Record the run as running under this process's lease (claiming it if queued)."""
+        assert self.run_store is not None
+        try:
+            stored = self.run_store.load(run_id)
+        except RunNotFound:
+            self.run_store.create(
+                run_id,
+                self.db.safe_url,
+                StartedCheckpoint(run_id=run_id, questions=questions),
+                status="running",
+                owner=self.owner,
+                lease_s=self.config.lease_s,
+            )
+            return ("running", 1)
+        if stored.status != "queued":
+            raise RunConflict(f"run {run_id} already exists ({stored.status})")
+        version = self.run_store.transition(
+            run_id,
+            expected=("queued", stored.version),
+            status="running",
+            owner=self.owner,
+            lease_s=self.config.lease_s,
+        )
+        return ("running", version)
+
+    def _supersede(self, run_id: str, *, keep: str | None, reason: str) -> None:
+        """Close the run's pending batches other than ``keep``: nobody will resume them."""
+        assert self.approval_store is not None
+        now = datetime.now(UTC)
+        for record in self.approval_store.pending_batches(run_id=run_id):
+            if record.batch_id != keep:
+                supersede(self.approval_store, record, now, reason=reason, actor=self.owner)
+
+    def _held(
+        self,
+        ctx: RunContext,
+        *,
+        resumed: tuple[int, dict[str, PendingStatement], ApprovalOutcome] | None,
+    ) -> list[RunResult]:
+        """Advance the run, holding its lease while a recorded run is advanced."""
+        if ctx.stored is None or self.run_store is None:
+            return self._advance(ctx, resumed=resumed)
+        with Lease(self.run_store, ctx.run_id, self.owner, lease_s=self.config.lease_s) as lease:
+            ctx.lease = lease
+            return self._advance(ctx, resumed=resumed)
 
     def _advance(
         self,
         ctx: RunContext,
         *,
         resumed: tuple[int, dict[str, PendingStatement], ApprovalOutcome] | None,
-        stored: int | None,
     ) -> list[RunResult]:
         """The stages in order, from the start or from a decided gate; pause or finish."""
         try:
@@ -249,7 +422,10 @@ class Pipeline:
             ctx.emit()
             stages.synthesize(self, ctx, [q for q in ctx.active() if q.after_synthesis is not None])
         except PausedAtGate as pause:
-            self._pause(ctx, pause, stored)
+            self._pause(ctx, pause)
+            return ctx.results()
+        except LeaseLost:
+            # Another process took the run over: what it finds in the state database is the truth.
             return ctx.results()
         except RateLimitError as exc:  # exceeded, or a shared backend down: never unlimited
             for q in ctx.questions:
@@ -273,16 +449,16 @@ class Pipeline:
             for q in ctx.questions:
                 q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
         results = ctx.results()
-        if stored is not None and self.run_store is not None:
+        if ctx.stored is not None and self.run_store is not None:
             self.run_store.transition(
                 ctx.run_id,
-                expected=("resuming", stored),
+                expected=ctx.stored,
                 status="finished",
                 checkpoint=FinishedCheckpoint(results=results),
             )
         return results
 
-    def _pause(self, ctx: RunContext, pause: PausedAtGate, stored: int | None) -> None:
+    def _pause(self, ctx: RunContext, pause: PausedAtGate) -> None:
         """Checkpoint the run at the gate; its questions wait with ``awaiting_approval``."""
         waiting = {s.q.qid for s in pause.pending.values()}
         for q in ctx.questions:
@@ -315,16 +491,13 @@ class Pipeline:
                 "policy": ctx.policy,
             }
         )
-        assert self.run_store is not None
-        if stored is None:
-            self.run_store.create(ctx.run_id, self.db.safe_url, checkpoint)
-        else:
-            self.run_store.transition(
-                ctx.run_id,
-                expected=("resuming", stored),
-                status="awaiting_approval",
-                checkpoint=checkpoint,
-            )
+        assert self.run_store is not None and ctx.stored is not None
+        self.run_store.transition(
+            ctx.run_id,
+            expected=ctx.stored,
+            status="awaiting_approval",
+            checkpoint=checkpoint,
+        )
 
 
 __all__ = ["CORRECTABLE_REFUSALS", "LARGE_SCHEMA_TABLES", "Pipeline", "PipelineConfig"]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchestrator.batching import BatchedCalls, Progress
+from orchestrator.lease import Lease
 from orchestrator.llm import LLMClient
 from orchestrator.question import QuestionState
 from orchestrator.result import RunResult, RunStatus
@@ -46,6 +47,10 @@ class RunContext:
     catalogue_ms: float = 0.0
     policy: dict[str, object] | None = None
     emitted: set[str] = field(default_factory=set)
+    #: (status, version) the run holds in the run store while this process advances it.
+    stored: tuple[str, int] | None = None
+    #: The lease this process holds on the run, when it is recorded.
+    lease: Lease | None = None
 
     def next_call_index(self) -> int:
         """The index of the run's next LLM call (1, 2, ...)."""

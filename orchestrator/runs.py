@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from approvals.migrations import migrate, state_engine, write_transaction
-from orchestrator.checkpoint import Checkpoint, PausedCheckpoint, load_checkpoint
+from orchestrator.checkpoint import Checkpoint, load_checkpoint
 from orchestrator.errors import RunConflict, RunNotFound
 
-#: Run states: ``awaiting_approval`` (resumable), ``resuming`` (claimed by one process), ``finished``.
-RUN_STATES = ("awaiting_approval", "resuming", "finished")
+#: Run states. ``queued``: accepted, no process on it yet. ``running``: a process advances it
+#: before the gate (holding its lease). ``awaiting_approval``: paused at the gate, nobody holds it.
+#: ``resuming``: a process carries on after a decision (holding its lease). ``finished``.
+RUN_STATES = ("queued", "running", "awaiting_approval", "resuming", "finished")
+#: States in which a process holds the run's lease, so an expired lease means it stopped.
+LEASED_STATES = ("running", "resuming")
 
 _metadata = sa.MetaData()
 runs = sa.Table(
@@ -35,6 +39,9 @@ runs = sa.Table(
     sa.Column("database", sa.Text, nullable=False),
     sa.Column("checkpoint", sa.Text, nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("owner", sa.String(200), nullable=True),
+    sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("takeovers", sa.Integer, nullable=False, server_default="0"),
 )
 
 
@@ -52,7 +59,18 @@ def _v2(conn: Connection) -> None:
     to_timestamp(conn, "sqlgate_runs", "run_id", ["updated_at"])
 
 
-MIGRATIONS = (_v1, _v2)
+def _v3(conn: Connection) -> None:
+    """Leases: the process advancing a run, until when, and how often the run was taken over."""
+    conn.exec_driver_sql("ALTER TABLE sqlgate_runs ADD COLUMN owner VARCHAR(200)")
+    timestamp = "TIMESTAMPTZ" if conn.dialect.name == "postgresql" else "DATETIME"
+    conn.exec_driver_sql(f"ALTER TABLE sqlgate_runs ADD COLUMN lease_expires_at {timestamp}")
+    conn.exec_driver_sql("ALTER TABLE sqlgate_runs ADD COLUMN takeovers INTEGER NOT NULL DEFAULT 0")
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_sqlgate_runs_lease ON sqlgate_runs (status, lease_expires_at)"
+    )
+
+
+MIGRATIONS = (_v1, _v2, _v3)
 
 
 def _adopt(conn: Connection) -> int:
@@ -111,6 +129,17 @@ class StoredRun:
     database: str
     checkpoint: Checkpoint
     updated_at: datetime
+    owner: str | None = None
+    lease_expires_at: datetime | None = None
+    takeovers: int = 0
+
+    def lease_expired(self, now: datetime | None = None) -> bool:
+        """True when a process held the run and its lease ran out (it stopped or froze)."""
+        return (
+            self.status in LEASED_STATES
+            and self.lease_expires_at is not None
+            and self.lease_expires_at <= (now or datetime.now(UTC))
+        )
 
 
 class RunStore:
@@ -136,36 +165,43 @@ class RunStore:
             migrate(self.engine, "runs", MIGRATIONS, adopt=_adopt)
             self._ready = True
 
-    def create(self, run_id: str, database: str, checkpoint: PausedCheckpoint) -> int:
+    def create(
+        self,
+        run_id: str,
+        database: str,
+        checkpoint: Checkpoint,
+        *,
+        status: str = "awaiting_approval",
+        owner: str | None = None,
+        lease_s: float | None = None,
+    ) -> int:
+        """Record a new run (version 1); with ``owner`` and ``lease_s`` it holds the lease."""
         self.setup()
+        now = _now()
         with write_transaction(self.engine) as conn:
             conn.execute(
                 runs.insert().values(
                     run_id=run_id,
-                    status="awaiting_approval",
+                    status=status,
                     version=1,
                     database=database,
                     checkpoint=checkpoint.model_dump_json(by_alias=True),
-                    updated_at=_now(),
+                    updated_at=now,
+                    owner=owner,
+                    lease_expires_at=now + timedelta(seconds=lease_s) if lease_s else None,
+                    takeovers=0,
                 )
             )
         return 1
 
     def load(self, run_id: str) -> StoredRun:
-        """The run's status, version, database and checkpoint (upgraded from older versions)."""
+        """The run's status, version, lease and checkpoint (upgraded from older versions)."""
         self.setup()
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(runs).where(runs.c.run_id == run_id)).first()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in the state database")
-        return StoredRun(
-            run_id=row.run_id,
-            status=row.status,
-            version=row.version,
-            database=row.database,
-            checkpoint=load_checkpoint(json.loads(row.checkpoint)),
-            updated_at=utc(row.updated_at),
-        )
+        return _stored(row)
 
     def transition(
         self,
@@ -174,14 +210,27 @@ class RunStore:
         expected: tuple[str, int],
         status: str,
         checkpoint: Checkpoint | None = None,
+        owner: str | None = None,
+        lease_s: float | None = None,
+        takeover: bool = False,
     ) -> int:
-        """Move the run to ``status`` if it is still in ``expected`` (status, version); else conflict."""
+        """Move the run to ``status`` if it is still in ``expected`` (status, version); else conflict.
+
+        ``owner``/``lease_s`` give the lease to ``owner`` (a process that will advance the run);
+        without them the lease is released (paused or finished: nobody holds the run).
+        ``takeover`` counts a transition that took the run from a process whose lease expired.
+        """
         self.setup()
+        now = _now()
         values: dict[str, Any] = {
             "status": status,
             "version": expected[1] + 1,
-            "updated_at": _now(),
+            "updated_at": now,
+            "owner": owner,
+            "lease_expires_at": now + timedelta(seconds=lease_s) if owner and lease_s else None,
         }
+        if takeover:
+            values["takeovers"] = runs.c.takeovers + 1
         if checkpoint is not None:
             values["checkpoint"] = checkpoint.model_dump_json(by_alias=True)
         with write_transaction(self.engine) as conn:
@@ -196,18 +245,77 @@ class RunStore:
             ).rowcount
         if changed != 1:
             raise RunConflict(
-                f"run {run_id} changed meanwhile (another process is resuming it, or it finished)"
+                f"run {run_id} changed meanwhile (another process is advancing it, or it finished)"
             )
         return expected[1] + 1
 
-    def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def renew(self, run_id: str, *, owner: str, lease_s: float) -> bool:
+        """Extend ``owner``'s lease; False when it is no longer the owner (taken over)."""
+        now = _now()
+        with write_transaction(self.engine) as conn:
+            changed = conn.execute(
+                runs.update()
+                .where(runs.c.run_id == run_id, runs.c.owner == owner)
+                .values(lease_expires_at=now + timedelta(seconds=lease_s))
+            ).rowcount
+        return changed == 1
+
+    def expired(
+        self, *, now: datetime | None = None, queued_for_s: float | None = None, limit: int = 100
+    ) -> list[StoredRun]:
+        """Runs whose process stopped: leased states with a lease in the past, oldest first;
+        with ``queued_for_s``, also runs queued longer than that that nobody started."""
         self.setup()
-        query = sa.select(runs.c.run_id, runs.c.status, runs.c.database, runs.c.updated_at)
+        moment = now or _now()
+        stopped = sa.and_(runs.c.status.in_(LEASED_STATES), runs.c.lease_expires_at <= moment)
+        if queued_for_s is not None:
+            stale = sa.and_(
+                runs.c.status == "queued",
+                runs.c.updated_at <= moment - timedelta(seconds=queued_for_s),
+            )
+            stopped = sa.or_(stopped, stale)
+        query = sa.select(runs).where(stopped).order_by(runs.c.updated_at).limit(limit)
+        with self.engine.connect() as conn:
+            return [_stored(row) for row in conn.execute(query)]
+
+    def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """Runs, newest change first: id, status, database, owner, lease expiry, takeovers."""
+        self.setup()
+        query = sa.select(
+            runs.c.run_id,
+            runs.c.status,
+            runs.c.database,
+            runs.c.updated_at,
+            runs.c.owner,
+            runs.c.lease_expires_at,
+            runs.c.takeovers,
+        )
         if status:
             query = query.where(runs.c.status == status)
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(runs.c.updated_at.desc()).limit(limit)).all()
-        return [{**r._mapping, "updated_at": utc(r.updated_at)} for r in rows]
+        return [
+            {
+                **r._mapping,
+                "updated_at": utc(r.updated_at),
+                "lease_expires_at": utc(r.lease_expires_at) if r.lease_expires_at else None,
+            }
+            for r in rows
+        ]
+
+
+def _stored(row: Any) -> StoredRun:
+    return StoredRun(
+        run_id=row.run_id,
+        status=row.status,
+        version=row.version,
+        database=row.database,
+        checkpoint=load_checkpoint(json.loads(row.checkpoint)),
+        updated_at=utc(row.updated_at),
+        owner=row.owner,
+        lease_expires_at=utc(row.lease_expires_at) if row.lease_expires_at else None,
+        takeovers=row.takeovers or 0,
+    )
 
 
 def _now() -> datetime:

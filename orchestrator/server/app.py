@@ -230,6 +230,7 @@ class Service:
             notify=self.hub.poke,
         )
         self.hub.listeners.append(self.runs.on_event)
+        self.runs.start_recovery()
 
     def close(self) -> None:
         self.runs.close()

@@ -64,8 +64,18 @@ def new_run_id() -> str:
     return "run_" + uuid.uuid4().hex[:16]
 
 
+#: Server run states a run may still be in when it is settled (recovered runs come from any).
+_OPEN_STATES = ("queued", "running", "awaiting_approval", "resuming")
+
+
 class RunService:
-    """Submits runs to a thread pool and resumes them when their batch is decided."""
+    """Submits runs to a thread pool and resumes them when their batch is decided.
+
+    Every run is recorded (``queued``) before it is handed to a worker thread, and a thread
+    advancing it holds its lease; ``recover()`` (called on start and every half lease by
+    ``start_recovery``) takes over the runs of a process that stopped, this one's own after a
+    restart included.
+    """
 
     def __init__(
         self,
@@ -85,23 +95,61 @@ class RunService:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlgate-run")
         self._resuming: set[str] = set()
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._recovery: threading.Thread | None = None
 
     def close(self) -> None:
+        self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- recovery ----------------------------------------------------------------------------
+    def start_recovery(self, interval_s: float | None = None) -> None:
+        """Recover stopped runs now and then every ``interval_s`` (default: half a lease)."""
+        every = interval_s or self.pipeline.config.lease_s / 2
+
+        def loop() -> None:
+            while True:
+                try:
+                    self.recover()
+                except Exception:  # the state database is down: try again next round
+                    log.exception("run recovery failed")
+                if self._stop.wait(every):
+                    return
+
+        self._recovery = threading.Thread(target=loop, name="sqlgate-recovery", daemon=True)
+        self._recovery.start()
+
+    def recover(self) -> list[str]:
+        """Hand every stopped run (expired lease, or queued and never started) to a worker."""
+        stale = self.run_store.expired(queued_for_s=self.pipeline.config.lease_s)
+        for stored in stale:
+            self._pool.submit(self._guarded, stored.run_id, self._recover, stored.run_id)
+        return [s.run_id for s in stale]
+
+    def _recover(self, run_id: str) -> None:
+        try:
+            results = self.pipeline.recover(run_id, progress=self._progress(run_id, 0))
+        except RunConflict:
+            return  # another process took it first
+        self._settle(run_id, results, from_states=_OPEN_STATES)
 
     # -- submit ------------------------------------------------------------------------------
     def submit(self, questions: list[str], owner: str) -> str:
         run_id = new_run_id()
         self.state.create_run(run_id, owner, questions)
+        self.pipeline.queue(run_id, questions)
         self.notify()
         self._pool.submit(self._guarded, run_id, self._start, run_id, questions)
         return run_id
 
     def _start(self, run_id: str, questions: list[str]) -> None:
         self.state.update_run(run_id, status="running", expected=("queued",))
-        results = self.pipeline.run_batch(
-            questions, run_id=run_id, progress=self._progress(run_id, len(questions))
-        )
+        try:
+            results = self.pipeline.run_batch(
+                questions, run_id=run_id, progress=self._progress(run_id, len(questions))
+            )
+        except RunConflict:
+            return  # recovered by another process while it waited in this one's queue
         self._settle(run_id, results, from_states=("running",))
 
     # -- resume ------------------------------------------------------------------------------

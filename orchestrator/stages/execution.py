@@ -43,6 +43,8 @@ def execute(
 ) -> None:
     if not runnable:
         return
+    if ctx.lease is not None:
+        ctx.lease.check()  # a process that lost the run never executes its statements
     ctx.progress("running SQL", 0, len(runnable))
     finished = [0]
 
