@@ -31,6 +31,7 @@ FINAL_STATUSES = frozenset(
         RunStatus.REJECTED,
         RunStatus.UNSAFE,
         RunStatus.EXECUTION_FAILED,
+        RunStatus.EXECUTION_IN_DOUBT,
         RunStatus.TIMED_OUT,
         RunStatus.INVALID_INPUT,
     }

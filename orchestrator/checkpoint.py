@@ -3,7 +3,8 @@
 A run that started is written as a ``StartedCheckpoint`` (its questions: enough for another
 process to run it again from the start if this one stops before the gate); a run paused at the
 approval gate as a ``PausedCheckpoint`` (the questions' state, the statements waiting and the
-cycle); a finished run as a ``FinishedCheckpoint`` (its results).
+cycle); a run whose statements ran as an ``ExecutedCheckpoint`` (only the answers are left); a
+finished run as a ``FinishedCheckpoint`` (its results).
 Each carries ``version``. ``load_checkpoint`` reads any version sqlgate ever wrote and upgrades
 it in memory, the way LangGraph versions its checkpoints: a migration is a function from one
 version's JSON to the next, listed in ``_UPGRADES`` and never edited once shipped.
@@ -43,6 +44,7 @@ from orchestrator.result import (
 __all__ = [
     "CHECKPOINT_VERSION",
     "Checkpoint",
+    "ExecutedCheckpoint",
     "FinishedCheckpoint",
     "PausedCheckpoint",
     "PendingCheckpoint",
@@ -125,6 +127,19 @@ class StartedCheckpoint(BaseModel):
     questions: list[str]
 
 
+class ExecutedCheckpoint(BaseModel):
+    """A run whose approved statements ran: only the answer is left to write. Taking it over
+    writes the answers from these results and runs nothing again."""
+
+    kind: Literal["executed"] = "executed"
+    version: int = CHECKPOINT_VERSION
+    run_id: str
+    dialect: str
+    calls_made: int
+    questions: list[QuestionCheckpoint]
+    policy: dict[str, Any] | None = None
+
+
 class FinishedCheckpoint(BaseModel):
     """A run that ended: its results, returned as they are to any later resume."""
 
@@ -133,7 +148,7 @@ class FinishedCheckpoint(BaseModel):
     results: list[RunResult]
 
 
-Checkpoint = StartedCheckpoint | PausedCheckpoint | FinishedCheckpoint
+Checkpoint = StartedCheckpoint | PausedCheckpoint | ExecutedCheckpoint | FinishedCheckpoint
 
 
 def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +187,8 @@ def load_checkpoint(data: dict[str, Any]) -> Checkpoint:
             return FinishedCheckpoint.model_validate(data)
         if data.get("kind") == "started":
             return StartedCheckpoint.model_validate(data)
+        if data.get("kind") == "executed":
+            return ExecutedCheckpoint.model_validate(data)
         return PausedCheckpoint.model_validate(data)
     except ValueError as exc:
         raise CheckpointError(f"the checkpoint is not valid: {exc}") from exc

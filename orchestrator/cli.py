@@ -5,6 +5,7 @@
     sqlgate batch FILE --db URL --out R.jsonl  many questions, batched calls, ONE approval
     sqlgate approvals list|show|decide|history the reviewer's side of a paused run (ask --defer)
     sqlgate resume RUN_ID                      carry on once a paused run's batch is decided
+    sqlgate runs list|show|recover             runs, who advances them, take over stopped ones
     sqlgate schema --db URL [TABLE ...]        what sqlgate sees of a database
     sqlgate validate "SQL" --dialect D         check SQL against the safety policy
     sqlgate limits                             the shared LLM rate-limit window
@@ -12,7 +13,7 @@
 Every command takes ``--json`` for scripts: results go to stdout as JSON, everything else to
 stderr. Exit codes: 0 answered (or accepted), 1 refused by ``validate``, 2 bad input or
 configuration, 3 needs clarification, 4 rejected by the reviewer, 5 unsafe SQL, 6 execution failed,
-7 statement timeout, 8 rate limited, 9 model error, 10 database error, 11 awaiting approval,
+7 statement timeout, 8 rate limited, 9 model error, 10 database error, 11 awaiting approval, 12 execution in doubt,
 130 cancelled.
 """
 
@@ -87,6 +88,7 @@ def _mount_subcommands() -> None:
     from orchestrator.cli_batch import batch
     from orchestrator.cli_demo import demo
     from orchestrator.cli_inspect import limits, schema, validate
+    from orchestrator.cli_runs import runs_app
 
     app.command()(batch)
     app.command()(demo)
@@ -94,6 +96,7 @@ def _mount_subcommands() -> None:
     app.command()(validate)
     app.command()(limits)
     app.add_typer(approvals_app, name="approvals")
+    app.add_typer(runs_app, name="runs")
 
 
 @app.command()

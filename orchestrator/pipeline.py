@@ -29,7 +29,12 @@ from approvals import ApprovalCancelled, ApprovalGate, ApprovalOutcome, Approval
 from approvals.expiry import supersede
 from orchestrator import stages
 from orchestrator.batching import Progress
-from orchestrator.checkpoint import FinishedCheckpoint, PausedCheckpoint, StartedCheckpoint
+from orchestrator.checkpoint import (
+    ExecutedCheckpoint,
+    FinishedCheckpoint,
+    PausedCheckpoint,
+    StartedCheckpoint,
+)
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import DatabaseError, RunConflict, RunNotFound
 from orchestrator.lease import DEFAULT_LEASE_S, Lease, LeaseLost, process_owner
@@ -41,6 +46,10 @@ from orchestrator.runs import RunStore
 from orchestrator.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
 from ratelimit import RateLimitError
 from safety import SafetyPolicy, SqlValidator
+
+#: Where a run carries on from: the start (None), a decided gate (cycle, pending statements,
+#: outcome), or results whose answers are still to be written ("executed").
+Resumed = tuple[int, dict[str, PendingStatement], ApprovalOutcome] | Literal["executed"] | None
 
 #: Above this many tables, Batch 1 sees a ranked, pruned catalogue and Batch 2 only the planned
 #: tables plus the tables they refer to.
@@ -285,6 +294,10 @@ class Pipeline:
             for q in ctx.questions:
                 stages.check_input(self, q)
             return self._held(ctx, resumed=None)
+        if isinstance(checkpoint, ExecutedCheckpoint):  # only the answers were left
+            ctx = self._restore(checkpoint, progress)
+            ctx.stored = (stored.status, version)
+            return self._held(ctx, resumed="executed")
         assert isinstance(checkpoint, PausedCheckpoint)  # resuming: it resumed from a pause
         ctx = self._restore(checkpoint, progress)
         self._reopen(ctx)
@@ -333,7 +346,9 @@ class Pipeline:
             release_streamed=on_result is not None and self.reviewer is not None,
         )
 
-    def _restore(self, checkpoint: PausedCheckpoint, progress: Progress | None) -> RunContext:
+    def _restore(
+        self, checkpoint: PausedCheckpoint | ExecutedCheckpoint, progress: Progress | None
+    ) -> RunContext:
         run_id = checkpoint.run_id
         ctx = RunContext(
             run_id=run_id,
@@ -391,12 +406,7 @@ class Pipeline:
             if record.batch_id != keep:
                 supersede(self.approval_store, record, now, reason=reason, actor=self.owner)
 
-    def _held(
-        self,
-        ctx: RunContext,
-        *,
-        resumed: tuple[int, dict[str, PendingStatement], ApprovalOutcome] | None,
-    ) -> list[RunResult]:
+    def _held(self, ctx: RunContext, *, resumed: Resumed) -> list[RunResult]:
         """Advance the run, holding its lease while a recorded run is advanced."""
         if ctx.stored is None or self.run_store is None:
             return self._advance(ctx, resumed=resumed)
@@ -408,9 +418,10 @@ class Pipeline:
         self,
         ctx: RunContext,
         *,
-        resumed: tuple[int, dict[str, PendingStatement], ApprovalOutcome] | None,
+        resumed: Resumed,
     ) -> list[RunResult]:
-        """The stages in order, from the start or from a decided gate; pause or finish."""
+        """The stages in order, from the start, from a decided gate, or (``"executed"``) from
+        results whose answers are still to be written; pause or finish."""
         try:
             if resumed is None:
                 stages.reason(self, ctx, ctx.active())
@@ -418,8 +429,10 @@ class Pipeline:
                 stages.explore(self, ctx, ctx.active())
                 stages.generate(self, ctx, [q for q in ctx.active() if q.after_synthesis is None])
                 ctx.emit()
-            stages.approve_and_execute(self, ctx, resumed=resumed)
-            ctx.emit()
+            if resumed != "executed":
+                stages.approve_and_execute(self, ctx, resumed=resumed)
+                ctx.emit()
+                self._executed(ctx)
             stages.synthesize(self, ctx, [q for q in ctx.active() if q.after_synthesis is not None])
         except PausedAtGate as pause:
             self._pause(ctx, pause)
@@ -457,6 +470,31 @@ class Pipeline:
                 checkpoint=FinishedCheckpoint(results=results),
             )
         return results
+
+    def _executed(self, ctx: RunContext) -> None:
+        """Checkpoint the results before the answers are written: a takeover then only writes
+        the answers, and runs nothing again."""
+        if ctx.stored is None or self.run_store is None:
+            return
+        if ctx.lease is not None:
+            ctx.lease.check()
+        status, _ = ctx.stored
+        checkpoint = ExecutedCheckpoint(
+            run_id=ctx.run_id,
+            dialect=self.db.dialect,
+            calls_made=ctx.calls_made,
+            questions=[q.to_checkpoint() for q in ctx.questions],
+            policy=ctx.policy,
+        )
+        version = self.run_store.transition(
+            ctx.run_id,
+            expected=ctx.stored,
+            status=status,
+            checkpoint=checkpoint,
+            owner=self.owner,
+            lease_s=self.config.lease_s,
+        )
+        ctx.stored = (status, version)
 
     def _pause(self, ctx: RunContext, pause: PausedAtGate) -> None:
         """Checkpoint the run at the gate; its questions wait with ``awaiting_approval``."""

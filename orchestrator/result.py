@@ -25,6 +25,7 @@ class RunStatus(str, Enum):  # noqa: UP042 - str() of a member is its qualified 
     INVALID_INPUT = "invalid_input"
     CANCELLED = "cancelled"  # the reviewer interrupted the approval prompt
     AWAITING_APPROVAL = "awaiting_approval"  # paused at the gate; resume after the decision
+    EXECUTION_IN_DOUBT = "execution_in_doubt"  # it may have run (its process stopped): not re-run
 
 
 EXIT_CODES: dict[RunStatus, int] = {
@@ -39,6 +40,7 @@ EXIT_CODES: dict[RunStatus, int] = {
     RunStatus.LLM_ERROR: 9,
     RunStatus.DATABASE_ERROR: 10,
     RunStatus.AWAITING_APPROVAL: 11,
+    RunStatus.EXECUTION_IN_DOUBT: 12,
     RunStatus.CANCELLED: 130,
 }
 

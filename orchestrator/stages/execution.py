@@ -85,7 +85,7 @@ def execute(
         if exc.code == "database_unreachable":
             q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
         elif exc.code == "execution_in_doubt":  # never re-run what may have run
-            q.finish(RunStatus.EXECUTION_FAILED, RunError(code=exc.code, message=exc.message))
+            q.finish(RunStatus.EXECUTION_IN_DOUBT, RunError(code=exc.code, message=exc.message))
         elif exc.timed_out:
             q.failure = f"statement timeout: {exc.message}"
             q.after_synthesis = RunStatus.TIMED_OUT

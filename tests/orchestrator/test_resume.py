@@ -140,7 +140,7 @@ def test_a_statement_whose_execution_was_cut_short_is_in_doubt_not_rerun(
 
     [done] = harness.pipeline(demo_url, None, stores=_stores(tmp_path)).resume(paused.run_id)
 
-    assert done.status == RunStatus.EXECUTION_FAILED
+    assert done.status == RunStatus.EXECUTION_IN_DOUBT and done.exit_code == 12
     assert done.error.code == "execution_in_doubt"
     assert [e.state for e in approvals.executions(run_id=paused.run_id)] == ["in_doubt"]
     assert requests_so_far(vcr) == 2  # no answer was written from a result nobody has

@@ -1,0 +1,202 @@
+"""``sqlgate runs``: the runs in the state database, who advances them, and recovery.
+
+    sqlgate runs list [--status S]      runs, newest change first: status, owner, lease expiry
+    sqlgate runs show RUN_ID            one run: its state, lease and checkpoint summary
+    sqlgate runs recover [--db URL]     take over every run whose process stopped (cron-safe)
+
+A process advancing a run holds its lease and renews it; when it stops (kill -9, power loss),
+the lease expires and ``runs recover`` (or a running ``sqlgate serve``, on its own) takes the run
+over: before the approval gate it starts again, after a decision the statements the stopped process
+may have run are reported ``execution_in_doubt`` and never run again.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.cli_common import JsonOpt, emit_json, err, fail, open_target
+from orchestrator.errors import SqlgateError
+
+runs_app = typer.Typer(
+    help="Runs in the state database: list them, show one, recover those whose process stopped.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _when(moment: datetime | None) -> str:
+    if moment is None:
+        return "-"
+    left = (moment - datetime.now(UTC)).total_seconds()
+    return f"{moment:%Y-%m-%d %H:%M:%S} ({'in ' if left >= 0 else ''}{abs(left):.0f} s{'' if left >= 0 else ' ago'})"
+
+
+def _row(entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": entry["run_id"],
+        "status": entry["status"],
+        "owner": entry["owner"],
+        "lease_expires_at": entry["lease_expires_at"].isoformat()
+        if entry["lease_expires_at"]
+        else None,
+        "takeovers": entry["takeovers"],
+        "updated_at": entry["updated_at"].isoformat(),
+        "database": entry["database"],
+    }
+
+
+@runs_app.command("list")
+def list_runs(
+    status: Annotated[
+        str | None,
+        typer.Option(help="Only runs in this state (queued, running, awaiting_approval, ...)."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many runs at most.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Runs, newest change first, with the process holding each and until when."""
+    from orchestrator.cli_approvals import stores
+
+    try:
+        _, run_store = stores()
+        entries = run_store.list(status=status, limit=limit)
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
+    if as_json:
+        emit_json([_row(e) for e in entries])
+        return
+    if not entries:
+        Console().print(
+            "No runs in the state database" + (f" with status {status}." if status else ".")
+        )
+        return
+    table = Table("run", "status", "owner", "lease expires", "takeovers", "updated")
+    for e in entries:
+        table.add_row(
+            e["run_id"],
+            e["status"],
+            e["owner"] or "-",
+            _when(e["lease_expires_at"]),
+            str(e["takeovers"]),
+            f"{e['updated_at']:%Y-%m-%d %H:%M:%S}",
+        )
+    Console().print(table)
+
+
+@runs_app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """One run: its state, the process holding it, and where it stands."""
+    from orchestrator.cli_approvals import stores
+
+    try:
+        _, run_store = stores()
+        stored = run_store.load(run_id)
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
+    checkpoint = stored.checkpoint
+    summary: dict[str, Any] = {
+        "run_id": stored.run_id,
+        "status": stored.status,
+        "version": stored.version,
+        "owner": stored.owner,
+        "lease_expires_at": stored.lease_expires_at.isoformat()
+        if stored.lease_expires_at
+        else None,
+        "lease_expired": stored.lease_expired(),
+        "takeovers": stored.takeovers,
+        "updated_at": stored.updated_at.isoformat(),
+        "database": stored.database,
+        "checkpoint": checkpoint.kind,
+    }
+    if checkpoint.kind == "paused":
+        summary.update(batch_id=checkpoint.batch_id, cycle=checkpoint.cycle)
+    if checkpoint.kind == "finished":
+        summary["statuses"] = [r.status.value for r in checkpoint.results]
+    if as_json:
+        emit_json(summary)
+        return
+    console = Console()
+    for key, value in summary.items():
+        console.print(f"[bold]{key}[/]: {value}")
+
+
+@runs_app.command()
+def recover(
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="The database URL, when a run's stored one had a password (never stored).",
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="How many runs at most in one go.")] = 100,
+    as_json: JsonOpt = False,
+) -> None:
+    """Take over every run whose process stopped (its lease expired), and carry it on.
+
+    Safe to run from cron on any number of hosts at once: each run is claimed by exactly one.
+    A run stopped before the gate starts again (its LLM calls are made, and charged, again); a
+    run stopped while executing approved SQL ends ``execution_in_doubt`` for the statements that
+    may have run, which are never run again.
+    """
+    from orchestrator.cli_approvals import stores
+    from orchestrator.errors import RunConflict
+    from orchestrator.pipeline import Pipeline
+
+    approval_store, run_store = stores()
+    stopped = run_store.expired(limit=limit)
+    recovered: list[dict[str, Any]] = []
+    pipelines: dict[str, Any] = {}
+    for stored in stopped:
+        url = db or stored.database
+        if "***" in url:
+            err.print(
+                f"[yellow]skipped {stored.run_id}[/]: its database URL had a password: pass --db URL"
+            )
+            continue
+        if url not in pipelines:
+            database, llm = open_target(
+                db=url,
+                model=None,
+                base_url=None,
+                rate_limit=None,
+                wait=True,
+                timeout=None,
+                as_json=as_json,
+            )
+            pipelines[url] = Pipeline(
+                database, llm, None, approval_store=approval_store, run_store=run_store
+            )
+        try:
+            results = pipelines[url].recover(stored.run_id)
+        except RunConflict:
+            continue  # another process took it first
+        recovered.append(
+            {
+                "run_id": stored.run_id,
+                "previous_owner": stored.owner,
+                "statuses": [r.status.value for r in results],
+            }
+        )
+    for pipeline in pipelines.values():
+        pipeline.db.dispose()
+    if as_json:
+        emit_json({"recovered": recovered})
+        return
+    if not recovered:
+        Console().print("No stopped runs.")
+    for entry in recovered:
+        Console().print(
+            f"recovered [cyan]{entry['run_id']}[/] from {entry['previous_owner']}: "
+            f"{', '.join(entry['statuses'])}"
+        )
