@@ -77,7 +77,6 @@ class PostgresBackend(Backend):
         timeout: the bound, in seconds, on every call: it returns, or raises
             :class:`BackendUnavailable`, within about this long (connecting included; the
             watchdog that enforces it polls every 50 ms). Default 2.
-        connect_timeout: deprecated spelling of ``timeout`` (kept for existing callers).
         application_name: how the sessions show in ``pg_stat_activity``.
     """
 
@@ -90,11 +89,8 @@ class PostgresBackend(Backend):
         *,
         clock: Clock | None = None,
         timeout: float = 2.0,
-        connect_timeout: float | None = None,
         application_name: str = "sqlgate-ratelimit",
     ) -> None:
-        if connect_timeout is not None:
-            timeout = connect_timeout
         if not (timeout > 0 and math.isfinite(timeout)):
             raise LimiterConfigError(
                 f"timeout must be a finite number of seconds > 0, got {timeout!r}"
