@@ -6,6 +6,7 @@ Every error carries a stable, machine-readable ``code``::
      ├── DecisionError              code= unknown_call_id | missing_call_id | duplicate_call_id
      │                                    | stale_call_id | not_pending_call_id
      │                                    | invalid_decision | invalid_edit
+     │                                    | invalid_decision_file (not JSON, or not an object)
      ├── ApprovalCancelled          code="approval_cancelled"   (Ctrl-C / end of input at the prompt)
      ├── NotRunnable                code="not_runnable"         (the item was not approved)
      │    ├── SqlHashMismatch       code="sql_hash_mismatch"    (the approved text changed)
