@@ -17,7 +17,8 @@ Every error carries a stable, machine-readable ``code``::
           ├── DecisionConflict      code="decision_conflict"    (another submission won)
           │    ├── BatchExpired     code="batch_expired"        (the deadline passed first)
           │    └── DuplicateVote    code="duplicate_vote"       (this reviewer already voted)
-          ├── IdempotencyConflict   code="idempotency_conflict" (same key, different decision)
+          ├── IdempotencyConflict   code="idempotency_conflict" (same key: different decision
+          │                                                      or another reviewer)
           └── SchemaVersionError    code="schema_version_newer" (the store is newer than this code)
 
 A refused decision (``DecisionError``) leaves the stored state unchanged and runs nothing.
@@ -137,16 +138,18 @@ class DuplicateVote(DecisionConflict):
 
 
 class IdempotencyConflict(StoreError):
-    """The idempotency key was already used for a different decision."""
+    """The idempotency key was already used on this batch, for a different decision or by
+    another reviewer (keys are scoped to the batch and the reviewer)."""
 
     code = "idempotency_conflict"
 
-    def __init__(self, batch_id: str, idempotency_key: str) -> None:
+    def __init__(
+        self, batch_id: str, idempotency_key: str, *, reason: str = "used for a different decision"
+    ) -> None:
         self.batch_id = batch_id
         self.idempotency_key = idempotency_key
-        super().__init__(
-            f"{batch_id}: idempotency key {idempotency_key!r} was already used for a different decision"
-        )
+        self.reason = reason
+        super().__init__(f"{batch_id}: idempotency key {idempotency_key!r} was already {reason}")
 
 
 class SchemaVersionError(StoreError):
