@@ -172,6 +172,8 @@ class ApprovalStore(ABC):
         if idempotency_key is not None:
             used = [v for v in record.votes if v.idempotency_key == idempotency_key]
             if used or record.idempotency_key == idempotency_key:
+                owner: str | None
+                digest: str | None
                 if used:
                     owner, digest = used[0].actor, used[0].decision_digest
                 else:  # a record written before votes were kept: the decider owns the key

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import redis as redis_py
 
@@ -244,7 +246,7 @@ class RedisBackend(Backend):
     def _now_arg(self, clock: Clock | None) -> str:
         return "" if self._clock is None else repr(float(self._clock()))
 
-    def _call(self, script, keys, args):  # type: ignore[no-untyped-def]
+    def _call(self, script: Callable[..., Any], keys: list[str], args: list[Any]) -> Any:
         try:
             return script(keys=keys, args=args)
         except redis_py.RedisError as exc:

@@ -192,7 +192,9 @@ class SQLiteBackend(Backend):
 
     # -- the log ------------------------------------------------------------------------------
 
-    def _decide(self, conn, key, rules, charge, now):  # type: ignore[no-untyped-def]
+    def _decide(
+        self, conn: sqlite3.Connection, key: str, rules: Limits, charge: Charge, now: float
+    ) -> tuple[bool, float, tuple[int, ...]]:
         longest = rules.longest_window
         conn.execute(
             "DELETE FROM ratelimit_grants WHERE key = ? AND stamp <= ? AND stamp + ? <= ?",
