@@ -199,7 +199,8 @@ class RedisBackend(Backend):
     Args:
         url: ``redis://host:port/db``.
         clock: stamp with this clock instead of the server's (virtual-clock tests only).
-        timeout: seconds before an unreachable or silent server fails closed.
+        timeout: seconds before an unreachable or silent server fails closed (per round trip:
+            a call makes one, or three when the restart marker was missing). Default 2.
         prefix: the key prefix.
     """
 
@@ -211,7 +212,7 @@ class RedisBackend(Backend):
         url: str,
         *,
         clock: Clock | None = None,
-        timeout: float = 5.0,
+        timeout: float = 2.0,
         prefix: str = "sqlgate:ratelimit",
     ) -> None:
         self.url = url

@@ -1,14 +1,16 @@
-"""A Redis restart that loses the data never lets more than the limit into a window.
+"""A Redis restart that loses the data never lets more than the limit into a window, and a
+frozen Redis fails closed within the bound.
 
 A private ``redis-server`` without persistence is started on a free port and really restarted
-in the middle of a full window; grants before and after are checked together. Needs the
-``redis-server`` binary; the idle-marker case uses ``SQLGATE_TEST_REDIS_URL``.
+in the middle of a full window (grants before and after are checked together), or frozen with
+SIGSTOP. Needs the ``redis-server`` binary; the idle-marker case uses ``SQLGATE_TEST_REDIS_URL``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -144,3 +146,21 @@ def test_a_marker_lost_to_idleness_on_a_long_running_server_costs_no_wait():
         backend.clear(key)
         backend.close()
         client.close()
+
+
+def test_a_frozen_server_gives_backend_unavailable_within_the_bound(private_redis):
+    bound = 0.5
+    backend = RedisBackend(private_redis.url, timeout=bound)
+    lim = SlidingWindowLimiter(LIMIT, WINDOW, key="frozen", backend=backend)
+    backend.setup()  # connected: what follows measures a silent server alone
+    assert private_redis.process is not None
+    private_redis.process.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailable):
+            lim.acquire()
+        took = time.monotonic() - started
+    finally:
+        private_redis.process.send_signal(signal.SIGCONT)
+    assert took <= bound + 0.35, f"took {took:.3f} s"
+    backend.close()
