@@ -6,12 +6,13 @@ running sums kept beside the sets), and records the grant with that reading as i
 Clients' clocks are never read, and nothing is recorded on refusal. Keys carry a hash tag, so a
 cluster keeps one limiter's keys on one slot, and expire once idle, so storage stays bounded.
 
-A restart that loses the data must not reset the window. Each key has a marker, refreshed by
-every call and lost with the data. When the script finds no marker it asks the client for the
-server's uptime (``INFO server``): grants made before the server started stop counting at
-``start + window`` at the latest, so until then the key is treated as full (a pause), and a
-restart never lets more than the limit into any window. A marker that expired because the key
-was idle, on a server up for longer than the window, costs one extra round trip and no wait.
+A restart that loses the data must not reset the window. Each key has a marker holding when
+the server started, refreshed by every call and lost with the data. When the script finds no
+marker it asks the client for the server's uptime (``INFO server``) and writes it: grants made
+before the server started stop counting at ``start + window`` at the latest, so until then the
+key is treated as full, and a restart never lets more than the limit into any window. A marker
+that expired because the key was idle, on a server up for longer than the window, costs one
+extra round trip and no wait.
 What the server must keep: either nothing across a restart (no persistence) or everything
 (``appendonly yes`` with ``appendfsync always``). A restore from an older snapshot (RDB) brings
 back a marker with stale grants, which this check cannot tell from the truth.
@@ -64,21 +65,18 @@ local rules = {}
 for i = 9 + nwin, #ARGV, 3 do
   rules[#rules + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])}
 end
-if redis.call("EXISTS", KEYS[4]) == 0 then
-  -- data may have been lost with a restart: nothing admitted before start + longest window
-  if ARGV[7] == "" then return {-1} end
-  local started = now - tonumber(ARGV[7]) + 1  -- uptime counts whole seconds: round up
-  local till = started + windows[1]
-  redis.call("SET", KEYS[4], string.format("%.17g", started), "PX", ARGV[6])
-  if till > now then
-    local current = redis.call("GET", KEYS[3])
-    if (not current) or tonumber(current) < till then
-      redis.call("SET", KEYS[3], string.format("%.17g", till), "PX", math.ceil((till - now) * 1000) + 1000)
-    end
-  end
+-- the marker holds when the server started; data may have been lost with a restart then,
+-- so nothing is admitted before start + the longest window
+local started = redis.call("GET", KEYS[4])
+if started then
+  started = tonumber(started)
 else
-  redis.call("PEXPIRE", KEYS[4], ARGV[6])
+  if ARGV[7] == "" then return {-1} end
+  started = now - tonumber(ARGV[7]) + 1  -- uptime counts whole seconds: round up
+  redis.call("SET", KEYS[4], string.format("%.17g", started))
 end
+redis.call("PEXPIRE", KEYS[4], ARGV[6])
+local held_until = started + windows[1]
 local function amounts(id)
   local data = redis.call("HGET", KEYS[1], id)
   if not data then return nil end
@@ -142,6 +140,7 @@ if paused then
   paused = tonumber(paused)
   if paused > retry_at then retry_at = paused end
 end
+if held_until > now and held_until > retry_at then retry_at = held_until end
 local granted = (not never) and retry_at <= now
 if granted and record then
   local stamp = string.format("%.17g", now)

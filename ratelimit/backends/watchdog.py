@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 import threading
 import time
@@ -33,6 +34,7 @@ class SocketWatchdog:
     """Shuts down armed sockets whose deadline (on ``time.monotonic``) has passed."""
 
     def __init__(self) -> None:
+        self._pid = os.getpid()
         self._cond = threading.Condition()
         self._armed: dict[int, tuple[float, int]] = {}
         self._fired: set[int] = set()
@@ -42,6 +44,9 @@ class SocketWatchdog:
 
     def arm(self, deadline: float, fileno: int) -> int:
         """Watch ``fileno`` until :meth:`disarm`; shut it down at ``deadline``. Returns a token."""
+        if self._pid != os.getpid():
+            # a forked child inherits neither the thread nor, safely, the lock: start afresh
+            self.__init__()  # type: ignore[misc]
         with self._cond:
             token = next(self._ids)
             self._armed[token] = (deadline, fileno)
