@@ -193,6 +193,7 @@ class PostgresBackend(Backend):
         conn = self._connect(deadline)
         if not self._ready:
             self._migrate(conn, deadline)
+            conn = self._connect(deadline)  # a new one if the migration's was dropped
         token = self._watchdog.arm(deadline, conn.fileno())
         try:
             yield conn

@@ -15,7 +15,9 @@ that expired because the key was idle, on a server up for longer than the window
 extra round trip and no wait.
 What the server must keep: either nothing across a restart (no persistence) or everything
 (``appendonly yes`` with ``appendfsync always``). A restore from an older snapshot (RDB) brings
-back a marker with stale grants, which this check cannot tell from the truth.
+back a marker with stale grants, which this check cannot tell from the truth. Nor may the
+server evict (``maxmemory-policy noeviction``, the default): these keys carry expiry times, so
+a ``volatile-*`` policy could drop grants that still count.
 """
 
 from __future__ import annotations
