@@ -32,7 +32,13 @@ Example:
 """
 
 from .audit import ReplayedBatch, replay_audit
-from .decisions import ValidationLike, combine_votes, normalise_decisions, resolve_decisions
+from .decisions import (
+    ValidationLike,
+    combine_votes,
+    normalise_decisions,
+    parse_decision_file,
+    resolve_decisions,
+)
 from .errors import (
     AlreadyExecuted,
     ApprovalCancelled,
@@ -132,6 +138,7 @@ __all__ = [
     "list_pending",
     "normalise_decisions",
     "parse_decision",
+    "parse_decision_file",
     "replay_audit",
     "resolve_decisions",
     "reviewer_identity",

@@ -90,6 +90,104 @@ def normalise_decisions(decisions: Mapping[str, Any] | Iterable[tuple[str, Any]]
     return pairs
 
 
+class _JsonObject(dict[str, Any]):
+    """A decoded JSON object that remembers the keys it held more than once."""
+
+    duplicates: list[str]
+
+
+def _keep_duplicates(pairs: list[tuple[str, Any]]) -> _JsonObject:
+    obj = _JsonObject()
+    obj.duplicates = []
+    for key, value in pairs:
+        if key in obj and key not in obj.duplicates:
+            obj.duplicates.append(key)
+        obj[key] = value
+    return obj
+
+
+def _nested_duplicates(value: Any, call_id: str, path: str) -> list[DecisionProblem]:
+    problems: list[DecisionProblem] = []
+    if isinstance(value, _JsonObject):
+        problems += [
+            DecisionProblem(
+                "duplicate_call_id", call_id, f"key {key!r} appears more than once in {path}"
+            )
+            for key in value.duplicates
+        ]
+        for key, inner in value.items():
+            problems += _nested_duplicates(inner, call_id, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            problems += _nested_duplicates(inner, call_id, f"{path}[{index}]")
+    return problems
+
+
+_JSON_KINDS = ((type(None), "null"), (bool, "a boolean"), (int | float, "a number"))
+
+
+def _json_kind(value: Any) -> str:
+    for kind, name in _JSON_KINDS:
+        if isinstance(value, kind):
+            return name
+    return "a list" if isinstance(value, list) else "a string"
+
+
+def parse_decision_file(content: str | bytes) -> dict[str, Any]:
+    """The decisions written in a file: one JSON object ``{call_id: decision}``.
+
+    A file is refused as a whole (``DecisionError``, nothing accepted) when it is not JSON or
+    its top level is not an object (``invalid_decision_file``), or when any object in it holds
+    a key twice (``duplicate_call_id``; every duplicate is listed). A plain ``json.loads``
+    would keep the last of two decisions for one call_id, silently. The decisions themselves
+    are checked later, against the batch, like decisions from any other source.
+
+    Example:
+        >>> parse_decision_file('{"call_1": "approve"}')
+        {'call_1': 'approve'}
+        >>> try:
+        ...     parse_decision_file('{"call_1": "approve", "call_1": {"action": "reject"}}')
+        ... except DecisionError as exc:
+        ...     exc.code, exc.call_ids
+        ('duplicate_call_id', ('call_1',))
+        >>> try:
+        ...     parse_decision_file("null")
+        ... except DecisionError as exc:
+        ...     exc.code
+        'invalid_decision_file'
+    """
+    try:
+        decoded = json.loads(content, object_pairs_hook=_keep_duplicates)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError too
+        raise DecisionError.single(
+            "invalid_decision_file", "?", f"not a JSON document: {exc}"
+        ) from exc
+    if not isinstance(decoded, _JsonObject):
+        raise DecisionError.single(
+            "invalid_decision_file",
+            "?",
+            f"the file holds {_json_kind(decoded)}, not an object of {{call_id: decision}}",
+        )
+    problems = [
+        DecisionProblem("duplicate_call_id", call_id, "decided more than once in the file")
+        for call_id in decoded.duplicates
+    ]
+    for call_id, value in decoded.items():
+        problems += _nested_duplicates(value, call_id, f"the decision of {call_id}")
+    if problems:
+        raise DecisionError(problems)
+    return _plain(decoded)
+
+
+def _plain(value: Any) -> Any:
+    """The same JSON value with every object a plain ``dict``."""
+    if isinstance(value, dict):
+        return {key: _plain(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_plain(inner) for inner in value]
+    return value
+
+
 def decision_digest(pairs: DecisionPairs) -> str:
     """sha256 of the decision in a canonical form: equal decisions, equal digests."""
     canonical = sorted(

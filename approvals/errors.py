@@ -6,6 +6,7 @@ Every error carries a stable, machine-readable ``code``::
      ├── DecisionError              code= unknown_call_id | missing_call_id | duplicate_call_id
      │                                    | stale_call_id | not_pending_call_id
      │                                    | invalid_decision | invalid_edit
+     │                                    | invalid_decision_file (not JSON, or not an object)
      ├── ApprovalCancelled          code="approval_cancelled"   (Ctrl-C / end of input at the prompt)
      ├── NotRunnable                code="not_runnable"         (the item was not approved)
      │    ├── SqlHashMismatch       code="sql_hash_mismatch"    (the approved text changed)
@@ -16,7 +17,8 @@ Every error carries a stable, machine-readable ``code``::
           ├── DecisionConflict      code="decision_conflict"    (another submission won)
           │    ├── BatchExpired     code="batch_expired"        (the deadline passed first)
           │    └── DuplicateVote    code="duplicate_vote"       (this reviewer already voted)
-          ├── IdempotencyConflict   code="idempotency_conflict" (same key, different decision)
+          ├── IdempotencyConflict   code="idempotency_conflict" (same key: different decision
+          │                                                      or another reviewer)
           └── SchemaVersionError    code="schema_version_newer" (the store is newer than this code)
 
 A refused decision (``DecisionError``) leaves the stored state unchanged and runs nothing.
@@ -136,16 +138,18 @@ class DuplicateVote(DecisionConflict):
 
 
 class IdempotencyConflict(StoreError):
-    """The idempotency key was already used for a different decision."""
+    """The idempotency key was already used on this batch, for a different decision or by
+    another reviewer (keys are scoped to the batch and the reviewer)."""
 
     code = "idempotency_conflict"
 
-    def __init__(self, batch_id: str, idempotency_key: str) -> None:
+    def __init__(
+        self, batch_id: str, idempotency_key: str, *, reason: str = "used for a different decision"
+    ) -> None:
         self.batch_id = batch_id
         self.idempotency_key = idempotency_key
-        super().__init__(
-            f"{batch_id}: idempotency key {idempotency_key!r} was already used for a different decision"
-        )
+        self.reason = reason
+        super().__init__(f"{batch_id}: idempotency key {idempotency_key!r} was already {reason}")
 
 
 class SchemaVersionError(StoreError):

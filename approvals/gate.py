@@ -164,18 +164,19 @@ class ApprovalGate:
     ) -> ApprovalOutcome:
         """Apply one reviewer's decision to a pending batch; exactly one submission wins it.
 
-        A replay with an accepted submission's idempotency key and the same decision returns
-        that result. Otherwise a decided batch raises ``DecisionConflict`` (``BatchExpired``
-        after its deadline, ``DuplicateVote`` for a second vote by the same reviewer,
-        ``IdempotencyConflict`` for a reused key), and a wrong decision ``DecisionError``;
-        none of them changes the stored state.
+        A replay by the same reviewer with an accepted submission's idempotency key and the same
+        decision returns that result (keys are scoped to the batch and the reviewer). Otherwise
+        a decided batch raises ``DecisionConflict`` (``BatchExpired`` after its deadline,
+        ``DuplicateVote`` for a second vote by the same reviewer, ``IdempotencyConflict`` for a
+        key reused with another decision or by another reviewer), and a wrong decision
+        ``DecisionError``; none of them changes the stored state.
         """
         actor = actor or self.actor
         pairs = normalise_decisions(decisions)
         digest = decision_digest(pairs)
         for _ in range(_VOTE_ATTEMPTS):
             record = self.store.get_batch(batch_id)
-            replayed = self.store.replay(record, idempotency_key, digest)
+            replayed = self.store.replay(record, idempotency_key, digest, actor=actor)
             if replayed is not None:
                 return self.outcome_of(replayed)
             now = self.clock()
@@ -209,6 +210,7 @@ class ApprovalGate:
                         status="pending",
                         votes=votes,
                         events=[vote_event(record.batch, actor, now, len(votes), digest)],
+                        actor=actor,
                     )
                     return self.outcome_of(stored)
                 final = combine_votes(
@@ -357,6 +359,7 @@ class ApprovalGate:
             idempotency_key=idempotency_key,
             decision_digest=digest,
             votes=votes,
+            actor=actor,
         )
         if stored.outcome is None:  # pragma: no cover - resolve always stores an outcome
             raise DecisionConflict(batch.batch_id, "the store returned no outcome")

@@ -51,19 +51,22 @@ class ItemFinding(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _from_any(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            fields = ("code", "message", "severity", "node")
-            return {
-                k: str(getattr(value[k], "value", value[k]))
-                for k in fields
-                if value.get(k) is not None
-            }
-        if hasattr(value, "model_dump"):
-            return cls._from_any(value.model_dump(mode="json"))
-        if hasattr(value, "code") and hasattr(value, "message"):
-            data = {k: getattr(value, k, None) for k in ("code", "message", "severity", "node")}
-            return {k: str(getattr(v, "value", v)) for k, v in data.items() if v is not None}
-        return value
+        return _finding_fields(value)
+
+
+def _finding_fields(value: Any) -> Any:
+    """A finding's fields as strings, from a dict, a pydantic model or any object with them."""
+    if isinstance(value, dict):
+        fields = ("code", "message", "severity", "node")
+        return {
+            k: str(getattr(value[k], "value", value[k])) for k in fields if value.get(k) is not None
+        }
+    if hasattr(value, "model_dump"):
+        return _finding_fields(value.model_dump(mode="json"))
+    if hasattr(value, "code") and hasattr(value, "message"):
+        data = {k: getattr(value, k, None) for k in ("code", "message", "severity", "node")}
+        return {k: str(getattr(v, "value", v)) for k, v in data.items() if v is not None}
+    return value
 
 
 def findings_of(findings: Iterable[Any] | None) -> list[ItemFinding]:

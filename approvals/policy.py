@@ -60,7 +60,7 @@ class AutoApprovePolicy:
             return None
         cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         tables = {t.name.lower() for t in tree.find_all(exp.Table)} - cte_names
-        if not tables or not tables <= self.allowed_tables:
+        if not tables or not tables.issubset(self.allowed_tables):
             return None
         limit = tree.args.get("limit")
         if self.require_limit and limit is None:

@@ -387,7 +387,7 @@ class SqlApprovalStore(ApprovalStore):
                 cycle,
                 status_,
                 version,
-                _time(created),
+                datetime.fromisoformat(created),
                 _time(deadline),
                 pending,
                 votes,

@@ -154,15 +154,35 @@ class ApprovalStore(ABC):
         return due if limit is None else due[:limit]
 
     def replay(
-        self, record: BatchRecord, idempotency_key: str | None, decision_digest: str
+        self,
+        record: BatchRecord,
+        idempotency_key: str | None,
+        decision_digest: str,
+        *,
+        actor: str | None,
     ) -> BatchRecord | None:
         """The record itself when this submission repeats an accepted one (same idempotency key,
-        same decision); None when the batch is pending and this is new; otherwise the conflict
-        that explains why not."""
+        same reviewer, same decision); None when the batch is pending and this is new; otherwise
+        the conflict that explains why not.
+
+        Keys are scoped to (batch, reviewer): a key that another reviewer's accepted submission
+        used is an ``IdempotencyConflict`` whatever the decision, so nobody is told that a
+        decision they did not make was theirs. An unknown ``actor`` never matches.
+        """
         if idempotency_key is not None:
             used = [v for v in record.votes if v.idempotency_key == idempotency_key]
             if used or record.idempotency_key == idempotency_key:
-                digest = used[0].decision_digest if used else record.decision_digest
+                owner: str | None
+                digest: str | None
+                if used:
+                    owner, digest = used[0].actor, used[0].decision_digest
+                else:  # a record written before votes were kept: the decider owns the key
+                    owner = record.outcome.decided_by if record.outcome else None
+                    digest = record.decision_digest
+                if actor is None or owner != actor:
+                    raise IdempotencyConflict(
+                        record.batch_id, idempotency_key, reason="used by another reviewer"
+                    )
                 if digest == decision_digest:
                     return record
                 raise IdempotencyConflict(record.batch_id, idempotency_key)
@@ -185,9 +205,16 @@ class ApprovalStore(ABC):
         decision_digest: str | None = None,
         status: BatchStatus = "resolved",
         votes: Sequence[Vote] | None = None,
+        actor: str | None = None,
     ) -> BatchRecord:
         """Move a pending batch on from ``expected_version`` — to ``status`` with ``outcome``,
-        or, for a vote that does not complete a quorum, to a new pending version with ``votes``."""
+        or, for a vote that does not complete a quorum, to a new pending version with ``votes``.
+
+        ``actor`` (default: the last vote's, else the outcome's decider) is who submits: a
+        submission that loses the race replays the winner's record only when it carries the
+        winner's idempotency key, reviewer and decision."""
+        if actor is None:
+            actor = votes[-1].actor if votes else (outcome.decided_by if outcome else None)
         current = self.get_batch(batch_id)
         updated = current.model_copy(
             update={
@@ -202,7 +229,7 @@ class ApprovalStore(ABC):
         if self._compare_and_set(expected_version, updated, events):
             return updated
         winner = self.get_batch(batch_id)
-        replayed = self.replay(winner, idempotency_key, decision_digest or "")
+        replayed = self.replay(winner, idempotency_key, decision_digest or "", actor=actor)
         if replayed is not None:
             return replayed
         raise DecisionConflict(batch_id, f"the batch changed since version {expected_version}")

@@ -15,7 +15,6 @@ by default a SQLite file in the state folder. The reviewer's identity comes from
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -157,7 +156,13 @@ def decide(
     Exactly one decision wins a batch; a different later one gets a conflict. Then run
     `sqlgate resume RUN_ID` (any machine sharing the state database) to carry on.
     """
-    from approvals import ApprovalError, BatchNotFound, TerminalReviewer
+    from approvals import (
+        ApprovalError,
+        BatchNotFound,
+        DecisionError,
+        TerminalReviewer,
+        parse_decision_file,
+    )
 
     approvals, runs = stores()
     try:
@@ -168,13 +173,17 @@ def decide(
     gate = _gate_for(record, approvals, runs)
     if file is not None:
         try:
-            decisions = json.loads(file.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            decisions = parse_decision_file(file.read_bytes())
+        except OSError as exc:
             fail(
                 f"cannot read decisions from {file}: {exc}",
                 error_code="invalid_decision_file",
                 as_json=as_json,
             )
+            return
+        except DecisionError as exc:  # not JSON, not an object, or a key twice
+            status = 2 if exc.code == "invalid_decision_file" else 1
+            fail(f"{file}: {exc}", status, error_code=exc.code, as_json=as_json)
             return
     else:
         if not sys.stdin.isatty():

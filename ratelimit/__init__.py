@@ -14,8 +14,12 @@ holds more than ``N`` (per limit; requests and tokens are charged together or no
   never sleeps; wait mode re-checks exactly when the needed slot frees, admits one limiter's
   waiters in arrival order, and gives up after ``max_wait``. A charge larger than a whole
   window raises :class:`CostExceedsLimit` at once.
-- **Fail closed.** An unreachable or locked backend raises :class:`BackendUnavailable`;
-  nothing is ever admitted without a recorded grant.
+- **Fail closed, in bounded time.** An unreachable, frozen or locked backend raises
+  :class:`BackendUnavailable`, within the backend's ``timeout`` (2 s by default for
+  PostgreSQL, whatever the server does; per round trip for Redis); nothing is ever admitted
+  without a recorded grant. A SQLite file that is merely busy is retried, never refused.
+- **Restarts.** A Redis restart that loses the data holds each key until one window after the
+  server started, so grants from before and after the restart never share a window.
 - **Admission control, feedback, visibility.** ``fits(n)`` says how long until a whole
   budget fits; ``pause(s)`` / ``pause_from_headers(h)`` hold every sharer after a provider 429;
   ``usages()`` gives each limit's usage and the next free slot.

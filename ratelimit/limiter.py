@@ -20,7 +20,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, TypeVar
 
 from ratelimit.backends.base import Backend, Clock
 from ratelimit.backends.memory import MemoryBackend
@@ -30,6 +30,7 @@ from ratelimit.line import WaitingLine
 from ratelimit.rules import Charge, Limit, Limits, Verdict, as_limits, check_charge_fits
 
 Mode = Literal["fail_fast", "wait"]
+_R = TypeVar("_R")
 
 
 class Grant(NamedTuple):
@@ -160,9 +161,7 @@ class SlidingWindowLimiter:
         if self.mode == "fail_fast":
             verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
             if verdict.granted:
-                return Grant(
-                    self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0
-                )
+                return self._grant(verdict, charge, 0.0)
             raise RateLimitExceeded(verdict.retry_after, self.limit, self.window)
         started = self._timer()
         if not self._line.join(timeout=self.max_wait):
@@ -185,9 +184,7 @@ class SlidingWindowLimiter:
         charge = self._charge(cost, tokens)
         verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
         if verdict.granted:
-            return Grant(
-                self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0
-            )
+            return self._grant(verdict, charge, 0.0)
         return None
 
     async def aacquire(self, cost: int = 1, *, tokens: int = 0) -> Grant:
@@ -203,9 +200,7 @@ class SlidingWindowLimiter:
                 self.backend.acquire, self.key, self._enforced, charge, self._clock
             )
             if verdict.granted:
-                return Grant(
-                    self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, 0.0
-                )
+                return self._grant(verdict, charge, 0.0)
             raise RateLimitExceeded(verdict.retry_after, self.limit, self.window)
         started = self._timer()
         if not await self._line.ajoin(timeout=self.max_wait):
@@ -241,7 +236,8 @@ class SlidingWindowLimiter:
         return charge
 
     def _grant(self, verdict: Verdict, charge: Charge, waited: float) -> Grant:
-        assert verdict.grant_id is not None
+        if verdict.grant_id is None:  # pragma: no cover - a backend's contract
+            raise RuntimeError(f"backend {self.backend.name} granted without a grant id")
         return Grant(
             self.key, verdict.grant_id, verdict.now, charge.requests, charge.tokens, waited
         )
@@ -257,7 +253,7 @@ class SlidingWindowLimiter:
                 reason=f"admission would take longer than max_wait={self.max_wait:g} s",
             )
 
-    async def _run(self, fn: Callable, *args: object):  # type: ignore[no-untyped-def]
+    async def _run(self, fn: Callable[..., _R], *args: object) -> _R:
         if self.backend.blocking:
             return await asyncio.to_thread(fn, *args)
         return fn(*args)

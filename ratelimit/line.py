@@ -15,14 +15,19 @@ from collections import deque
 class _Waiter:
     __slots__ = ("event", "loop", "future", "handed")
 
-    def __init__(self, event=None, loop=None, future=None) -> None:  # type: ignore[no-untyped-def]
-        self.event: threading.Event | None = event
-        self.loop: asyncio.AbstractEventLoop | None = loop
-        self.future: asyncio.Future | None = future
+    def __init__(
+        self,
+        event: threading.Event | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        future: asyncio.Future[bool] | None = None,
+    ) -> None:
+        self.event = event
+        self.loop = loop
+        self.future = future
         self.handed = False
 
 
-def _wake(future: asyncio.Future) -> None:
+def _wake(future: asyncio.Future[bool]) -> None:
     if not future.done():
         future.set_result(True)
 
@@ -52,9 +57,10 @@ class WaitingLine:
             if not self._busy and not self._queue:
                 self._busy = True
                 return True
-            waiter = _Waiter(event=threading.Event())
+            event = threading.Event()
+            waiter = _Waiter(event=event)
             self._queue.append(waiter)
-        waiter.event.wait(timeout)  # type: ignore[union-attr]
+        event.wait(timeout)
         return self._settle(waiter)
 
     async def ajoin(self, timeout: float | None = None) -> bool:
@@ -64,10 +70,11 @@ class WaitingLine:
             if not self._busy and not self._queue:
                 self._busy = True
                 return True
-            waiter = _Waiter(loop=loop, future=loop.create_future())
+            future: asyncio.Future[bool] = loop.create_future()
+            waiter = _Waiter(loop=loop, future=future)
             self._queue.append(waiter)
         try:
-            await asyncio.wait({waiter.future}, timeout=timeout)  # type: ignore[arg-type]
+            await asyncio.wait({future}, timeout=timeout)
         except asyncio.CancelledError:
             if self._settle(waiter):
                 self.leave()
@@ -91,8 +98,10 @@ class WaitingLine:
                     waiter.handed = True
                     waiter.event.set()
                     return
+                if waiter.loop is None or waiter.future is None:  # pragma: no cover - never built
+                    continue
                 try:
-                    waiter.loop.call_soon_threadsafe(_wake, waiter.future)  # type: ignore[union-attr]
+                    waiter.loop.call_soon_threadsafe(_wake, waiter.future)
                 except RuntimeError:  # its event loop is closed: nobody is waiting there
                     continue
                 waiter.handed = True

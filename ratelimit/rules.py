@@ -189,9 +189,9 @@ def decide(
     never = False
     used_all: list[int] = []
     for rule in rules:
-        index = 0 if rule.unit == "requests" else 1
+        tokens = rule.unit != "requests"
         live = [entry for entry in entries if entry[0] + rule.window > now]
-        used = sum(entry[1 + index] for entry in live)
+        used = sum(entry[2] if tokens else entry[1] for entry in live)
         used_all.append(used)
         amount = charge.amount(rule.unit)
         if amount > rule.limit:
@@ -202,7 +202,7 @@ def decide(
             continue
         freed = 0
         for entry in live:
-            freed += entry[1 + index]
+            freed += entry[2] if tokens else entry[1]
             if freed >= excess:
                 retry_at = max(retry_at, entry[0] + rule.window)
                 break

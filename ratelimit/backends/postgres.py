@@ -1,5 +1,14 @@
 """PostgreSQL backend: processes on many hosts share a limiter through one database.
 
+Every call returns or raises :class:`BackendUnavailable` within ``timeout`` seconds (default
+2), whatever the server or the network does: the connection is opened under that deadline, the
+server cancels a lock wait or a statement that takes too long (``lock_timeout``,
+``statement_timeout``), TCP keepalives and ``tcp_user_timeout`` notice a dead peer, and a
+watchdog shuts the socket of a call whose server stopped answering altogether (a frozen
+process still has its TCP handshakes and acknowledgements done by the kernel, so only the
+client's own deadline notices it). A session that stops mid-transaction is ended by the server
+(``idle_in_transaction_session_timeout``), so it cannot keep a key locked.
+
 Each acquisition is one transaction that first takes a transaction-scoped advisory lock on the
 key (``pg_advisory_xact_lock``), then, in the next statement (whose snapshot therefore sees every
 earlier commit), reads the *server's* ``clock_timestamp()`` (not ``now()``, which is the
@@ -11,14 +20,21 @@ pipelined: two round trips per acquisition.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from ratelimit.backends.base import Backend, Clock
-from ratelimit.errors import BackendUnavailable
+from ratelimit.backends.watchdog import SocketWatchdog
+from ratelimit.errors import BackendUnavailable, LimiterConfigError
 from ratelimit.rules import Charge, Limits, Verdict, decide, fits_now
 
 #: schema changes, applied in order once each; a new change is appended, never edited
@@ -34,6 +50,8 @@ MIGRATIONS: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS ratelimit_grants_by_stamp ON ratelimit_grants (key, stamp)",
     "CREATE TABLE IF NOT EXISTS ratelimit_pauses (key TEXT PRIMARY KEY, until DOUBLE PRECISION NOT NULL)",
 )
+
+_T = TypeVar("_T")
 
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('sqlgate.ratelimit:' || %s, 0))"
 _SERVER_NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
@@ -56,78 +74,191 @@ class PostgresBackend(Backend):
     Args:
         url: ``postgresql://…`` or ``postgresql+psycopg://…``.
         clock: stamp with this clock instead of the server's (virtual-clock tests only).
-        connect_timeout: seconds before an unreachable server fails closed.
+        timeout: the bound, in seconds, on every call, connecting included: it returns or
+            raises :class:`BackendUnavailable` within this long (its deadline is set a tenth
+            earlier, at most 0.1 s, to leave room for the watchdog's 50 ms poll). Default 2.
+        application_name: how the sessions show in ``pg_stat_activity``.
     """
 
     name = "postgres"
     blocking = True
 
     def __init__(
-        self, url: str, *, clock: Clock | None = None, connect_timeout: float = 5.0
+        self,
+        url: str,
+        *,
+        clock: Clock | None = None,
+        timeout: float = 2.0,
+        application_name: str = "sqlgate-ratelimit",
     ) -> None:
+        if not (timeout > 0 and math.isfinite(timeout)):
+            raise LimiterConfigError(
+                f"timeout must be a finite number of seconds > 0, got {timeout!r}"
+            )
         self.url = libpq_url(url)
         self._clock = clock
-        self.connect_timeout = connect_timeout
+        self.timeout = float(timeout)
+        self.application_name = application_name
         self._local = threading.local()
         self._all: list[tuple[int, psycopg.Connection]] = []
         self._all_lock = threading.Lock()
         self._ready = False
+        self._watchdog = SocketWatchdog()
 
-    def _connect(self) -> psycopg.Connection:
+    def _session_options(self) -> str:
+        """Server-side limits of every session: the server itself gives up well within the bound."""
+        bound_ms = max(1, int(self.timeout * 1000))
+        # the lock wait gives up first, so a held key reads as such in the error
+        lock_ms, statement_ms = max(1, bound_ms * 2 // 5), max(2, bound_ms * 3 // 5)
+        given = conninfo_to_dict(self.url).get("options") or ""
+        return " ".join(
+            part
+            for part in (
+                str(given),
+                f"-c lock_timeout={lock_ms}",
+                f"-c statement_timeout={statement_ms}",
+                f"-c idle_in_transaction_session_timeout={max(1000, 5 * bound_ms)}",
+            )
+            if part
+        )
+
+    def _open(self, deadline: float) -> psycopg.Connection:
+        """A new connection, or :class:`BackendUnavailable` once ``deadline`` passes.
+
+        libpq's own ``connect_timeout`` counts whole seconds (at least 2) per attempt, so the
+        connection is opened on a helper thread and abandoned (closed when it finally
+        completes) if the deadline passes first.
+        """
+        seconds = max(1, math.ceil(self.timeout))
+        params: dict[str, object] = {
+            "autocommit": True,
+            "connect_timeout": max(2, seconds),
+            "application_name": self.application_name,
+            "options": self._session_options(),
+            "keepalives": 1,
+            "keepalives_idle": seconds,
+            "keepalives_interval": 1,
+            "keepalives_count": 2,
+            "tcp_user_timeout": max(1, int(self.timeout * 1000)),
+        }
+        outcome: list[psycopg.Connection | BaseException] = []
+        lock = threading.Lock()
+        abandoned = False
+
+        def connect() -> None:
+            try:
+                conn: psycopg.Connection | BaseException = psycopg.connect(self.url, **params)  # type: ignore[arg-type]
+            except BaseException as exc:  # handed to the caller below
+                conn = exc
+            with lock:
+                if not abandoned:
+                    outcome.append(conn)
+                    return
+            if isinstance(conn, psycopg.Connection):
+                conn.close()
+
+        helper = threading.Thread(target=connect, name="sqlgate-ratelimit-connect", daemon=True)
+        helper.start()
+        helper.join(max(0.0, deadline - time.monotonic()))
+        with lock:
+            if not outcome:
+                abandoned = True
+                raise BackendUnavailable(self.name, f"could not connect within {self.timeout:g} s")
+        result = outcome[0]
+        if isinstance(result, psycopg.Error):
+            raise BackendUnavailable(self.name, str(result).strip()) from result
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _connect(self, deadline: float) -> psycopg.Connection:
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == os.getpid() and not held[1].closed:
-            return held[1]
-        try:
-            conn = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
-            )
-        except psycopg.Error as exc:
-            raise BackendUnavailable(self.name, str(exc).strip()) from exc
+            conn: psycopg.Connection = held[1]
+            return conn
+        conn = self._open(deadline)
         self._local.held = (os.getpid(), conn)
         with self._all_lock:
             self._all.append((os.getpid(), conn))
-        if not self._ready:
-            self._migrate(conn)
         return conn
 
-    def _migrate(self, conn: psycopg.Connection) -> None:
-        def body(conn: psycopg.Connection) -> None:
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended('sqlgate.ratelimit.migrations', 0))"
-            )
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS ratelimit_migrations (version INTEGER PRIMARY KEY)"
-            )
-            done = conn.execute(
-                "SELECT COALESCE(MAX(version), -1) FROM ratelimit_migrations"
-            ).fetchone()[0]
-            for version, statement in enumerate(MIGRATIONS):
-                if version > done:
-                    conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO ratelimit_migrations (version) VALUES (%s)", (version,)
-                    )
+    @contextmanager
+    def _session(self) -> Iterator[psycopg.Connection]:
+        """This thread's connection, with the call's deadline armed on it.
 
-        self._run(body, conn)
+        Any driver error becomes :class:`BackendUnavailable`; whatever transaction is open is
+        rolled back (under the same deadline), and a connection in doubt is dropped.
+        """
+        deadline = time.monotonic() + self.timeout - min(0.1, self.timeout / 10)
+        conn = self._connect(deadline)
+        if not self._ready:
+            self._migrate(conn, deadline)
+            conn = self._connect(deadline)  # a new one if the migration's was dropped
+        token = self._watchdog.arm(deadline, conn.fileno())
+        try:
+            yield conn
+        except psycopg.Error as exc:
+            self._abandon(conn)
+            fired = self._watchdog.disarm(token)
+            if fired:
+                self._drop(conn)
+                detail = f"no answer within {self.timeout:g} s ({str(exc).strip()})"
+            else:
+                detail = str(exc).strip()
+            raise BackendUnavailable(self.name, detail) from exc
+        except BaseException:
+            self._abandon(conn)
+            if self._watchdog.disarm(token):
+                self._drop(conn)
+            raise
+        else:
+            if self._watchdog.disarm(token):
+                self._drop(conn)  # answered just in time, but the socket is shut now
+
+    def _migrate(self, conn: psycopg.Connection, deadline: float) -> None:
+        token = self._watchdog.arm(deadline, conn.fileno())
+        try:
+            with conn.transaction():
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended('sqlgate.ratelimit.migrations', 0))"
+                )
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS ratelimit_migrations (version INTEGER PRIMARY KEY)"
+                )
+                row = conn.execute(
+                    "SELECT COALESCE(MAX(version), -1) FROM ratelimit_migrations"
+                ).fetchone()
+                done = row[0] if row else -1
+                for version, statement in enumerate(MIGRATIONS):
+                    if version > done:
+                        conn.execute(statement)
+                        conn.execute(
+                            "INSERT INTO ratelimit_migrations (version) VALUES (%s)", (version,)
+                        )
+        except psycopg.Error as exc:
+            self._abandon(conn)
+            if self._watchdog.disarm(token):
+                self._drop(conn)
+            raise BackendUnavailable(self.name, str(exc).strip()) from exc
+        if self._watchdog.disarm(token):
+            self._drop(conn)
         self._ready = True
 
     def setup(self) -> None:
-        self._migrate(self._connect())
+        with self._session():
+            pass
 
-    def _run(self, body, conn: psycopg.Connection | None = None):  # type: ignore[no-untyped-def]
-        conn = conn or self._connect()
-        try:
-            with conn.transaction():
-                return body(conn)
-        except psycopg.Error as exc:
-            if conn.closed or conn.broken:
-                self._local.held = None
-            raise BackendUnavailable(self.name, str(exc).strip()) from exc
+    def _run(self, body: Callable[[psycopg.Connection], _T]) -> _T:
+        with self._session() as conn, conn.transaction():
+            return body(conn)
 
     def _now(self, conn: psycopg.Connection, clock: Clock | None) -> float:
         if self._clock is not None:
             return self._clock()
-        return conn.execute(_SERVER_NOW).fetchone()[0]
+        row = conn.execute(_SERVER_NOW).fetchone()
+        if row is None:
+            raise BackendUnavailable(self.name, "the server clock could not be read")
+        return float(row[0])
 
     def _read_sql(self, rules: Limits) -> str:
         now = (
@@ -156,17 +287,19 @@ class PostgresBackend(Backend):
     def _decide(
         self, key: str, rules: Limits, charge: Charge, clock: Clock | None, record: bool
     ) -> Verdict:
-        conn = self._connect()
         params: dict[str, object] = {"key": key, "longest": rules.longest_window}
         params.update({f"w{i}": rule.window for i, rule in enumerate(rules)})
         if self._clock is not None:
             params["now"] = self._clock()
-        try:
+        with self._session() as conn:
             with conn.pipeline():  # BEGIN, lock, read: one round trip
                 conn.execute("BEGIN")
                 conn.execute(_LOCK, (key,))
                 cursor = conn.execute(self._read_sql(rules), params)
-            now, paused_until, *sums = cursor.fetchone()
+            row = cursor.fetchone()
+            if row is None:
+                raise BackendUnavailable(self.name, "the usage query returned no row")
+            now, paused_until, *sums = row
             used = tuple(int(u) for u in sums)
             if fits_now(rules, used, charge, now, paused_until):
                 granted, retry_after = True, 0.0
@@ -185,12 +318,6 @@ class PostgresBackend(Backend):
                         (key, grant_id, now, charge.requests, charge.tokens),
                     )
                 conn.execute("COMMIT")
-        except psycopg.Error as exc:
-            self._abandon(conn)
-            raise BackendUnavailable(self.name, str(exc).strip()) from exc
-        except BaseException:
-            self._abandon(conn)
-            raise
         return Verdict(granted, now, retry_after, grant_id, used)
 
     def _abandon(self, conn: psycopg.Connection) -> None:
@@ -202,11 +329,15 @@ class PostgresBackend(Backend):
             ):
                 conn.execute("ROLLBACK")
         except psycopg.Error:
-            self._local.held = None
-            try:
-                conn.close()
-            except psycopg.Error:
-                pass
+            self._drop(conn)
+
+    def _drop(self, conn: psycopg.Connection) -> None:
+        """Close a connection in doubt; this thread opens a new one on its next call."""
+        self._local.held = None
+        try:
+            conn.close()
+        except psycopg.Error:
+            pass
 
     def acquire(self, key: str, rules: Limits, charge: Charge, clock: Clock | None) -> Verdict:
         return self._decide(key, rules, charge, clock, record=True)
@@ -245,11 +376,13 @@ class PostgresBackend(Backend):
         self._run(body)
 
     def stored_entries(self, key: str) -> int:
-        return self._run(
-            lambda conn: conn.execute(
+        def body(conn: psycopg.Connection) -> int:
+            row = conn.execute(
                 "SELECT COUNT(*) FROM ratelimit_grants WHERE key = %s", (key,)
-            ).fetchone()[0]
-        )
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        return self._run(body)
 
     def close(self) -> None:
         with self._all_lock:

@@ -5,12 +5,27 @@ prunes one sorted set per window, decides exactly as :func:`ratelimit.rules.deci
 running sums kept beside the sets), and records the grant with that reading as its score.
 Clients' clocks are never read, and nothing is recorded on refusal. Keys carry a hash tag, so a
 cluster keeps one limiter's keys on one slot, and expire once idle, so storage stays bounded.
+
+A restart that loses the data must not reset the window. Each key has a marker holding when
+the server started, refreshed by every call and lost with the data. When the script finds no
+marker it asks the client for the server's uptime (``INFO server``) and writes it: grants made
+before the server started stop counting at ``start + window`` at the latest, so until then the
+key is treated as full, and a restart never lets more than the limit into any window. A marker
+that expired because the key was idle, on a server up for longer than the window, costs one
+extra round trip and no wait.
+What the server must keep: either nothing across a restart (no persistence) or everything
+(``appendonly yes`` with ``appendfsync always``). A restore from an older snapshot (RDB) brings
+back a marker with stale grants, which this check cannot tell from the truth. Nor may the
+server evict (``maxmemory-policy noeviction``, the default): these keys carry expiry times, so
+a ``volatile-*`` policy could drop grants that still count.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import redis as redis_py
 
@@ -36,21 +51,34 @@ end
 # Every grant enters each window's set once and leaves it once, so a decision costs O(log n)
 # plus the grants that expire; a refusal walks only the oldest grants it must wait for.
 
-# KEYS: grants, sums, pause, then one zset per distinct window (longest first)
-# ARGV: now or "", "1" to record, grant id, requests, tokens, ttl ms,
+# KEYS: grants, sums, pause, marker, then one zset per distinct window (longest first)
+# ARGV: now or "", "1" to record, grant id, requests, tokens, ttl ms, server uptime or "",
 #       then the distinct windows (same order as their KEYS), then (limit, window index, unit) triples
+# Returns {-1} without deciding when the marker is missing and no uptime was given.
 _ACQUIRE = (
     _NOW
     + """
 local record = ARGV[2] == "1"
 local charge = {tonumber(ARGV[4]), tonumber(ARGV[5])}
-local nwin = tonumber(ARGV[7])
+local nwin = tonumber(ARGV[8])
 local windows = {}
-for i = 1, nwin do windows[i] = tonumber(ARGV[7 + i]) end
+for i = 1, nwin do windows[i] = tonumber(ARGV[8 + i]) end
 local rules = {}
-for i = 8 + nwin, #ARGV, 3 do
+for i = 9 + nwin, #ARGV, 3 do
   rules[#rules + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])}
 end
+-- the marker holds when the server started; data may have been lost with a restart then,
+-- so nothing is admitted before start + the longest window
+local started = redis.call("GET", KEYS[4])
+if started then
+  started = tonumber(started)
+else
+  if ARGV[7] == "" then return {-1} end
+  started = now - tonumber(ARGV[7]) + 1  -- uptime counts whole seconds: round up
+  redis.call("SET", KEYS[4], string.format("%.17g", started))
+end
+redis.call("PEXPIRE", KEYS[4], ARGV[6])
+local held_until = started + windows[1]
 local function amounts(id)
   local data = redis.call("HGET", KEYS[1], id)
   if not data then return nil end
@@ -60,7 +88,7 @@ end
 -- drop what stopped counting, shortest window first, so a grant's amounts are still in
 -- the grants hash when the longest window finally lets it go (exact test: stamp + window <= now)
 for w = nwin, 1, -1 do
-  local window, zkey = windows[w], KEYS[3 + w]
+  local window, zkey = windows[w], KEYS[4 + w]
   local cut = now - window + 1
   while true do
     local head = redis.call("ZRANGEBYSCORE", zkey, "-inf", string.format("%.17g", cut), "WITHSCORES", "LIMIT", 0, 64)
@@ -94,7 +122,7 @@ for _, rule in ipairs(rules) do
   elseif used + amount > limit then
     local excess, freed, offset = used + amount - limit, 0, 0
     while freed < excess do
-      local batch = redis.call("ZRANGE", KEYS[3 + w], offset, offset + 15, "WITHSCORES")
+      local batch = redis.call("ZRANGE", KEYS[4 + w], offset, offset + 15, "WITHSCORES")
       if #batch == 0 then break end
       for i = 1, #batch, 2 do
         local _, r, t = amounts(batch[i])
@@ -114,15 +142,16 @@ if paused then
   paused = tonumber(paused)
   if paused > retry_at then retry_at = paused end
 end
+if held_until > now and held_until > retry_at then retry_at = held_until end
 local granted = (not never) and retry_at <= now
 if granted and record then
   local stamp = string.format("%.17g", now)
   redis.call("HSET", KEYS[1], ARGV[3], stamp .. " " .. ARGV[4] .. " " .. ARGV[5])
   for w = 1, nwin do
-    redis.call("ZADD", KEYS[3 + w], stamp, ARGV[3])
+    redis.call("ZADD", KEYS[4 + w], stamp, ARGV[3])
     redis.call("HINCRBY", KEYS[2], windows[w] .. ":1", ARGV[4])
     redis.call("HINCRBY", KEYS[2], windows[w] .. ":2", ARGV[5])
-    redis.call("PEXPIRE", KEYS[3 + w], ARGV[6])
+    redis.call("PEXPIRE", KEYS[4 + w], ARGV[6])
   end
   redis.call("PEXPIRE", KEYS[1], ARGV[6])
   redis.call("PEXPIRE", KEYS[2], ARGV[6])
@@ -171,7 +200,8 @@ class RedisBackend(Backend):
     Args:
         url: ``redis://host:port/db``.
         clock: stamp with this clock instead of the server's (virtual-clock tests only).
-        timeout: seconds before an unreachable or silent server fails closed.
+        timeout: seconds before an unreachable or silent server fails closed (per round trip:
+            a call makes one, or three when the restart marker was missing). Default 2.
         prefix: the key prefix.
     """
 
@@ -183,7 +213,7 @@ class RedisBackend(Backend):
         url: str,
         *,
         clock: Clock | None = None,
-        timeout: float = 5.0,
+        timeout: float = 2.0,
         prefix: str = "sqlgate:ratelimit",
     ) -> None:
         self.url = url
@@ -200,6 +230,14 @@ class RedisBackend(Backend):
         base = f"{self.prefix}:{{{key}}}"
         return [f"{base}:grants", f"{base}:sums", f"{base}:pause"]
 
+    def _marker_key(self, key: str) -> str:
+        return f"{self.prefix}:{{{key}}}:alive"
+
+    def _uptime(self) -> int:
+        """Seconds the server has been up (``INFO server``)."""
+        info = self._call(lambda keys, args: self._client.info("server"), [], [])
+        return int(info["uptime_in_seconds"])
+
     @staticmethod
     def _windows(rules: Limits) -> list[float]:
         return sorted({rule.window for rule in rules}, reverse=True)
@@ -210,7 +248,7 @@ class RedisBackend(Backend):
     def _now_arg(self, clock: Clock | None) -> str:
         return "" if self._clock is None else repr(float(self._clock()))
 
-    def _call(self, script, keys, args):  # type: ignore[no-untyped-def]
+    def _call(self, script: Callable[..., Any], keys: list[str], args: list[Any]) -> Any:
         try:
             return script(keys=keys, args=args)
         except redis_py.RedisError as exc:
@@ -225,7 +263,9 @@ class RedisBackend(Backend):
         grant_id = uuid.uuid4().hex if record else "-"
         ttl_ms = math.ceil(rules.longest_window * 1000) + 1000
         windows = self._windows(rules)
-        keys = self._keys(key) + [self._window_key(key, w) for w in windows]
+        keys = (
+            self._keys(key) + [self._marker_key(key)] + [self._window_key(key, w) for w in windows]
+        )
         # Lua reads numbers through tonumber(); repr() keeps every bit of a float
         args: list[object] = [
             self._now_arg(clock),
@@ -234,11 +274,17 @@ class RedisBackend(Backend):
             charge.requests,
             charge.tokens,
             ttl_ms,
+            "",
         ]
         args += [len(windows)] + [repr(w) for w in windows]
         for rule in rules:
             args += [rule.limit, windows.index(rule.window) + 1, _UNIT[rule.unit]]
         reply = self._call(self._acquire, keys, args)
+        if int(reply[0]) == -1:  # no marker: the script needs the server's uptime
+            args[6] = self._uptime()
+            reply = self._call(self._acquire, keys, args)
+            if int(reply[0]) == -1:
+                raise BackendUnavailable(self.name, "the restart marker could not be set")
         granted, now, retry_at = bool(reply[0]), float(reply[1]), float(reply[2])
         used = tuple(int(u) for u in reply[3:])
         if granted:
@@ -273,7 +319,7 @@ class RedisBackend(Backend):
             )
             self._client.delete(*keys, *windows)
 
-        self._call(delete, self._keys(key), [])
+        self._call(delete, self._keys(key) + [self._marker_key(key)], [])
 
     def stored_entries(self, key: str) -> int:
         return int(self._call(lambda keys, args: self._client.hlen(keys[0]), self._keys(key), []))

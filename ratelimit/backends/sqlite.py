@@ -5,6 +5,12 @@ before anything is read. The host clock is read *inside* that transaction, so co
 serialised and stamped in commit order by one clock (the host's ``time.time`` unless a clock is
 given). Entries that no longer count in the longest window are deleted in the same transaction.
 
+Contention alone never refuses a caller: a busy file is retried, after a short random pause,
+until the lock is free or ``timeout`` seconds have passed (then :class:`BackendUnavailable`).
+SQLite's own busy handler is not used: it backs off to sleeping 100 ms between tries, and a
+sleeper that rarely tries loses the lock to callers in a tight loop, for as long as they keep
+it busy. A failed try rolls back first, so a retried acquisition records nothing twice.
+
 Example:
     >>> import tempfile, pathlib
     >>> from ratelimit import ManualClock, SlidingWindowLimiter
@@ -18,11 +24,14 @@ Example:
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ratelimit.backends.base import Backend, Clock
 from ratelimit.errors import BackendUnavailable
@@ -42,6 +51,18 @@ MIGRATIONS: tuple[str, ...] = (
     "CREATE TABLE IF NOT EXISTS ratelimit_pauses (key TEXT PRIMARY KEY, until REAL NOT NULL)",
 )
 
+_T = TypeVar("_T")
+
+#: primary result codes of a file that is busy now but may be free in a moment
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _BUSY_CODES
+    return "locked" in str(exc) or "busy" in str(exc)
+
 
 class SQLiteBackend(Backend):
     """Sliding-window logs in a SQLite file shared by the processes of one host.
@@ -51,7 +72,8 @@ class SQLiteBackend(Backend):
         clock: the stamping clock; default the host's ``time.time`` (comparable across
             processes and restarts). A forward step of the host clock shortens windows: keep
             the host clock slewed (NTP), not stepped.
-        timeout: seconds to wait for the write lock before failing closed.
+        timeout: seconds a call keeps retrying a busy file before failing closed
+            (a healthy peer holds the lock for well under a millisecond).
     """
 
     name = "sqlite"
@@ -75,68 +97,87 @@ class SQLiteBackend(Backend):
         if held is not None and held[0] == os.getpid():
             return held[1]
         try:
+            # timeout=0: busy files are retried by _retrying, never by SQLite's busy handler
             conn = sqlite3.connect(
-                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+                self.path, timeout=0.0, isolation_level=None, check_same_thread=False
             )
-            self._use_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+        try:
+            self._retrying(lambda: self._use_wal(conn))
+        except BaseException:
+            conn.close()
+            raise
         self._local.held = (os.getpid(), conn)
         with self._all_lock:
             self._all.append((os.getpid(), conn))
         if not self._ready:
-            self._migrate(conn)
+            self._retrying(lambda: self._migrate(conn))
         return conn
 
-    def _use_wal(self, conn: sqlite3.Connection) -> None:
-        # Switching to WAL needs the file to itself and does not wait on the busy handler, so
-        # connections racing to create the file retry until the first switch is done.
+    @staticmethod
+    def _use_wal(conn: sqlite3.Connection) -> None:
+        # switching to WAL needs the file to itself: racing first openers retry until one did
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+
+    def _retrying(self, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt`` until it is not refused by a busy file, for at most ``timeout`` s.
+
+        Pauses are short and random (0.2 to 2 ms, growing slowly) so that waiting callers in
+        several processes keep trying often and do not fall into step with each other.
+        """
         deadline = time.monotonic() + self.timeout
+        pause = 0.0002
         while True:
             try:
-                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.005)
+                return attempt()
+            except sqlite3.Error as exc:
+                if not _is_busy(exc):
+                    raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BackendUnavailable(
+                        self.name, f"{self.path}: {exc} (still busy after {self.timeout:g} s)"
+                    ) from exc
+                time.sleep(min(left, random.uniform(0.0, pause)))
+                pause = min(pause * 1.5, 0.002)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS ratelimit_migrations (version INTEGER PRIMARY KEY)"
-                )
-                done = conn.execute(
-                    "SELECT COALESCE(MAX(version), -1) FROM ratelimit_migrations"
-                ).fetchone()[0]
-                for version, statement in enumerate(MIGRATIONS):
-                    if version > done:
-                        conn.execute(statement)
-                        conn.execute(
-                            "INSERT INTO ratelimit_migrations (version) VALUES (?)", (version,)
-                        )
-                conn.execute("COMMIT")
-            except BaseException:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS ratelimit_migrations (version INTEGER PRIMARY KEY)"
+            )
+            done = conn.execute(
+                "SELECT COALESCE(MAX(version), -1) FROM ratelimit_migrations"
+            ).fetchone()[0]
+            for version, statement in enumerate(MIGRATIONS):
+                if version > done:
+                    conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO ratelimit_migrations (version) VALUES (?)", (version,)
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
                 conn.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+            raise
         self._ready = True
 
     def setup(self) -> None:
-        self._migrate(self._connect())
+        conn = self._connect()
+        self._retrying(lambda: self._migrate(conn))
 
     def _now(self, clock: Clock | None) -> float:
         # processes share this file, so only the backend's own clock stamps, never a limiter's
         return (self._clock or time.time)()
 
-    def _transaction(self, body):  # type: ignore[no-untyped-def]
+    def _transaction(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
         conn = self._connect()
-        try:
+
+        def attempt() -> _T:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = body(conn)
@@ -146,12 +187,14 @@ class SQLiteBackend(Backend):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-        except sqlite3.Error as exc:
-            raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+
+        return self._retrying(attempt)
 
     # -- the log ------------------------------------------------------------------------------
 
-    def _decide(self, conn, key, rules, charge, now):  # type: ignore[no-untyped-def]
+    def _decide(
+        self, conn: sqlite3.Connection, key: str, rules: Limits, charge: Charge, now: float
+    ) -> tuple[bool, float, tuple[int, ...]]:
         longest = rules.longest_window
         conn.execute(
             "DELETE FROM ratelimit_grants WHERE key = ? AND stamp <= ? AND stamp + ? <= ?",
@@ -228,12 +271,13 @@ class SQLiteBackend(Backend):
 
     def stored_entries(self, key: str) -> int:
         conn = self._connect()
-        try:
-            return conn.execute(
-                "SELECT COUNT(*) FROM ratelimit_grants WHERE key = ?", (key,)
-            ).fetchone()[0]
-        except sqlite3.Error as exc:
-            raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+        return self._retrying(
+            lambda: int(
+                conn.execute(
+                    "SELECT COUNT(*) FROM ratelimit_grants WHERE key = ?", (key,)
+                ).fetchone()[0]
+            )
+        )
 
     def close(self) -> None:
         with self._all_lock:

@@ -175,20 +175,21 @@ def test_resolve_is_a_compare_and_set(store, backend):
         store.resolve(
             batch.batch_id,
             expected_version=1,
-            outcome=outcome_of(batch, "bob"),
+            outcome=outcome_of(batch, "alice"),
             idempotency_key="k1",
             decision_digest="d1",
         )
         == won
     )
-    with pytest.raises(IdempotencyConflict):
-        store.resolve(
-            batch.batch_id,
-            expected_version=1,
-            outcome=outcome_of(batch, "bob"),
-            idempotency_key="k1",
-            decision_digest="d2",
-        )
+    for decider, digest in (("alice", "d2"), ("bob", "d1"), ("bob", "d2")):
+        with pytest.raises(IdempotencyConflict):
+            store.resolve(
+                batch.batch_id,
+                expected_version=1,
+                outcome=outcome_of(batch, decider),
+                idempotency_key="k1",
+                decision_digest=digest,
+            )
     with pytest.raises(DecisionConflict):
         store.resolve(
             batch.batch_id,
@@ -392,3 +393,36 @@ def test_gate_review_over_the_store(store):
         "item_resolved",
         "batch_resolved",
     ]
+
+
+@pytest.mark.parametrize("quorum", [1, 2])
+def test_idempotency_keys_are_scoped_to_the_batch_and_the_reviewer(backend, quorum):
+    """Another reviewer replaying a key gets a conflict, never the first reviewer's result."""
+    store = backend.open()
+    gate = ApprovalGate(None, fake_validate, store=store, run_id="run_keys", quorum=quorum)
+    a = item()
+    batch = gate.open([a])
+    first = gate.submit(batch.batch_id, {a.call_id: Approve()}, actor="alice", idempotency_key="k")
+    before = state_hash(store)
+
+    other = ApprovalGate(None, fake_validate, store=backend.open(), run_id="run_keys")
+    for decision in (Approve(), Reject(reason="no")):
+        with pytest.raises(IdempotencyConflict) as info:
+            other.submit(batch.batch_id, {a.call_id: decision}, actor="bob", idempotency_key="k")
+        assert info.value.code == "idempotency_conflict"
+        assert "another reviewer" in str(info.value)
+    assert state_hash(store) == before  # bob's replay recorded nothing, not even a vote
+
+    # the same reviewer's replay, from another process, still returns the first result
+    again = other.submit(batch.batch_id, {a.call_id: Approve()}, actor="alice", idempotency_key="k")
+    assert again == first
+    with pytest.raises(IdempotencyConflict):
+        other.submit(
+            batch.batch_id, {a.call_id: Reject(reason="no")}, actor="alice", idempotency_key="k"
+        )
+    # the key belongs to (batch, reviewer): bob's own key still votes
+    if quorum == 2:
+        done = other.submit(
+            batch.batch_id, {a.call_id: Approve()}, actor="bob", idempotency_key="k-bob"
+        )
+        assert (done.status, done.votes) == ("resolved", 2)

@@ -91,3 +91,51 @@ def hammer(kind, location, key, limit, window, margin, start_at, duration, skew,
 def ready() -> bool:
     """A no-op that proves a worker process is up and has imported this module."""
     return True
+
+
+def hammer_counting_refusals(kind, location, key, limit, window, start_at, duration, seed):
+    """4 threads acquiring as fast as they can (2 fail-fast, 2 in wait mode) for ``duration``.
+
+    Unlike :func:`hammer`, a :class:`BackendUnavailable` does not stop a thread: it is counted
+    and the thread goes on. Returns ``(stamps, tries, unavailable messages)``.
+    """
+    from ratelimit import BackendUnavailable
+
+    backend = open_backend(kind, location)
+    fast = SlidingWindowLimiter(limit, window, key=key, backend=backend)
+    patient = SlidingWindowLimiter(
+        limit, window, key=key, backend=backend, mode="wait", max_wait=30.0
+    )
+    stamps: list[float] = []
+    unavailable: list[str] = []
+    tries = [0]
+    lock = threading.Lock()
+    stop_at = start_at + duration
+
+    def run(lim, rng):
+        while real_time() < stop_at:
+            with lock:
+                tries[0] += 1
+            try:
+                grant = lim.acquire()
+            except RateLimitExceeded:
+                continue
+            except BackendUnavailable as exc:
+                with lock:
+                    unavailable.append(str(exc))
+                continue
+            with lock:
+                stamps.append(grant.stamp)
+
+    while real_time() < start_at:
+        time.sleep(0.001)
+    threads = [
+        threading.Thread(target=run, args=(lim, random.Random(seed * 10 + i)))
+        for i, lim in enumerate((fast, fast, patient, patient))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    backend.close()
+    return stamps, tries[0], unavailable

@@ -260,9 +260,7 @@ UNREACHABLE = {
     "sqlite": lambda tmp_path: SQLiteBackend(
         tmp_path / "missing-dir" / "limits.sqlite", timeout=0.5
     ),
-    "postgres": lambda tmp_path: PostgresBackend(
-        "postgresql://root@127.0.0.1:1/test", connect_timeout=1
-    ),
+    "postgres": lambda tmp_path: PostgresBackend("postgresql://root@127.0.0.1:1/test", timeout=1),
     "redis": lambda tmp_path: RedisBackend("redis://127.0.0.1:1/0", timeout=0.5),
 }
 
