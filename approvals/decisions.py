@@ -35,10 +35,17 @@ DecisionPairs = list[tuple[str, Approve | Reject | Edit]]
 class ValidationLike(Protocol):
     """What the gate needs of a validator's result (``safety.ValidationResult`` fits)."""
 
-    ok: bool
-    sql: str | None
-    findings: Any
-    refusal: Any
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def sql(self) -> str | None: ...
+
+    @property
+    def findings(self) -> Any: ...
+
+    @property
+    def refusal(self) -> Any: ...
 
 
 Validate = Callable[[str], ValidationLike]
