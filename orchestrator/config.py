@@ -12,6 +12,8 @@ SQLGATE_RATE_BACKEND where the window is kept: a SQLite file in the state folder
 SQLGATE_STATE_DIR   sqlgate's state folder (default ~/.local/state/sqlgate)
 SQLGATE_APPROVAL_TTL     seconds a deferred approval batch may wait before it is rejected
 SQLGATE_APPROVAL_QUORUM  distinct reviewers a deferred batch needs (default 1)
+SQLGATE_LEASE       seconds a process's claim on a run lasts unrenewed (default 30): a stopped
+                    process's runs are taken over after this
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr
 
 from orchestrator.errors import ConfigurationError
+from orchestrator.lease import DEFAULT_LEASE_S
 from orchestrator.llm import LLMSettings
 from orchestrator.pipeline import PipelineConfig
 
@@ -82,11 +85,12 @@ class Settings(BaseModel):
         try:
             ttl = float(env["SQLGATE_APPROVAL_TTL"]) if env.get("SQLGATE_APPROVAL_TTL") else None
             quorum = int(env.get("SQLGATE_APPROVAL_QUORUM") or 1)
-            pipeline = PipelineConfig(approval_ttl_s=ttl, approval_quorum=quorum)
+            lease = float(env.get("SQLGATE_LEASE") or DEFAULT_LEASE_S)
+            pipeline = PipelineConfig(approval_ttl_s=ttl, approval_quorum=quorum, lease_s=lease)
         except (ValueError, TypeError) as exc:
             raise ConfigurationError(
-                "SQLGATE_APPROVAL_TTL must be a positive number of seconds and SQLGATE_APPROVAL_QUORUM "
-                "a whole number of at least 1"
+                "SQLGATE_APPROVAL_TTL and SQLGATE_LEASE must be positive numbers of seconds and "
+                "SQLGATE_APPROVAL_QUORUM a whole number of at least 1"
             ) from exc
         key = env.get("OPENAI_API_KEY")
         tokens = env.get("SQLGATE_TOKEN_LIMIT")
