@@ -6,6 +6,7 @@
     sqlgate approvals list|show|decide|history the reviewer's side of a paused run (ask --defer)
     sqlgate resume RUN_ID                      carry on once a paused run's batch is decided
     sqlgate runs list|show|recover             runs, who advances them, take over stopped ones
+    sqlgate worker                             advance runs handed out by a broker (Celery)
     sqlgate schema --db URL [TABLE ...]        what sqlgate sees of a database
     sqlgate validate "SQL" --dialect D         check SQL against the safety policy
     sqlgate limits                             the shared LLM rate-limit window
@@ -89,12 +90,14 @@ def _mount_subcommands() -> None:
     from orchestrator.cli_demo import demo
     from orchestrator.cli_inspect import limits, schema, validate
     from orchestrator.cli_runs import runs_app
+    from orchestrator.cli_worker import worker
 
     app.command()(batch)
     app.command()(demo)
     app.command()(schema)
     app.command()(validate)
     app.command()(limits)
+    app.command()(worker)
     app.add_typer(approvals_app, name="approvals")
     app.add_typer(runs_app, name="runs")
 

@@ -208,12 +208,18 @@ def decide(
     except ValueError as exc:  # a decision that is none of approve / reject / edit
         fail(f"invalid decision: {exc}", 1, error_code="invalid_decision", as_json=as_json)
         return
+    from orchestrator.tasks import broker_url, enqueue
+
+    queued = False
+    if str(outcome.status) != "pending" and broker_url():
+        enqueue(record.batch.run_id)  # a worker carries the run on (sqlgate worker)
+        queued = True
     payload = {
         "batch_id": batch_id,
         "run_id": record.batch.run_id,
         "status": str(outcome.status),
         "resolutions": {cid: r.model_dump(mode="json") for cid, r in outcome.resolutions.items()},
-        "next": f"sqlgate resume {record.batch.run_id}",
+        "next": "a worker resumes the run" if queued else f"sqlgate resume {record.batch.run_id}",
     }
     if as_json:
         emit_json(payload)

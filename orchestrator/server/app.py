@@ -53,6 +53,7 @@ from orchestrator.server.errors import RunNotFound, ServerError, Unauthenticated
 from orchestrator.server.events import Cursor, EventHub, EventSource
 from orchestrator.server.runner import RunService, shared_pipeline
 from orchestrator.server.state import RunRow
+from orchestrator.tasks import broker_url, enqueue
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_QUESTIONS = 1000
@@ -228,6 +229,7 @@ class Service:
             pipeline,
             workers=config.workers,
             notify=self.hub.poke,
+            dispatch=enqueue if broker_url() else None,
         )
         self.hub.listeners.append(self.runs.on_event)
         self.runs.start_recovery()

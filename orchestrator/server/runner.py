@@ -60,12 +60,85 @@ def shared_pipeline(
     )
 
 
-def new_run_id() -> str:
-    return "run_" + uuid.uuid4().hex[:16]
+def settle(
+    state: ServerState,
+    run_store: RunStore,
+    run_id: str,
+    results: list[RunResult],
+    *,
+    from_states: tuple[str, ...],
+    notify: Callable[[], None],
+    decided_early: Callable[[str], bool],
+    resume_soon: Callable[[str], None],
+) -> None:
+    """Record a run's results as the service shows them (paused at the gate, or finished), with
+    the event in the same transaction; used by the server's threads and by Celery workers."""
+    dumped = [r.model_dump(mode="json") for r in results]
+    waiting = [r for r in results if r.status == RunStatus.AWAITING_APPROVAL]
+    if waiting:
+        checkpoint = run_store.load(run_id).checkpoint
+        if not isinstance(checkpoint, PausedCheckpoint):
+            return  # taken over meanwhile: its new owner settles it
+        batch_id = checkpoint.batch_id
+        items = [
+            {"call_id": cid, "question_id": entry.question_id}
+            for cid, entry in checkpoint.pending.items()
+        ]
+        state.update_run(
+            run_id,
+            status="awaiting_approval",
+            expected=from_states,
+            batch_id=batch_id,
+            results=dumped,
+            event=(
+                "run_progress",
+                {
+                    "stage": "awaiting_approval",
+                    "done": len(results) - len(waiting),
+                    "total": len(results),
+                    "items": items,
+                },
+            ),
+        )
+        notify()
+        if decided_early(batch_id):  # decided before the checkpoint was written
+            resume_soon(run_id)
+        return
+    batch_ids = sorted({a.batch_id for r in results for a in r.approvals})
+    items = [
+        {
+            "call_id": a.call_id,
+            "question_id": f"q{i + 1}",
+            "status": a.status,
+            "batch_id": a.batch_id,
+        }
+        for i, r in enumerate(results)
+        for a in r.approvals
+    ]
+    state.update_run(
+        run_id,
+        status="finished",
+        expected=from_states,
+        batch_id=batch_ids[-1] if batch_ids else None,
+        results=dumped,
+        event=(
+            "run_finished",
+            {
+                "items": items,
+                "batch_ids": batch_ids,
+                "statuses": [str(r.status.value) for r in results],
+            },
+        ),
+    )
+    notify()
 
 
 #: Server run states a run may still be in when it is settled (recovered runs come from any).
-_OPEN_STATES = ("queued", "running", "awaiting_approval", "resuming")
+OPEN_STATES = ("queued", "running", "awaiting_approval", "resuming")
+
+
+def new_run_id() -> str:
+    return "run_" + uuid.uuid4().hex[:16]
 
 
 class RunService:
@@ -86,12 +159,14 @@ class RunService:
         *,
         workers: int = 4,
         notify: Callable[[], None] = lambda: None,
+        dispatch: Callable[[str], None] | None = None,
     ) -> None:
         self.state = state
         self.approvals = approvals
         self.run_store = run_store
         self.pipeline = pipeline
         self.notify = notify
+        self.dispatch = dispatch  # "advance run R" on a task engine; None: this process's threads
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlgate-run")
         self._resuming: set[str] = set()
         self._lock = threading.Lock()
@@ -123,7 +198,10 @@ class RunService:
         """Hand every stopped run (expired lease, or queued and never started) to a worker."""
         stale = self.run_store.expired(queued_for_s=self.pipeline.config.lease_s)
         for stored in stale:
-            self._pool.submit(self._guarded, stored.run_id, self._recover, stored.run_id)
+            if self.dispatch is not None:
+                self.dispatch(stored.run_id)
+            else:
+                self._pool.submit(self._guarded, stored.run_id, self._recover, stored.run_id)
         return [s.run_id for s in stale]
 
     def _recover(self, run_id: str) -> None:
@@ -131,7 +209,7 @@ class RunService:
             results = self.pipeline.recover(run_id, progress=self._progress(run_id, 0))
         except RunConflict:
             return  # another process took it first
-        self._settle(run_id, results, from_states=_OPEN_STATES)
+        self._settle(run_id, results, from_states=OPEN_STATES)
 
     # -- submit ------------------------------------------------------------------------------
     def submit(self, questions: list[str], owner: str) -> str:
@@ -139,7 +217,10 @@ class RunService:
         self.state.create_run(run_id, owner, questions)
         self.pipeline.queue(run_id, questions)
         self.notify()
-        self._pool.submit(self._guarded, run_id, self._start, run_id, questions)
+        if self.dispatch is not None:
+            self.dispatch(run_id)
+        else:
+            self._pool.submit(self._guarded, run_id, self._start, run_id, questions)
         return run_id
 
     def _start(self, run_id: str, questions: list[str]) -> None:
@@ -162,6 +243,9 @@ class RunService:
             self.resume_soon(event.run_id)
 
     def resume_soon(self, run_id: str) -> None:
+        if self.dispatch is not None:
+            self.dispatch(run_id)
+            return
         with self._lock:
             if run_id in self._resuming:
                 return
@@ -204,63 +288,16 @@ class RunService:
     def _settle(
         self, run_id: str, results: list[RunResult], *, from_states: tuple[str, ...]
     ) -> None:
-        dumped = [r.model_dump(mode="json") for r in results]
-        waiting = [r for r in results if r.status == RunStatus.AWAITING_APPROVAL]
-        if waiting:
-            checkpoint = self.run_store.load(run_id).checkpoint
-            assert isinstance(checkpoint, PausedCheckpoint)  # a waiting run is paused
-            batch_id = checkpoint.batch_id
-            items = [
-                {"call_id": cid, "question_id": entry.question_id}
-                for cid, entry in checkpoint.pending.items()
-            ]
-            self.state.update_run(
-                run_id,
-                status="awaiting_approval",
-                expected=from_states,
-                batch_id=batch_id,
-                results=dumped,
-                event=(
-                    "run_progress",
-                    {
-                        "stage": "awaiting_approval",
-                        "done": len(results) - len(waiting),
-                        "total": len(results),
-                        "items": items,
-                    },
-                ),
-            )
-            self.notify()
-            if not self._undecided(batch_id):  # decided before the checkpoint was written
-                self.resume_soon(run_id)
-            return
-        batch_ids = sorted({a.batch_id for r in results for a in r.approvals})
-        items = [
-            {
-                "call_id": a.call_id,
-                "question_id": f"q{i + 1}",
-                "status": a.status,
-                "batch_id": a.batch_id,
-            }
-            for i, r in enumerate(results)
-            for a in r.approvals
-        ]
-        self.state.update_run(
+        settle(
+            self.state,
+            self.run_store,
             run_id,
-            status="finished",
-            expected=from_states,
-            batch_id=batch_ids[-1] if batch_ids else None,
-            results=dumped,
-            event=(
-                "run_finished",
-                {
-                    "items": items,
-                    "batch_ids": batch_ids,
-                    "statuses": [str(r.status.value) for r in results],
-                },
-            ),
+            results,
+            from_states=from_states,
+            notify=self.notify,
+            decided_early=lambda batch_id: not self._undecided(batch_id),
+            resume_soon=self.resume_soon,
         )
-        self.notify()
 
     def _progress(self, run_id: str, total: int) -> Progress:
         def progress(stage: str, done: int = 0, of: int = 0) -> None:
