@@ -1,0 +1,170 @@
+"""A real Celery cluster for tests and benchmarks: ``sqlgate worker`` processes, a Redis broker,
+a PostgreSQL state database, the scripted model server answering after a fixed latency."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from approvals import ApprovalGate, Approve
+from orchestrator.checkpoint import StartedCheckpoint
+from orchestrator.state_db import StateDatabase
+from orchestrator.tasks import QUEUE, enqueue
+from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
+from tests.scripted_llm.server import ScriptedReply
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class TimedScript:
+    """The scenario replies after ``latency_s``; remembers when each request arrived."""
+
+    def __init__(self, latency_s: float) -> None:
+        self.script = ScenarioScript(SCENARIOS)
+        self.latency_s = latency_s
+        self.arrivals: list[float] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> ScriptedReply:
+        with self._lock:
+            self.arrivals.append(time.monotonic())
+        return dataclasses.replace(self.script(request), delay_s=self.latency_s)
+
+
+class _Accepted:
+    ok, findings, refusal = True, [], None
+
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+
+
+class Cluster:
+    """Workers on one broker and one state database; runs queued and approved from here."""
+
+    def __init__(
+        self,
+        *,
+        broker_url: str,
+        state_url: str,
+        database_url: str,
+        model_url: str,
+        rate_limit: str = "1000/60",
+        rate_backend: str = "memory",
+        lease_s: float = 2.0,
+        visibility_s: float = 5.0,
+    ) -> None:
+        self.broker_url = broker_url
+        self.state = StateDatabase(state_url)
+        self.state.setup()
+        self.database_url = database_url
+        self.env = {
+            **os.environ,
+            "SQLGATE_BROKER_URL": broker_url,
+            "SQLGATE_STATE_URL": state_url,
+            "OPENAI_BASE_URL": model_url,
+            "OPENAI_API_KEY": "scripted",
+            "SQLGATE_MODEL": "sqlgate-scripted",
+            "SQLGATE_RATE_LIMIT": rate_limit,
+            "SQLGATE_RATE_BACKEND": rate_backend,
+            "SQLGATE_LEASE": str(lease_s),
+            "SQLGATE_BROKER_VISIBILITY": str(visibility_s),
+        }
+        self.workers: list[subprocess.Popen[bytes]] = []
+        redis.Redis.from_url(broker_url).delete(QUEUE, "unacked", "unacked_index")
+
+    def start_workers(self, count: int, *, concurrency: int = 2) -> None:
+        for _ in range(count):
+            self.workers.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "orchestrator.cli", "worker"]
+                    + ["--concurrency", str(concurrency), "--loglevel", "WARNING"],
+                    cwd=ROOT,
+                    env=self.env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+
+    def kill_worker(self, index: int = 0) -> None:
+        proc = self.workers[index]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def stop_workers(self) -> None:
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.workers:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def submit(self, run_id: str, questions: list[str]) -> None:
+        self.state.runs.create(
+            run_id,
+            self.database_url,
+            StartedCheckpoint(run_id=run_id, questions=questions),
+            status="queued",
+        )
+        enqueue(run_id, url=self.broker_url)
+
+    def approve_waiting(self, run_ids: set[str]) -> int:
+        """Approve every pending batch of these runs and hand the runs on; how many."""
+        gate = ApprovalGate(reviewer=None, validate=_Accepted, store=self.state.approvals)
+        done = 0
+        for record in self.state.approvals.pending_batches():
+            if record.batch.run_id not in run_ids:
+                continue
+            gate.submit(
+                record.batch_id,
+                {i.call_id: Approve() for i in record.batch.pending},
+                actor="rita",
+            )
+            enqueue(record.batch.run_id, url=self.broker_url)
+            done += 1
+        return done
+
+    def finished(self, run_ids: set[str]) -> int:
+        return sum(1 for r in run_ids if self.state.runs.load(r).status == "finished")
+
+    def drive(
+        self,
+        run_ids: set[str],
+        *,
+        timeout_s: float,
+        during: Callable[[int], None] = lambda finished: None,
+    ) -> float:
+        """Approve as batches open until every run finished; the seconds it took."""
+        started = time.monotonic()
+        while True:
+            self.approve_waiting(run_ids)
+            finished = self.finished(run_ids)
+            during(finished)
+            if finished == len(run_ids):
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout_s:
+                statuses = {r: self.state.runs.load(r).status for r in run_ids}
+                raise AssertionError(f"runs still open after {timeout_s} s: {statuses}")
+            time.sleep(0.2)
+
+
+def most_in_any_window(arrivals: list[float], window_s: float) -> int:
+    """The largest number of arrivals inside any window of ``window_s`` seconds."""
+    times = sorted(arrivals)
+    best, start = 0, 0
+    for end, moment in enumerate(times):
+        while moment - times[start] >= window_s:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
