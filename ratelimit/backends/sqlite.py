@@ -57,6 +57,26 @@ _T = TypeVar("_T")
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
+#: one lock per database file in this process: its threads take turns at the file's lock
+_TURNS: dict[str, threading.Lock] = {}
+_TURNS_GUARD = threading.Lock()
+
+
+def _turn_for(name: str) -> threading.Lock:
+    with _TURNS_GUARD:
+        return _TURNS.setdefault(name, threading.Lock())
+
+
+def _forget_turns() -> None:
+    # a forked child has one thread: locks held by its parent's other threads never free
+    global _TURNS_GUARD
+    _TURNS.clear()
+    _TURNS_GUARD = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_turns)
+
+
 def _is_busy(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
@@ -83,6 +103,7 @@ class SQLiteBackend(Backend):
         self, path: str | os.PathLike[str], *, clock: Clock | None = None, timeout: float = 5.0
     ) -> None:
         self.path = Path(path)
+        self._lock_name = str(self.path.resolve())
         self._clock = clock
         self.timeout = timeout
         self._local = threading.local()
@@ -125,24 +146,35 @@ class SQLiteBackend(Backend):
     def _retrying(self, attempt: Callable[[], _T]) -> _T:
         """Run ``attempt`` until it is not refused by a busy file, for at most ``timeout`` s.
 
-        Pauses are short and random (0.2 to 2 ms, growing slowly) so that waiting callers in
+        The threads of one process take turns first (a lock per file and process), so the
+        file's lock is wanted by one caller per process, not by every thread. Pauses between
+        tries are short and random (up to 0.2 ms, growing to 2 ms) so that waiting callers in
         several processes keep trying often and do not fall into step with each other.
         """
         deadline = time.monotonic() + self.timeout
-        pause = 0.0002
-        while True:
-            try:
-                return attempt()
-            except sqlite3.Error as exc:
-                if not _is_busy(exc):
-                    raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise BackendUnavailable(
-                        self.name, f"{self.path}: {exc} (still busy after {self.timeout:g} s)"
-                    ) from exc
-                time.sleep(min(left, random.uniform(0.0, pause)))
-                pause = min(pause * 1.5, 0.002)
+        turn = _turn_for(self._lock_name)
+        if not turn.acquire(timeout=self.timeout):
+            raise BackendUnavailable(
+                self.name, f"{self.path}: this process's callers still queued after "
+                f"{self.timeout:g} s"
+            )  # fmt: skip
+        try:
+            pause = 0.0002
+            while True:
+                try:
+                    return attempt()
+                except sqlite3.Error as exc:
+                    if not _is_busy(exc):
+                        raise BackendUnavailable(self.name, f"{self.path}: {exc}") from exc
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise BackendUnavailable(
+                            self.name, f"{self.path}: {exc} (still busy after {self.timeout:g} s)"
+                        ) from exc
+                    time.sleep(min(left, random.uniform(0.0, pause)))
+                    pause = min(pause * 1.5, 0.002)
+        finally:
+            turn.release()
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")

@@ -17,10 +17,10 @@ from ratelimit import (
 real_time = time.time
 
 
-def open_backend(kind: str, location: str, clock=None):
+def open_backend(kind: str, location: str, clock=None, **options):
     """Open a shared backend by kind and location (a file path or a URL)."""
     if kind == "sqlite":
-        return SQLiteBackend(location, clock=clock)
+        return SQLiteBackend(location, clock=clock, **options)
     if kind == "postgres":
         return PostgresBackend(location, clock=clock)
     if kind == "redis":
@@ -93,15 +93,18 @@ def ready() -> bool:
     return True
 
 
-def hammer_counting_refusals(kind, location, key, limit, window, start_at, duration, seed):
+def hammer_counting_refusals(
+    kind, location, key, limit, window, start_at, duration, seed, **options
+):
     """4 threads acquiring as fast as they can (2 fail-fast, 2 in wait mode) for ``duration``.
 
     Unlike :func:`hammer`, a :class:`BackendUnavailable` does not stop a thread: it is counted
-    and the thread goes on. Returns ``(stamps, tries, unavailable messages)``.
+    and the thread goes on. ``options`` go to the backend. Returns
+    ``(stamps, tries, unavailable messages)``.
     """
     from ratelimit import BackendUnavailable
 
-    backend = open_backend(kind, location)
+    backend = open_backend(kind, location, **options)
     fast = SlidingWindowLimiter(limit, window, key=key, backend=backend)
     patient = SlidingWindowLimiter(
         limit, window, key=key, backend=backend, mode="wait", max_wait=30.0
