@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from .resolve import Resolution, resolve, resolve_tables
+from .resolve import Resolution, resolve, resolve_tables, sqlite_quoted_strings
 
 if TYPE_CHECKING:
     from .rules import RuleContext
@@ -163,6 +163,8 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
                 expression,
             )
             return expression
+        if ctx.dialect == "sqlite" and sqlite_quoted_strings(expression, ctx.catalog):
+            ctx.invalidate()
         resolution: Resolution = resolve(expression, ctx.catalog, ctx.dialect)
     else:
         resolution = resolve_tables(expression, ctx.catalog, ctx.default_schema)

@@ -59,6 +59,11 @@ class SchemaCatalog:
                 self._add(original, self.default_schema or _UNNAMED, parts[0], list(value))
             else:
                 self._add(original, parts[-2], parts[-1], list(value))
+        if dialect == "mysql":  # resolution compares MySQL names lower-cased (see safety.resolve)
+            original = {
+                s.lower(): {t.lower(): [c.lower() for c in cols] for t, cols in tables.items()}
+                for s, tables in original.items()
+            }
         self.mapping = MappingSchema(
             {
                 s: {t: {c: "UNKNOWN" for c in cols} for t, cols in tables.items()}

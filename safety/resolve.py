@@ -27,7 +27,15 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from .catalog import SchemaCatalog
 
-__all__ = ["Problem", "Resolution", "ResolvedColumn", "ResolvedTable", "resolve", "resolve_tables"]
+__all__ = [
+    "Problem",
+    "Resolution",
+    "ResolvedColumn",
+    "ResolvedTable",
+    "resolve",
+    "resolve_tables",
+    "sqlite_quoted_strings",
+]
 
 
 @dataclass(frozen=True)
@@ -144,9 +152,14 @@ _QUALIFY_CODES = (
 def resolve(expression: exp.Expression, catalog: SchemaCatalog, dialect: str) -> Resolution:
     """Qualify a copy of ``expression`` against ``catalog`` and follow every column to its table."""
     resolution = Resolution()
+    copy = expression.copy()
+    if dialect == "mysql":
+        # MySQL compares column names case-insensitively, quoted or not; sqlglot's MySQL keeps case.
+        for identifier in copy.find_all(exp.Identifier):
+            identifier.set("this", identifier.name.lower())
     try:
         qualified = qualify(
-            expression.copy(),
+            copy,
             dialect=dialect,
             schema=catalog.mapping,
             db=catalog.qualify_db,
@@ -162,7 +175,9 @@ def resolve(expression: exp.Expression, catalog: SchemaCatalog, dialect: str) ->
         )
         return resolution
     visited: set[int] = set()
+    scopes: dict[int, Scope] = {}
     for scope in traverse_scope(qualified):
+        scopes[id(scope.expression)] = scope
         for alias, source in scope.sources.items():
             if _is_real(source):
                 assert isinstance(source, exp.Table)
@@ -182,6 +197,12 @@ def resolve(expression: exp.Expression, catalog: SchemaCatalog, dialect: str) ->
     for column in qualified.find_all(exp.Column):
         if id(column) in visited or column.is_star or _lambda_variable(column):
             continue
+        select = column.parent_select
+        if not column.table and select is not None and column.name in select.named_selects:
+            # An output alias (ORDER BY n). Engines differ on whether a name inside an ORDER BY
+            # expression means the alias or an input column, so a real column of that name counts.
+            _alias_shadowing(column, scopes.get(id(select)), catalog, resolution)
+            continue
         resolution.problems.append(
             Problem(
                 "unresolved_column",
@@ -190,6 +211,25 @@ def resolve(expression: exp.Expression, catalog: SchemaCatalog, dialect: str) ->
             )
         )
     return resolution
+
+
+def _alias_shadowing(
+    column: exp.Column, scope: Scope | None, catalog: SchemaCatalog, resolution: Resolution
+) -> None:
+    name = column.name.lower()
+    for source in scope.sources.values() if scope is not None else ():
+        if not _is_real(source):
+            continue
+        assert isinstance(source, exp.Table)
+        schema, table = _table_of(source, catalog, None)
+        columns = catalog.columns(schema, table) or []
+        renamed = [c.lower() for c in source.alias_column_names]
+        if name in renamed and renamed.index(name) < len(columns):
+            resolution.columns.append(
+                ResolvedColumn(schema, table, columns[renamed.index(name)], column)
+            )
+        elif name in columns[len(renamed) :]:
+            resolution.columns.append(ResolvedColumn(schema, table, name, column))
 
 
 def _lambda_variable(column: exp.Column) -> bool:
@@ -216,6 +256,7 @@ def _resolve_column(
     if not alias:
         select = scope.expression
         if isinstance(select, exp.Select) and column.name in select.named_selects:
+            _alias_shadowing(column, scope, catalog, resolution)
             return  # an output alias (ORDER BY n): its expression is resolved where it is defined
         resolution.problems.append(
             Problem(
@@ -269,3 +310,32 @@ def _resolve_column(
         )
         return
     resolution.columns.append(ResolvedColumn(schema, table, real, column))
+
+
+def sqlite_quoted_strings(expression: exp.Expression, catalog: SchemaCatalog) -> int:
+    """Turn SQLite's double-quoted "strings" into string literals; returns how many.
+
+    SQLite reads a double-quoted identifier that names nothing as a string (``WHERE x = "Asia"``).
+    A quoted, unqualified name that is no column of a table the statement reads and no alias in
+    it is rewritten to the literal SQLite would use, so the SQL that runs says so explicitly.
+    """
+    names: set[str] = set()
+    for table in expression.find_all(exp.Table):
+        names.update(catalog.columns(catalog.schema_of(table.db), table.name) or ())
+        names.update(c.lower() for c in table.alias_column_names)
+    for node in expression.find_all(exp.Alias, exp.TableAlias, exp.CTE):
+        names.add(node.alias.lower())
+        if isinstance(node, exp.TableAlias):
+            names.update(c.name.lower() for c in node.columns)
+    changed = 0
+    for column in list(expression.find_all(exp.Column)):
+        identifier = column.this
+        if (
+            not column.table
+            and isinstance(identifier, exp.Identifier)
+            and identifier.quoted
+            and identifier.name.lower() not in names
+        ):
+            column.replace(exp.Literal.string(identifier.name))
+            changed += 1
+    return changed

@@ -70,6 +70,11 @@ def _star_sources(scope: Scope, star: exp.Expr) -> list[tuple[str, object]] | No
 
 def _expand_one(scope: Scope, ctx: RuleContext, omitted: list[str]) -> bool:
     select = scope.expression
+    if any(
+        join.args.get("using") or join.method.upper() == "NATURAL"
+        for join in select.args.get("joins") or ()
+    ):
+        return False  # USING / NATURAL merge columns: expanding per table would change the result
     projections: list[exp.Expression] = []
     several = len(scope.selected_sources) > 1
     for projection in select.expressions:
