@@ -72,6 +72,13 @@ def check_session_state(expression: exp.Expression, ctx: RuleContext) -> exp.Exp
                 f"read-only query may not change session state.",
                 node,
             )
+    for node in ctx.of(expression, exp.Parameter):
+        if isinstance(node.this, exp.Parameter):  # @@name read as a parameter of a parameter
+            ctx.report(
+                "server_setting",
+                f"The server setting {node.sql(ctx.dialect)} {where(node)} may not be read.",
+                node,
+            )
     for node in ctx.of(expression, exp.SessionParameter):
         ctx.report(
             "server_setting",

@@ -170,6 +170,13 @@ def resolve(expression: exp.Expression, catalog: SchemaCatalog, dialect: str) ->
     except OptimizeError as error:
         text = str(error).split(". Line:")[0]
         code = next((c for key, c in _QUALIFY_CODES if key in text.lower()), "unresolved_reference")
+        aliases = {t.alias_or_name.lower() for t in copy.find_all(exp.Table)}
+        if (
+            code == "unresolved_column"
+            and text.split("'")[1:2]
+            and text.split("'")[1].lower() in aliases
+        ):
+            code = "whole_row_reference"  # a bare table name used as a value: the whole row
         resolution.problems.append(
             Problem(code, f"A reference could not be resolved against the schema: {text}.")
         )

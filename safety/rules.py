@@ -165,6 +165,13 @@ def check_root(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
             expression,
         )
         ctx.halted = True
+    elif isinstance(expression, exp.Select) and not expression.expressions:
+        ctx.report(
+            "empty_select",
+            "The SELECT has no columns (in MySQL, # starts a comment that runs to the end of the line).",
+            expression,
+        )
+        ctx.halted = True
     return expression
 
 
