@@ -168,8 +168,6 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
         resolution: Resolution = resolve(expression, ctx.catalog, ctx.dialect)
     else:
         resolution = resolve_tables(expression, ctx.catalog, ctx.default_schema)
-    for problem in resolution.problems:
-        ctx.report(problem.code, problem.message, problem.node)
     default = ctx.default_schema
     for table in resolution.tables:
         verdict = rules.table_verdict(table.schema, table.table, default)
@@ -183,6 +181,8 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
                 f"The table {table.shown} {where(table.node)} is not among the tables this query may read.",
                 table.node,
             )
+    for problem in resolution.problems:
+        ctx.report(problem.code, problem.message, problem.node)
     for column in resolution.columns:
         verdict = rules.column_verdict(column.schema, column.table, column.column, default)
         if verdict == "column_denied":

@@ -177,6 +177,7 @@ def resolve(expression: exp.Expression, catalog: SchemaCatalog, dialect: str) ->
             and text.split("'")[1].lower() in aliases
         ):
             code = "whole_row_reference"  # a bare table name used as a value: the whole row
+        resolution = resolve_tables(expression, catalog, None)  # unknown tables named first
         resolution.problems.append(
             Problem(code, f"A reference could not be resolved against the schema: {text}.")
         )
