@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from .resolve import Resolution, resolve, resolve_tables, sqlite_quoted_strings
+from .resolve_fast import GIVE_UP, fast_resolve, needs_full
 
 if TYPE_CHECKING:
     from .rules import RuleContext
@@ -163,9 +164,18 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
                 expression,
             )
             return expression
-        if ctx.dialect == "sqlite" and sqlite_quoted_strings(expression, ctx.catalog):
-            ctx.invalidate()
-        resolution: Resolution = resolve(expression, ctx.catalog, ctx.dialect)
+        if ctx.dialect == "sqlite" and any(
+            isinstance(c.this, exp.Identifier) and c.this.quoted
+            for c in ctx.of(expression, exp.Column)
+        ):
+            if sqlite_quoted_strings(expression, ctx.catalog):
+                ctx.invalidate()
+        fast = None
+        if not needs_full(ctx.of(expression, *GIVE_UP), ctx.of(expression, exp.Star)):
+            fast = fast_resolve(
+                expression, ctx.catalog, ctx.dialect, ctx.of(expression, exp.Column)
+            )
+        resolution: Resolution = fast or resolve(expression, ctx.catalog, ctx.dialect)
     else:
         resolution = resolve_tables(expression, ctx.catalog, ctx.default_schema)
     default = ctx.default_schema

@@ -34,6 +34,7 @@ __all__ = [
     "ResolvedTable",
     "resolve",
     "resolve_tables",
+    "is_output_alias",
     "sqlite_quoted_strings",
 ]
 
@@ -206,7 +207,7 @@ def resolve(expression: exp.Expression, catalog: SchemaCatalog, dialect: str) ->
         if id(column) in visited or column.is_star or _lambda_variable(column):
             continue
         select = column.parent_select
-        if not column.table and select is not None and column.name in select.named_selects:
+        if is_output_alias(column, select):
             # An output alias (ORDER BY n). Engines differ on whether a name inside an ORDER BY
             # expression means the alias or an input column, so a real column of that name counts.
             _alias_shadowing(column, scopes.get(id(select)), catalog, resolution)
@@ -219,6 +220,19 @@ def resolve(expression: exp.Expression, catalog: SchemaCatalog, dialect: str) ->
             )
         )
     return resolution
+
+
+def is_output_alias(column: exp.Column, select: exp.Expr | None) -> bool:
+    """True when ``column`` names an output alias of ``select`` from ORDER BY, GROUP BY or HAVING."""
+    if column.table or not isinstance(select, exp.Select):
+        return False
+    clause = column.find_ancestor(exp.Order, exp.Group, exp.Having, exp.Qualify, exp.Select)
+    if not isinstance(clause, (exp.Order, exp.Group, exp.Having, exp.Qualify)):
+        return False
+    if clause.parent is not select:
+        return False
+    name = column.name.lower()
+    return any(isinstance(p, exp.Alias) and p.alias.lower() == name for p in select.expressions)
 
 
 def _alias_shadowing(
@@ -263,7 +277,7 @@ def _resolve_column(
     alias = column.table
     if not alias:
         select = scope.expression
-        if isinstance(select, exp.Select) and column.name in select.named_selects:
+        if is_output_alias(column, select):
             _alias_shadowing(column, scope, catalog, resolution)
             return  # an output alias (ORDER BY n): its expression is resolved where it is defined
         resolution.problems.append(

@@ -16,6 +16,7 @@ MODULES = [
     "safety.policy_file",
     "safety.readonly",
     "safety.resolve",
+    "safety.resolve_fast",
     "safety.validator",
 ]
 

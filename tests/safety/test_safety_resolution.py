@@ -19,55 +19,55 @@ def code(sql, dialect="postgres", policy=POLICY, schema=SCHEMA, **kwargs):
     return result.refusal.code if result.refusal else None
 
 
-@pytest.mark.parametrize(
-    ("sql", "expected"),
-    [
-        # alias column lists map back by position
-        ("SELECT c.y FROM users AS c(x, y, z)", None),
-        ("SELECT c.z FROM users AS c(x, y, z)", "column_denied"),
-        ("SELECT z FROM users AS c(x, y, z)", "column_denied"),
-        ("SELECT c.email FROM users AS c(x, y)", "column_denied"),  # the third keeps its name
-        ("SELECT c.id FROM users AS c(x, y)", "unresolved_column"),  # renamed away
-        ("SELECT s.q FROM (SELECT id, email FROM users) AS s(p, q)", "column_denied"),
-        ("WITH c(p, q) AS (SELECT id, email FROM users) SELECT q FROM c", "column_denied"),
-        ("WITH c(p, q) AS (SELECT id, name FROM users) SELECT q FROM c", None),
-        # whole-row references and stars inside expressions
-        ("SELECT c FROM users AS c", "whole_row_reference"),
-        ("SELECT c::text FROM users AS c", "whole_row_reference"),
-        ("SELECT row_to_json(c) FROM users AS c", "whole_row_reference"),
-        ("SELECT (c).email FROM users AS c", "whole_row_reference"),
-        ("SELECT c.fn FROM users AS c", "unresolved_column"),  # fn(c) in PostgreSQL
-        ("SELECT CAST(c.* AS TEXT) FROM users AS c", "nested_star"),
-        ("SELECT 'x' || c.* FROM users AS c", "nested_star"),
-        ("SELECT count(c.*) FROM users AS c", "nested_star"),
-        ("SELECT count(*) FROM users", None),
-        # joins, set operations, lateral, correlation
-        ("SELECT id FROM users JOIN orders USING (id)", None),
-        ("SELECT email FROM users NATURAL JOIN orders", "column_denied"),
-        ("SELECT id FROM users UNION SELECT email FROM users", "column_denied"),
-        ("SELECT l.e FROM users AS u, LATERAL (SELECT u.email AS e) AS l", "column_denied"),
-        ("SELECT l.e FROM users AS u CROSS JOIN LATERAL (SELECT u.name AS e) AS l", None),
-        (
-            "SELECT id FROM orders WHERE EXISTS (SELECT 1 FROM users WHERE users.email = 'a')",
-            "column_denied",
-        ),
-        (
-            "SELECT name FROM users WHERE id IN (SELECT user_id FROM orders WHERE total > users.id)",
-            None,
-        ),
-        # output aliases: alone they are the alias; inside an expression they may be the column
-        ("SELECT name AS n FROM users ORDER BY n", None),
-        ("SELECT name AS email FROM users ORDER BY email || ''", "column_denied"),
-        ("SELECT name AS email FROM users WHERE email = 'a'", "column_denied"),
-        # schemas: the default one made explicit, another one refused
-        ("SELECT id FROM public.users", None),
-        ("SELECT id FROM crm.users", "table_not_allowed"),
-        ("SELECT id FROM nowhere.users", "table_not_allowed"),
-        ("SELECT id FROM ghost", "table_not_allowed"),
-        ("SELECT ghost FROM users", "unresolved_column"),
-        ("SELECT id FROM otherdb.public.users", "unresolved_table"),
-    ],
-)
+_UNIT_CASES = [
+    # alias column lists map back by position
+    ("SELECT c.y FROM users AS c(x, y, z)", None),
+    ("SELECT c.z FROM users AS c(x, y, z)", "column_denied"),
+    ("SELECT z FROM users AS c(x, y, z)", "column_denied"),
+    ("SELECT c.email FROM users AS c(x, y)", "column_denied"),  # the third keeps its name
+    ("SELECT c.id FROM users AS c(x, y)", "unresolved_column"),  # renamed away
+    ("SELECT s.q FROM (SELECT id, email FROM users) AS s(p, q)", "column_denied"),
+    ("WITH c(p, q) AS (SELECT id, email FROM users) SELECT q FROM c", "column_denied"),
+    ("WITH c(p, q) AS (SELECT id, name FROM users) SELECT q FROM c", None),
+    # whole-row references and stars inside expressions
+    ("SELECT c FROM users AS c", "whole_row_reference"),
+    ("SELECT c::text FROM users AS c", "whole_row_reference"),
+    ("SELECT row_to_json(c) FROM users AS c", "whole_row_reference"),
+    ("SELECT (c).email FROM users AS c", "whole_row_reference"),
+    ("SELECT c.fn FROM users AS c", "unresolved_column"),  # fn(c) in PostgreSQL
+    ("SELECT CAST(c.* AS TEXT) FROM users AS c", "nested_star"),
+    ("SELECT 'x' || c.* FROM users AS c", "nested_star"),
+    ("SELECT count(c.*) FROM users AS c", "nested_star"),
+    ("SELECT count(*) FROM users", None),
+    # joins, set operations, lateral, correlation
+    ("SELECT id FROM users JOIN orders USING (id)", None),
+    ("SELECT email FROM users NATURAL JOIN orders", "column_denied"),
+    ("SELECT id FROM users UNION SELECT email FROM users", "column_denied"),
+    ("SELECT l.e FROM users AS u, LATERAL (SELECT u.email AS e) AS l", "column_denied"),
+    ("SELECT l.e FROM users AS u CROSS JOIN LATERAL (SELECT u.name AS e) AS l", None),
+    (
+        "SELECT id FROM orders WHERE EXISTS (SELECT 1 FROM users WHERE users.email = 'a')",
+        "column_denied",
+    ),
+    (
+        "SELECT name FROM users WHERE id IN (SELECT user_id FROM orders WHERE total > users.id)",
+        None,
+    ),
+    # output aliases: alone they are the alias; inside an expression they may be the column
+    ("SELECT name AS n FROM users ORDER BY n", None),
+    ("SELECT name AS email FROM users ORDER BY email || ''", "column_denied"),
+    ("SELECT name AS email FROM users WHERE email = 'a'", "column_denied"),
+    # schemas: the default one made explicit, another one refused
+    ("SELECT id FROM public.users", None),
+    ("SELECT id FROM crm.users", "table_not_allowed"),
+    ("SELECT id FROM nowhere.users", "table_not_allowed"),
+    ("SELECT id FROM ghost", "table_not_allowed"),
+    ("SELECT ghost FROM users", "unresolved_column"),
+    ("SELECT id FROM otherdb.public.users", "unresolved_table"),
+]
+
+
+@pytest.mark.parametrize(("sql", "expected"), _UNIT_CASES)
 def test_references_resolve_or_are_refused(sql, expected):
     assert code(sql) == expected
 
@@ -204,3 +204,55 @@ def test_star_expansion_on_schema_qualified_schemas():
     result = denied.validate("SELECT * FROM users AS c(x, y, z)")
     assert result.sql == "SELECT x, y FROM users AS c(x, y, z) LIMIT 1000"
     assert "star_columns_omitted" in result.codes
+
+
+def _both(sql, dialect, catalog):
+    import sqlglot
+    from sqlglot import exp
+
+    from safety.resolve import resolve, sqlite_quoted_strings
+    from safety.resolve_fast import GIVE_UP, fast_resolve, needs_full
+
+    tree = sqlglot.parse_one(sql, read=dialect)
+    if dialect == "sqlite":
+        sqlite_quoted_strings(tree, catalog)
+    fast = None
+    if not needs_full(list(tree.find_all(*GIVE_UP)), list(tree.find_all(exp.Star))):
+        fast = fast_resolve(tree, catalog, dialect, list(tree.find_all(exp.Column)))
+    return fast, resolve(tree, catalog, dialect)
+
+
+def _columns(resolution):
+    return {(c.schema, c.table, c.column) for c in resolution.columns}
+
+
+@pytest.mark.parametrize("source", ["spider_dev", "spiderman", "unit"])
+def test_fast_path_agrees_with_qualify(source):
+    """Where the fast path answers, the full resolver accepts too and finds the same columns."""
+    from safety_corpora import spider_dev, spider_schemas, spiderman_queries
+
+    if source == "unit":
+        catalog = SchemaCatalog(SCHEMA, "postgres")
+        items = [(sql, "postgres", catalog) for sql, _ in _UNIT_CASES]
+    else:
+        schemas = spider_schemas()
+        dialect = "sqlite" if source == "spider_dev" else "mysql"
+        catalogs = {db: SchemaCatalog(s, dialect) for db, s in schemas.items()}
+        pairs = (
+            [(e["query"], e["db_id"]) for e in spider_dev()]
+            if source == "spider_dev"
+            else [
+                (r["sql"], r["database"]) for r in spiderman_queries() if r["database"] in schemas
+            ]
+        )
+        items = [(sql, dialect, catalogs[db]) for sql, db in pairs]
+    answered = 0
+    for sql, dialect, catalog in items:
+        fast, full = _both(sql, dialect, catalog)
+        if fast is None:
+            continue
+        answered += 1
+        assert not full.problems, (sql, full.problems)
+        assert not fast.problems, (sql, fast.problems)
+        assert _columns(fast) == _columns(full), sql
+    assert answered > (len(items) // 2 if source != "unit" else 5), answered
