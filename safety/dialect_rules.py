@@ -8,7 +8,7 @@
   ``current_setting`` (``server_setting``).
 - ``REGEXP`` on SQLite runs whatever function the connection registered (a backtracking engine
   can stall the process): refused (``regexp_unsupported``). On MySQL/MariaDB it is rendered as
-  ``x REGEXP y``, which both engines run (MariaDB has no ``REGEXP_LIKE``).
+  ``(x REGEXP y)``, which both engines run (MariaDB has no ``REGEXP_LIKE``).
 
 Example:
     >>> from safety import SqlValidator
@@ -18,11 +18,10 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import TokenError
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ __all__ = [
     "check_executable_comments",
     "check_regexp",
     "check_session_state",
-    "rendering_dialect",
+    "render",
 ]
 
 
@@ -104,21 +103,30 @@ def check_regexp(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
     return expression
 
 
-def _regexp_operator(generator: Any, node: exp.RegexpLike) -> str:
-    if node.args.get("flag"):
-        return str(generator.function_fallback_sql(node))
-    return str(generator.binary(node, "REGEXP"))
+def render(expression: exp.Expression, dialect: Dialect, text: str = "") -> str:
+    """The SQL that runs: ``expression`` rendered for the engine, comments dropped.
 
+    On MySQL/MariaDB ``REGEXP_LIKE(x, y)`` becomes ``(x REGEXP y)``: MariaDB has no
+    ``REGEXP_LIKE``. The operands are rendered by the same generator; the operator is written
+    here because sqlglot's MySQL generator cannot be extended when it is compiled (sqlglotc).
+    ``text`` is the submitted SQL: without "regexp" or "rlike" in it there is nothing to rewrite.
 
-class _MySQLRendering(MySQL):
-    """MySQL as rendered for execution: ``x REGEXP y`` (MariaDB has no ``REGEXP_LIKE``)."""
-
-    class Generator(MySQL.Generator):  # type: ignore[misc, valid-type]
-        TRANSFORMS = {**MySQL.Generator.TRANSFORMS, exp.RegexpLike: _regexp_operator}
-
-
-def rendering_dialect(dialect: str) -> Dialect:
-    """The sqlglot dialect object used to render validated SQL for ``dialect``'s engines."""
-    if dialect == "mysql":
-        return _MySQLRendering()
-    return Dialect.get_or_raise(dialect)
+    Example:
+        >>> import sqlglot
+        >>> mysql = Dialect.get_or_raise("mysql")
+        >>> render(sqlglot.parse_one("SELECT a RLIKE 'x'", read="mysql"), mysql, "rlike")
+        "SELECT (a REGEXP 'x')"
+    """
+    lowered = text.lower()
+    if dialect.__class__.__name__ == "MySQL" and ("regexp" in lowered or "rlike" in lowered):
+        for node in list(expression.find_all(exp.RegexpLike)):
+            if (
+                node.args.get("flag") is None
+                and node.this is not None
+                and node.expression is not None
+            ):
+                this = node.this.sql(dialect=dialect, comments=False)
+                pattern = node.expression.sql(dialect=dialect, comments=False)
+                node.replace(exp.Paren(this=exp.Var(this=f"{this} REGEXP {pattern}")))
+    # copy=False: the tree is ours and discarded after rendering, so skip the defensive copy.
+    return expression.sql(dialect=dialect, comments=False, copy=False)

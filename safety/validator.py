@@ -11,7 +11,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from .access import NameRules
 from .catalog import DEFAULT_SCHEMAS, SchemaCatalog, SchemaInput
-from .dialect_rules import rendering_dialect
+from .dialect_rules import render
 from .dialects import check_dialect
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, ValidationResult
@@ -54,7 +54,6 @@ class SqlValidator:
     ) -> None:
         self.dialect = check_dialect(dialect)
         self._dialect = Dialect.get_or_raise(self.dialect)  # resolved once, not per statement
-        self._render = rendering_dialect(self.dialect)
         self.policy = policy or SafetyPolicy()
         self.catalog = (
             SchemaCatalog(schema, self.dialect, default_schema) if schema is not None else None
@@ -107,12 +106,7 @@ class SqlValidator:
                 expression = rule(expression, ctx)
                 if ctx.halted:
                     break
-            # copy=False: the tree is ours and discarded after rendering, so skip the generator's defensive copy.
-            rendered = (
-                None
-                if ctx.refused
-                else expression.sql(dialect=self._render, comments=False, copy=False)
-            )
+            rendered = None if ctx.refused else render(expression, self._dialect, sql)
         except Exception as error:  # a rule or the generator failed: refuse, never run the raw text
             ctx.report(
                 "validation_failed",

@@ -179,7 +179,7 @@ def test_dialect_rules():
     assert v.validate("SELECT @@hostname, @@x").refusal.code == "server_setting"
     assert v.validate("SELECT @v").ok  # reading a user variable changes nothing
     assert v.validate("SELECT a FROM t WHERE a REGEXP '^x'").sql == (
-        "SELECT a FROM t WHERE a REGEXP '^x' LIMIT 1000"
+        "SELECT a FROM t WHERE (a REGEXP '^x') LIMIT 1000"
     )
     assert v.validate("SELECT a FROM t WHERE a RLIKE '^x'").sql.count("REGEXP") == 1
     sqlite = SqlValidator("sqlite", SafetyPolicy())
