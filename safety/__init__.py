@@ -17,11 +17,13 @@ from .policy import SafetyPolicy
 from .policy_file import Policy, RolePolicy, load_policy
 from .readonly import ReadOnlySettings, open_readonly_engine
 from .rules import RULES, RuleContext
+from .schema_reader import DatabaseSchema, read_schema
 from .validator import SqlValidator
 
 __all__ = [
     "DEFAULT_SCHEMAS",
     "DIALECTS",
+    "DatabaseSchema",
     "FunctionAllowlist",
     "NameRules",
     "Policy",
@@ -43,4 +45,5 @@ __all__ = [
     "is_statement_timeout",
     "load_policy",
     "open_readonly_engine",
+    "read_schema",
 ]

@@ -17,6 +17,7 @@ MODULES = [
     "safety.readonly",
     "safety.resolve",
     "safety.resolve_fast",
+    "safety.schema_reader",
     "safety.validator",
 ]
 

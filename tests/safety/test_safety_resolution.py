@@ -256,3 +256,13 @@ def test_fast_path_agrees_with_qualify(source):
         assert not fast.problems, (sql, fast.problems)
         assert _columns(fast) == _columns(full), sql
     assert answered > (len(items) // 2 if source != "unit" else 5), answered
+
+
+def test_catalog_functions_are_refused_by_prefix():
+    for dialect, sql in (
+        ("duckdb", "SELECT * FROM duckdb_tables()"),
+        ("duckdb", "SELECT database_name FROM duckdb_databases()"),
+        ("duckdb", "SELECT * FROM pragma_database_list()"),
+        ("sqlite", "SELECT name FROM pragma_table_info('users')"),
+    ):
+        assert code(sql, dialect, SafetyPolicy(), None) == "function_denied", (dialect, sql)

@@ -1,7 +1,8 @@
 """Allowlist bypasses by syntax x SQLite, DuckDB, PostgreSQL, MariaDB/MySQL.
 
 A policy allows one table and denies its column ``b`` (values ``one``, ``two``, ``three``); a
-table of the same name in another schema holds ``hidden``. Each attack is shown twice: the
+table of the same name in another schema holds ``hidden``. The schema is read from the database
+with ``safety.read_schema``, as an entry point would. Each attack is shown twice: the
 validator, given the schema read from the real database, refuses it; and the engine, with the
 validator switched off, shows what would happen: it leaks a protected value (``leak``), reads a
 catalog or setting (``rows``), fails (``error``), or runs without leaking (``harmless``). Where
@@ -22,7 +23,7 @@ import sqlalchemy as sa
 from safety_backends import MYSQL_ENV, POSTGRES_ENV
 from sqlalchemy.engine import make_url
 
-from safety import ReadOnlySettings, SafetyPolicy, SqlValidator, open_readonly_engine
+from safety import ReadOnlySettings, SafetyPolicy, SqlValidator, open_readonly_engine, read_schema
 
 LEAK = re.compile(r"\b(one|two|three|hidden)\b")  # the protected values, whole words
 
@@ -45,19 +46,6 @@ class Target:
         )
 
 
-def _read_schema(
-    engine: sa.Engine, schemas: list[str | None], default: str
-) -> dict[str, list[str]]:
-    """The real schema, as the lead's factory would read it: ``schema.table`` -> columns."""
-    found: dict[str, list[str]] = {}
-    inspector = sa.inspect(engine)
-    for schema in schemas:
-        for table in inspector.get_table_names(schema=schema):
-            columns = [c["name"] for c in inspector.get_columns(table, schema=schema)]
-            found[f"{schema or default}.{table}"] = columns
-    return found
-
-
 def _victim(conn, table: str, values: tuple[str, ...]) -> None:
     conn.exec_driver_sql(f"CREATE TABLE {table} (a INTEGER, b VARCHAR(20))")
     rows = ", ".join(f"({i}, '{v}')" for i, v in enumerate(values, 1))
@@ -71,17 +59,9 @@ def make_sqlite(tmp: Path) -> Target:
         conn.execute(f"CREATE TABLE {table} (a INTEGER, b VARCHAR(20))")
         conn.execute(f"INSERT INTO {table} VALUES (1, 'one'), (2, 'two'), (3, 'three')")
     engine = open_readonly_engine(f"sqlite:///{path}")
-    return Target("sqlite", engine, table, "temp", "main", _read_schema(engine, [None], "main"), [])
-
-
-def _duckdb_schema(conn) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for schema, table, column in conn.execute(
-        "SELECT table_schema, table_name, column_name FROM information_schema.columns "
-        "WHERE table_catalog = current_database() ORDER BY table_schema, table_name, ordinal_position"
-    ).fetchall():
-        found.setdefault(f"{schema}.{table}", []).append(column)
-    return found
+    found = read_schema(engine)
+    assert found.default_schema == "main" and found.tables == {f"main.{table}": ["a", "b"]}
+    return Target("sqlite", engine, table, "temp", "main", found.tables, [])
 
 
 def make_duckdb(tmp: Path) -> Target:
@@ -95,9 +75,12 @@ def make_duckdb(tmp: Path) -> Target:
     conn.execute("CREATE SCHEMA other")
     conn.execute(f"CREATE TABLE other.{table} (a INTEGER, b VARCHAR(20))")
     conn.execute(f"INSERT INTO other.{table} VALUES (1, 'hidden')")
-    schema = _duckdb_schema(conn)
     conn.close()
     engine = open_readonly_engine(f"duckdb:///{path}", ReadOnlySettings(statement_timeout_s=5))
+    found = read_schema(engine)
+    assert found.default_schema == "main"
+    schema = found.tables
+    assert schema == {f"main.{table}": ["a", "b"], f"other.{table}": ["a", "b"]}
     return Target("duckdb", engine, table, "other", "main", schema, [])
 
 
@@ -113,11 +96,10 @@ def make_postgres(tmp: Path) -> Target:
         conn.exec_driver_sql(f"CREATE SCHEMA {other}")
         _victim(conn, f"{other}.{table}", ("hidden",))
     engine = open_readonly_engine(url, ReadOnlySettings(statement_timeout_s=5))
-    schema = {
-        k: v
-        for k, v in _read_schema(admin, ["public", other], "public").items()
-        if k.endswith(table)
-    }
+    found = read_schema(engine)
+    assert found.default_schema == "public"
+    schema = {k: v for k, v in found.tables.items() if k.endswith(table)}
+    assert schema == {f"public.{table}": ["a", "b"], f"{other}.{table}": ["a", "b"]}
     cleanup = [f"DROP TABLE IF EXISTS {table}", f"DROP SCHEMA IF EXISTS {other} CASCADE"]
     return Target("postgres", engine, table, other, "public", schema, cleanup, admin)
 
@@ -132,9 +114,10 @@ def make_mysql(tmp: Path) -> Target:
     with admin.begin() as conn:
         _victim(conn, table, ("one", "two", "three"))
     engine = open_readonly_engine(url, ReadOnlySettings(statement_timeout_s=5))
-    schema = {
-        k: v for k, v in _read_schema(admin, [database], database).items() if k.endswith(table)
-    }
+    found = read_schema(engine)
+    assert found.default_schema == database
+    schema = {k: v for k, v in found.tables.items() if k.endswith(table)}
+    assert schema == {f"{database}.{table}": ["a", "b"]}
     return Target(
         "mysql", engine, table, "mysql", database, schema, [f"DROP TABLE IF EXISTS {table}"], admin
     )
