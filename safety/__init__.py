@@ -1,7 +1,10 @@
 """sqlgate safety: validate model-written SQL on the AST, and run it on read-only connections."""
 
+from .access import NameRules
+from .catalog import DEFAULT_SCHEMAS, SchemaCatalog
 from .dialects import DIALECTS, dialect_for_url
 from .errors import (
+    PolicyError,
     ReadOnlySetupError,
     SafetyError,
     StatementTimeout,
@@ -11,25 +14,36 @@ from .errors import (
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
+from .policy_file import Policy, RolePolicy, load_policy
 from .readonly import ReadOnlySettings, open_readonly_engine
 from .rules import RULES, RuleContext
+from .schema_reader import DatabaseSchema, read_schema
 from .validator import SqlValidator
 
 __all__ = [
+    "DEFAULT_SCHEMAS",
     "DIALECTS",
+    "DatabaseSchema",
     "FunctionAllowlist",
+    "NameRules",
+    "Policy",
+    "PolicyError",
     "RULES",
     "ReadOnlySettings",
     "ReadOnlySetupError",
+    "RolePolicy",
     "RuleContext",
     "SafetyError",
     "SafetyFinding",
     "SafetyPolicy",
+    "SchemaCatalog",
     "SqlValidator",
     "StatementTimeout",
     "UnsupportedDialect",
     "ValidationResult",
     "dialect_for_url",
     "is_statement_timeout",
+    "load_policy",
     "open_readonly_engine",
+    "read_schema",
 ]

@@ -1,140 +1,212 @@
-"""Table and column allowlists / denylists, enforced after resolving aliases and CTE names.
+"""Table and column allowlists / denylists, judged on resolved ``schema.table.column`` names.
 
-A column is judged in the scope where it touches a real table: ``u.email`` with ``users AS u``
-is ``users.email``; a column read from a CTE or derived table was judged where that CTE read
-it. An unqualified column in a scope with several tables is resolved with the schema; when
-the schema cannot tell, every candidate table is checked (the conservative reading).
+Policy entries are ``table`` or ``schema.table`` for tables, and ``column``, ``table.column`` or
+``schema.table.column`` for columns, compared lower-cased. The reading is the fail-closed one:
+
+- a **deny** entry without a schema denies that table (or column) in every schema;
+- an **allow** entry without a schema allows it only in the engine's default schema
+  (``public``, ``main``, the MySQL database), so ``other_schema.allowed_name`` is not allowed;
+- a bare column entry applies to that column of every table.
+
+When column rules exist, every reference is resolved against the real schema (see
+``safety.resolve``); without a schema, column rules refuse the statement (``schema_unknown``),
+since a reference that cannot be resolved cannot be judged. Table rules need no schema; when one
+is known, a table outside it is refused (``unresolved_table``).
+
+Example:
+    >>> rules = NameRules.from_policy(denied_tables=("audit",), allowed_tables=("users",))
+    >>> rules.table_verdict("public", "users", "public"), rules.table_verdict("crm", "users", "public")
+    (None, 'table_not_allowed')
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
-from sqlglot.optimizer.scope import Scope, traverse_scope
+
+from .resolve import Resolution, resolve, resolve_tables, sqlite_quoted_strings
+from .resolve_fast import GIVE_UP, fast_resolve, needs_full
 
 if TYPE_CHECKING:
     from .rules import RuleContext
 
-__all__ = ["check_access"]
+__all__ = ["NameRules", "check_access", "split_entry"]
+
+TableKey = tuple[str | None, str]
+ColumnKey = tuple[str | None, str | None, str]
 
 
-def _names(entries: tuple[str, ...] | None) -> frozenset[str] | None:
-    return None if entries is None else frozenset(e.lower() for e in entries)
+def split_entry(entry: str, most: int) -> tuple[str, ...]:
+    """``"a.b"`` -> ``("a", "b")``, lower-cased; ValueError for empty parts or more than ``most``.
+
+    Example:
+        >>> split_entry("Public.Users.Email", 3)
+        ('public', 'users', 'email')
+    """
+    parts = tuple(p.strip().strip('"`').lower() for p in str(entry).split("."))
+    if not all(parts) or len(parts) > most:
+        shape = (
+            "table or schema.table" if most == 2 else "column, table.column or schema.table.column"
+        )
+        raise ValueError(f"{entry!r} is not a valid entry (expected {shape})")
+    return parts
 
 
-def _column_listed(entries: frozenset[str], table: str, column: str) -> bool:
-    return column in entries or f"{table}.{column}" in entries
+def _tables(entries: Iterable[str]) -> frozenset[TableKey]:
+    keys: set[TableKey] = set()
+    for entry in entries:
+        parts = split_entry(entry, 2)
+        keys.add((parts[0], parts[1]) if len(parts) == 2 else (None, parts[0]))
+    return frozenset(keys)
 
 
-def _physical(scope: Scope) -> dict[str, str]:
-    """alias -> real table name (lower case) for the real tables this scope reads."""
-    return {
-        alias.lower(): source.name.lower()
-        for alias, source in scope.sources.items()
-        if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier)
-    }
+def _columns(entries: Iterable[str]) -> frozenset[ColumnKey]:
+    keys: set[ColumnKey] = set()
+    for entry in entries:
+        parts = split_entry(entry, 3)
+        padded = (None,) * (3 - len(parts)) + parts
+        keys.add((padded[0], padded[1], padded[2]))  # type: ignore[arg-type]
+    return frozenset(keys)
 
 
-def _resolve(column: exp.Column, scope: Scope, ctx: RuleContext) -> list[str]:
-    """The real tables a column may belong to ([] when it belongs to a CTE/derived table)."""
-    alias = column.table.lower()
-    current: Scope | None = scope
-    while current is not None:
-        sources = {k.lower(): v for k, v in current.sources.items()}
-        if alias:
-            if alias in sources:
-                source = sources[alias]
-                return [source.name.lower()] if isinstance(source, exp.Table) else []
-        else:
-            tables = _physical(current)
-            derived = [s for s in sources.values() if isinstance(s, Scope)]
-            if tables or derived:
-                name = column.name.lower()
-                if ctx.schema is not None:
-                    known = [
-                        t
-                        for t in tables.values()
-                        if name in {c.lower() for c in ctx.schema.get(t, ())}
-                    ]
-                    if known:
-                        return known
-                    derived_names = {n.lower() for s in derived for n in s.expression.named_selects}
-                    if name in derived_names:
-                        return []
-                return list(tables.values()) if not derived or len(sources) > len(derived) else []
-        current = current.parent
-    return []
+def _schema_matches(entry: str | None, actual: str | None, default: str | None, deny: bool) -> bool:
+    if entry is None:
+        return deny or actual is None or actual == default
+    if actual is None:
+        return deny  # the table's schema is unknown: a qualified deny entry still counts
+    return entry == actual
+
+
+@dataclass(frozen=True)
+class NameRules:
+    """The policy's table and column lists, parsed once per validator."""
+
+    allowed_tables: frozenset[TableKey] | None
+    denied_tables: frozenset[TableKey]
+    allowed_columns: frozenset[ColumnKey] | None
+    denied_columns: frozenset[ColumnKey]
+
+    @classmethod
+    def from_policy(
+        cls,
+        allowed_tables: Iterable[str] | None = None,
+        denied_tables: Iterable[str] = (),
+        allowed_columns: Iterable[str] | None = None,
+        denied_columns: Iterable[str] = (),
+    ) -> NameRules:
+        return cls(
+            None if allowed_tables is None else _tables(allowed_tables),
+            _tables(denied_tables),
+            None if allowed_columns is None else _columns(allowed_columns),
+            _columns(denied_columns),
+        )
+
+    @property
+    def empty(self) -> bool:
+        return not self.has_table_rules and not self.has_column_rules
+
+    @property
+    def has_table_rules(self) -> bool:
+        return self.allowed_tables is not None or bool(self.denied_tables)
+
+    @property
+    def has_column_rules(self) -> bool:
+        return self.allowed_columns is not None or bool(self.denied_columns)
+
+    def table_verdict(self, schema: str | None, table: str, default: str | None) -> str | None:
+        """None when ``schema.table`` may be read, else ``table_denied`` / ``table_not_allowed``."""
+        if any(
+            t == table and _schema_matches(s, schema, default, True) for s, t in self.denied_tables
+        ):
+            return "table_denied"
+        if self.allowed_tables is not None and not any(
+            t == table and _schema_matches(s, schema, default, False)
+            for s, t in self.allowed_tables
+        ):
+            return "table_not_allowed"
+        return None
+
+    def column_verdict(
+        self, schema: str | None, table: str, column: str, default: str | None
+    ) -> str | None:
+        """None when the column may be read, else ``column_denied`` / ``column_not_allowed``."""
+
+        def listed(entries: frozenset[ColumnKey], deny: bool) -> bool:
+            return any(
+                c == column
+                and (t is None or (t == table and _schema_matches(s, schema, default, deny)))
+                for s, t, c in entries
+            )
+
+        if listed(self.denied_columns, True):
+            return "column_denied"
+        if self.allowed_columns is not None and not listed(self.allowed_columns, False):
+            return "column_not_allowed"
+        return None
 
 
 def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Refuse tables and columns outside the policy's allowlists or inside its denylists."""
-    policy = ctx.policy
-    allowed_tables = _names(policy.allowed_tables)
-    denied_tables = _names(policy.denied_tables) or frozenset()
-    allowed_columns = _names(policy.allowed_columns)
-    denied_columns = _names(policy.denied_columns) or frozenset()
-    if (
-        allowed_tables is None
-        and not denied_tables
-        and allowed_columns is None
-        and not denied_columns
-    ):
+    rules = ctx.names
+    if (rules.empty and not ctx.policy.require_resolution) or ctx.refused:
         return expression
     from .rules import where
 
-    column_rules = allowed_columns is not None or bool(denied_columns)
-    for scope in traverse_scope(expression):
-        for alias, table in _physical(scope).items():
-            node = scope.sources[next(k for k in scope.sources if k.lower() == alias)]
-            shown = table if alias == table else f"{table} (as {alias})"
-            if table in denied_tables:
-                ctx.report(
-                    "table_denied", f"The table {shown} {where(node)} may not be read.", node
-                )
-            elif allowed_tables is not None and table not in allowed_tables:
-                ctx.report(
-                    "table_not_allowed",
-                    f"The table {shown} {where(node)} is not among the tables this query may read "
-                    f"({', '.join(sorted(allowed_tables))}).",
-                    node,
-                )
-        if not column_rules:
-            continue
-        aliases = {k.lower() for k in _physical(scope)}
-        for column in scope.columns:
-            name = column.name.lower()
-            if (
-                not column.table
-                and name in aliases
-                and not _is_schema_column(ctx, _physical(scope)[name], name)
-            ):
-                ctx.report(
-                    "whole_row_reference",
-                    f"The reference {column.name} {where(column)} reads every column of a table at once; "
-                    f"name the columns instead.",
-                    column,
-                )
-                continue
-            for table in _resolve(column, scope, ctx):
-                if _column_listed(denied_columns, table, name):
-                    ctx.report(
-                        "column_denied",
-                        f"The column {table}.{column.name} {where(column)} is a protected column and may not be "
-                        f"read; leave it out.",
-                        column,
-                    )
-                elif allowed_columns is not None and not _column_listed(
-                    allowed_columns, table, name
-                ):
-                    ctx.report(
-                        "column_not_allowed",
-                        f"The column {table}.{column.name} {where(column)} is not among the columns this query "
-                        f"may read.",
-                        column,
-                    )
+    if rules.has_column_rules or ctx.policy.require_resolution:
+        if ctx.catalog is None:
+            ctx.report(
+                "schema_unknown",
+                "The policy restricts columns, but the database schema is not known, so the columns this "
+                "statement reads cannot be resolved; validate against a database.",
+                expression,
+            )
+            return expression
+        if ctx.dialect == "sqlite" and any(
+            isinstance(c.this, exp.Identifier) and c.this.quoted
+            for c in ctx.of(expression, exp.Column)
+        ):
+            if sqlite_quoted_strings(expression, ctx.catalog):
+                ctx.invalidate()
+        fast = None
+        if not needs_full(ctx.of(expression, *GIVE_UP), ctx.of(expression, exp.Star)):
+            fast = fast_resolve(
+                expression, ctx.catalog, ctx.dialect, ctx.of(expression, exp.Column)
+            )
+        resolution: Resolution = fast or resolve(expression, ctx.catalog, ctx.dialect)
+    else:
+        resolution = resolve_tables(expression, ctx.catalog, ctx.default_schema)
+    default = ctx.default_schema
+    for table in resolution.tables:
+        verdict = rules.table_verdict(table.schema, table.table, default)
+        if verdict == "table_denied":
+            ctx.report(
+                verdict, f"The table {table.shown} {where(table.node)} may not be read.", table.node
+            )
+        elif verdict is not None:
+            ctx.report(
+                verdict,
+                f"The table {table.shown} {where(table.node)} is not among the tables this query may read.",
+                table.node,
+            )
+    for problem in resolution.problems:
+        ctx.report(problem.code, problem.message, problem.node)
+    for column in resolution.columns:
+        verdict = rules.column_verdict(column.schema, column.table, column.column, default)
+        if verdict == "column_denied":
+            ctx.report(
+                verdict,
+                f"The column {column.table}.{column.column} {where(column.node)} is a protected column and "
+                f"may not be read; leave it out.",
+                column.node,
+            )
+        elif verdict is not None:
+            ctx.report(
+                verdict,
+                f"The column {column.table}.{column.column} {where(column.node)} is not among the columns "
+                f"this query may read.",
+                column.node,
+            )
     return expression
-
-
-def _is_schema_column(ctx: RuleContext, table: str, name: str) -> bool:
-    return ctx.schema is not None and name in {c.lower() for c in ctx.schema.get(table, ())}

@@ -5,6 +5,7 @@ Every error carries a stable, machine-readable ``code``.
     SafetyError                      code="safety_error"
     ├── UnsupportedDialect           code="unsupported_dialect"
     ├── ReadOnlySetupError           code="readonly_setup_failed"
+    ├── PolicyError                  code="invalid_policy"
     └── StatementTimeout             code="statement_timeout"
 
 Refusals of SQL text are not exceptions: ``SqlValidator.validate`` returns a
@@ -16,6 +17,7 @@ from __future__ import annotations
 import sqlite3
 
 __all__ = [
+    "PolicyError",
     "ReadOnlySetupError",
     "SafetyError",
     "StatementTimeout",
@@ -44,6 +46,16 @@ class ReadOnlySetupError(SafetyError):
     """A read-only engine could not be built for the given URL."""
 
     code = "readonly_setup_failed"
+
+
+class PolicyError(SafetyError):
+    """A policy file (or policy data) that is malformed; the message names the key."""
+
+    code = "invalid_policy"
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class StatementTimeout(SafetyError):

@@ -14,7 +14,13 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-__all__ = ["DENIED_CLASSES", "DENIED_NAMES", "FunctionAllowlist", "FunctionVerdict"]
+__all__ = [
+    "DENIED_CLASSES",
+    "DENIED_NAMES",
+    "DENIED_PREFIXES",
+    "FunctionAllowlist",
+    "FunctionVerdict",
+]
 
 # Families of typed functions that compute values only.
 _PURE_MODULES = frozenset(
@@ -146,6 +152,12 @@ DENIED_NAMES: dict[str, frozenset[str]] = {
         pragma_database_size nextval setval currval
         """.split()
     ),
+}
+
+# Name prefixes of catalog and settings functions, refused in the dialect whatever the allowlist.
+DENIED_PREFIXES: dict[str, tuple[str, ...]] = {
+    "duckdb": ("duckdb_", "pragma_"),
+    "sqlite": ("pragma_", "sqlite_"),
 }
 
 _COMMON = """
@@ -309,7 +321,11 @@ class FunctionAllowlist:
     def __call__(self, node: exp.Func) -> FunctionVerdict | None:
         """None when the call is allowed, else the verdict."""
         name = function_name(node)
-        if isinstance(node, self.denied_classes) or name in self.denied_names:
+        if (
+            isinstance(node, self.denied_classes)
+            or name in self.denied_names
+            or name.startswith(DENIED_PREFIXES.get(self.dialect, ()) or ("\0",))
+        ):
             return FunctionVerdict("function_denied", name)
         if isinstance(node, exp.Anonymous) or type(node) in (
             exp.AnonymousAggFunc,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .access import split_entry
 
 __all__ = ["SafetyPolicy"]
 
@@ -12,8 +14,14 @@ __all__ = ["SafetyPolicy"]
 class SafetyPolicy(BaseModel):
     """What the validator allows and how it rewrites.
 
-    Table and column names are compared case-insensitively. A column entry is either
-    ``"table.column"`` or a bare ``"column"`` meaning that column in every table.
+    Table and column names are compared case-insensitively. A table entry is ``"table"`` or
+    ``"schema.table"``; a column entry is ``"column"`` (that column in every table),
+    ``"table.column"`` or ``"schema.table.column"``. See ``safety.access`` for how entries without
+    a schema match. ``star="refuse"`` is accepted as another spelling of ``"reject"``.
+
+    Example:
+        >>> SafetyPolicy(star="refuse").star
+        'reject'
     """
 
     model_config = ConfigDict(frozen=True)
@@ -25,7 +33,9 @@ class SafetyPolicy(BaseModel):
         default=True, description="Add or lower LIMIT on the outermost query."
     )
     star: Literal["reject", "expand"] = Field(
-        default="reject", description="SELECT *: refuse, or expand to the schema's columns."
+        default="expand",
+        description="SELECT *: expand to the schema's columns the policy allows (default; refused when "
+        "the schema is unknown), or refuse ('reject', also spelled 'refuse').",
     )
     allowed_tables: tuple[str, ...] | None = Field(
         default=None, description="When set, only these tables may be read."
@@ -41,6 +51,11 @@ class SafetyPolicy(BaseModel):
         default=False,
         description="Allow catalog tables (pg_catalog, information_schema, mysql.*, sqlite_master, ...).",
     )
+    require_resolution: bool = Field(
+        default=False,
+        description="Resolve every reference against the schema even without table/column rules "
+        "(unknown tables and columns refused).",
+    )
     extra_functions: tuple[str, ...] = Field(
         default=(),
         description="Function names (lower case, no schema) allowed on top of the dialect's allowlist.",
@@ -48,3 +63,22 @@ class SafetyPolicy(BaseModel):
     denied_functions: tuple[str, ...] = Field(
         default=(), description="Function names refused on top of the built-in denylist."
     )
+
+    @field_validator("star", mode="before")
+    @classmethod
+    def _star_alias(cls, value: object) -> object:
+        return "reject" if value == "refuse" else value
+
+    @field_validator("allowed_tables", "denied_tables", mode="after")
+    @classmethod
+    def _table_entries(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for entry in value or ():
+            split_entry(entry, 2)
+        return value
+
+    @field_validator("allowed_columns", "denied_columns", mode="after")
+    @classmethod
+    def _column_entries(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for entry in value or ():
+            split_entry(entry, 3)
+        return value

@@ -13,22 +13,28 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from .access import check_access
+from .access import NameRules, check_access
+from .catalog import SchemaCatalog
+from .dialect_rules import check_executable_comments, check_regexp, check_session_state
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, Severity
 from .policy import SafetyPolicy
 
 __all__ = [
     "RULES",
-    "check_access",
     "Rule",
     "RuleContext",
+    "check_access",
+    "check_executable_comments",
     "check_file_tables",
     "check_functions",
     "check_hints",
     "check_locks",
+    "check_regexp",
     "check_root",
     "check_select_into",
+    "check_selectors",
+    "check_session_state",
     "check_statements_in_tree",
     "check_system_tables",
     "enforce_limit",
@@ -38,12 +44,20 @@ __all__ = [
 
 @dataclass
 class RuleContext:
-    """What every rule may read (dialect, policy, schema) and where it reports findings."""
+    """What every rule may read (dialect, policy, schema, raw text) and where it reports findings.
+
+    ``catalog`` is the real schema (None when unknown); ``default_schema`` is the schema an
+    unqualified table lives in; ``names`` the policy's table/column lists, parsed once.
+    """
 
     dialect: str
     policy: SafetyPolicy
     functions: FunctionAllowlist
     schema: Mapping[str, Sequence[str]] | None = None
+    catalog: SchemaCatalog | None = None
+    default_schema: str | None = None
+    names: NameRules = field(default_factory=NameRules.from_policy)
+    sql: str = ""
     findings: list[SafetyFinding] = field(default_factory=list)
     halted: bool = False
     _index: dict[type, list[exp.Expression]] | None = None
@@ -53,7 +67,7 @@ class RuleContext:
         self,
         code: str,
         message: str,
-        node: exp.Expression | None = None,
+        node: exp.Expr | None = None,
         severity: Severity = "error",
     ) -> None:
         # model_construct: the fields are built right here, so pydantic's validation is skipped (hot path).
@@ -113,14 +127,14 @@ def _index_tree(root: exp.Expression) -> dict[type, list[exp.Expression]]:
     return index
 
 
-def label(node: exp.Expression) -> str:
+def label(node: exp.Expr) -> str:
     """How a node is named in a message: ``DELETE``, ``EXPLAIN command``, ``TRUNCATE TABLE``."""
     if isinstance(node, exp.Command):
         return f"{str(node.this).upper()} command"
     return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", type(node).__name__).upper()
 
 
-def where(node: exp.Expression) -> str:
+def where(node: exp.Expr) -> str:
     """Where a node sits, for messages: inside a CTE, a subquery, or the statement itself."""
     parent = node.parent
     while parent is not None:
@@ -148,6 +162,13 @@ def check_root(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
             "not_a_query",
             f"The statement ({label(expression)}) is not a query: only SELECT (optionally with WITH, "
             f"UNION, INTERSECT or EXCEPT) may run.",
+            expression,
+        )
+        ctx.halted = True
+    elif isinstance(expression, exp.Select) and not expression.expressions:
+        ctx.report(
+            "empty_select",
+            "The SELECT has no columns (in MySQL, # starts a comment that runs to the end of the line).",
             expression,
         )
         ctx.halted = True
@@ -304,7 +325,7 @@ def check_hints(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
 def check_functions(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Every function call must pass the dialect's allowlist; denylisted ones never do."""
     for node in ctx.of(expression, exp.Func):
-        if isinstance(node, (exp.Binary, exp.Connector)):
+        if not isinstance(node, exp.Func) or isinstance(node, (exp.Binary, exp.Connector)):
             continue
         verdict = ctx.functions(node)
         if verdict is None:
@@ -332,6 +353,8 @@ _FILE_LIKE = re.compile(
 def check_file_tables(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """A table name that is a path or URL (DuckDB reads ``FROM '/etc/passwd'`` as a file)."""
     for node in ctx.of(expression, exp.Table):
+        if not isinstance(node, exp.Table):
+            continue
         if isinstance(node.this, exp.Identifier) and _FILE_LIKE.search(node.name):
             ctx.report(
                 "file_as_table",
@@ -351,22 +374,33 @@ _SYSTEM_SCHEMAS = frozenset(
         "sys",
         "pg_toast",
         "sqlite_temp",
+        "temp",
     }
 )
+_SYSTEM_CATALOGS = frozenset({"system", "temp"})
 _SYSTEM_PREFIXES = ("pg_", "sqlite_", "duckdb_")
 
 
 def check_system_tables(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
-    """Catalog tables hold password hashes, settings and other users' objects; refused by default."""
+    """Catalog tables hold password hashes, settings and other users' objects; refused by default.
+
+    Judged on the resolved name: the schema written or the engine's default one made explicit
+    (``main.sqlite_master`` is ``sqlite_master``), and a catalog name prefix in any schema, since
+    PostgreSQL finds ``pg_catalog`` before the default schema.
+    """
     if ctx.policy.allow_system_tables:
         return expression
     for node in ctx.of(expression, exp.Table):
-        if not isinstance(node.this, exp.Identifier):
+        if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
             continue
-        schema = node.db.lower()
+        schema = (node.db or ctx.default_schema or "").lower()
         name = node.name.lower()
-        if schema in _SYSTEM_SCHEMAS or (not schema and name.startswith(_SYSTEM_PREFIXES)):
-            shown = f"{node.db}.{node.name}" if node.db else node.name
+        if (
+            schema in _SYSTEM_SCHEMAS
+            or node.catalog.lower() in _SYSTEM_CATALOGS
+            or name.startswith(_SYSTEM_PREFIXES)
+        ):
+            shown = ".".join(p for p in (node.catalog, node.db, node.name) if p)
             ctx.report(
                 "system_table",
                 f"The catalog table {shown} {where(node)} may not be read; query the application's own tables.",
@@ -390,15 +424,17 @@ def _in_exists(select: exp.Select) -> bool:
 
 
 def handle_star(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
-    """``SELECT *`` is refused (default) or expanded to the schema's columns (``star="expand"``)."""
+    """``SELECT *`` is expanded to the schema's columns (default) or refused (``star="reject"``)."""
     from .star import expand_stars, star_message
 
     selects = [
-        n for n in ctx.of(expression, exp.Select) if _star_projections(n) and not _in_exists(n)
+        n
+        for n in ctx.of(expression, exp.Select)
+        if isinstance(n, exp.Select) and _star_projections(n) and not _in_exists(n)
     ]
     if not selects:
         return expression
-    if ctx.policy.star == "expand" and ctx.schema:
+    if ctx.policy.star == "expand" and ctx.catalog is not None:
         expression, unresolved = expand_stars(expression, selects, ctx)
         ctx.invalidate()
         selects = unresolved
@@ -472,15 +508,26 @@ def _lower(
         )
 
 
+def check_selectors(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Stars inside expressions, ``COLUMNS(...)`` and ``#n``: column sets the reviewer cannot see."""
+    from .star import check_selectors as check
+
+    return check(expression, ctx)
+
+
 RULES: tuple[Rule, ...] = (
     check_root,
+    check_executable_comments,
     check_statements_in_tree,
     check_select_into,
     check_locks,
     check_hints,
+    check_session_state,
     check_functions,
+    check_regexp,
     check_file_tables,
     check_system_tables,
+    check_selectors,
     handle_star,
     check_access,
     enforce_limit,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
+from .access import NameRules
+from .catalog import DEFAULT_SCHEMAS, SchemaCatalog, SchemaInput
+from .dialect_rules import render
 from .dialects import check_dialect
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, ValidationResult
@@ -21,8 +25,14 @@ class SqlValidator:
     """Validates model-written SQL against a ``SafetyPolicy`` for one dialect.
 
     The SQL to execute is always the re-rendered AST (``ast.sql(dialect, comments=False)``),
-    never the submitted text, so comments, executable comments and odd quoting cannot smuggle
-    anything past the rules.
+    never the submitted text, so comments and odd quoting cannot smuggle anything past the rules
+    (MySQL executable comments are refused outright).
+
+    ``schema`` is the real schema of the target database, flat ``{table: [columns]}`` or
+    schema-qualified ``{"schema.table": [columns]}``; ``default_schema`` is the schema unqualified
+    tables live in (defaults: ``main`` for SQLite/DuckDB, ``public`` for PostgreSQL; for MySQL
+    pass the URL's database). With table or column rules in the policy, every reference is
+    resolved against that schema first (see ``safety.resolve``).
 
     Example:
         >>> v = SqlValidator(dialect="sqlite", policy=SafetyPolicy(max_limit=10))
@@ -36,17 +46,36 @@ class SqlValidator:
         self,
         dialect: str,
         policy: SafetyPolicy | None = None,
-        schema: Mapping[str, Sequence[str]] | None = None,
+        schema: SchemaInput | None = None,
         functions: FunctionAllowlist | None = None,
         rules: Sequence[Rule] = RULES,
+        *,
+        default_schema: str | None = None,
     ) -> None:
         self.dialect = check_dialect(dialect)
         self._dialect = Dialect.get_or_raise(self.dialect)  # resolved once, not per statement
         self.policy = policy or SafetyPolicy()
-        self.schema = (
-            {str(table).split(".")[-1].lower(): list(columns) for table, columns in schema.items()}
-            if schema is not None
+        self.catalog = (
+            SchemaCatalog(schema, self.dialect, default_schema) if schema is not None else None
+        )
+        self.default_schema = (
+            self.catalog.default_schema
+            if self.catalog is not None
+            else (default_schema or DEFAULT_SCHEMAS.get(self.dialect) or None)
+        )
+        self.schema: dict[str, list[str]] | None = (
+            {
+                table: list(self.catalog.columns(s, table) or [])
+                for s, table in self.catalog.tables()
+            }
+            if self.catalog is not None
             else None
+        )
+        self.names = NameRules.from_policy(
+            self.policy.allowed_tables,
+            self.policy.denied_tables,
+            self.policy.allowed_columns,
+            self.policy.denied_columns,
         )
         allowlist = functions or FunctionAllowlist.for_dialect(self.dialect)
         if self.policy.extra_functions:
@@ -62,20 +91,22 @@ class SqlValidator:
         if isinstance(parsed, SafetyFinding):
             return ValidationResult(dialect=self.dialect, original=sql, findings=[parsed])
         ctx = RuleContext(
-            dialect=self.dialect, policy=self.policy, functions=self.functions, schema=self.schema
+            dialect=self.dialect,
+            policy=self.policy,
+            functions=self.functions,
+            schema=self.schema,
+            catalog=self.catalog,
+            default_schema=self.default_schema,
+            names=self.names,
+            sql=sql,
         )
-        expression = parsed
+        expression = cast(exp.Expression, parsed)  # every statement sqlglot parses is one
         try:
             for rule in self.rules:
                 expression = rule(expression, ctx)
                 if ctx.halted:
                     break
-            # copy=False: the tree is ours and discarded after rendering, so skip the generator's defensive copy.
-            rendered = (
-                None
-                if ctx.refused
-                else expression.sql(dialect=self._dialect, comments=False, copy=False)
-            )
+            rendered = None if ctx.refused else render(expression, self._dialect, sql)
         except Exception as error:  # a rule or the generator failed: refuse, never run the raw text
             ctx.report(
                 "validation_failed",
@@ -86,7 +117,7 @@ class SqlValidator:
             dialect=self.dialect, original=sql, sql=rendered, findings=ctx.findings
         )
 
-    def _parse(self, sql: str) -> exp.Expression | SafetyFinding:
+    def _parse(self, sql: str) -> exp.Expr | SafetyFinding:
         try:
             statements = [s for s in self._dialect.parse(sql) if s is not None]
         except (ParseError, TokenError) as error:

@@ -82,10 +82,15 @@ def test_whole_row_reference_is_refused_when_columns_are_restricted():
     assert refusal("SELECT u FROM users AS u") == "whole_row_reference"
 
 
-def test_unqualified_column_without_schema_is_checked_on_every_candidate():
+def test_column_rules_without_a_schema_refuse_what_they_cannot_resolve():
     assert (
         refusal("SELECT email FROM orders JOIN users ON users.id = orders.user_id", schema=None)
-        == "column_denied"
+        == "schema_unknown"
+    )
+    # Table rules need no schema: the table names are resolved syntactically.
+    assert (
+        refusal("SELECT id FROM audit", SafetyPolicy(denied_tables=("audit",)), None)
+        == "table_denied"
     )
 
 
@@ -95,10 +100,11 @@ def test_bare_column_entry_applies_to_every_table():
 
 
 def test_names_are_case_insensitive():
-    assert (
-        refusal('SELECT "EMAIL" FROM USERS', SafetyPolicy(denied_columns=("Users.Email",)))
-        == "column_denied"
-    )
+    policy = SafetyPolicy(denied_columns=("Users.Email",))
+    assert refusal("SELECT EMAIL FROM USERS", policy) == "column_denied"
+    assert refusal('SELECT "EMAIL" FROM USERS', policy, dialect="sqlite") == "column_denied"
+    # PostgreSQL folds only unquoted names: "EMAIL" is not the column email, so it is unresolved.
+    assert refusal('SELECT "EMAIL" FROM USERS', policy) == "unresolved_column"
 
 
 def test_message_names_table_and_column():
@@ -108,7 +114,15 @@ def test_message_names_table_and_column():
     assert "users.email" in result.refusal.message and "CTE c" in result.refusal.message
 
 
-def test_star_expansion_then_denied_column():
+def test_star_expansion_leaves_denied_columns_out():
     policy = SafetyPolicy(star="expand", denied_columns=("users.email",))
-    assert refusal("SELECT * FROM users", policy) == "column_denied"
+    result = SqlValidator("postgres", policy, schema=SCHEMA).validate("SELECT * FROM users")
+    assert result.sql == "SELECT id, name FROM users LIMIT 1000"
+    assert "star_columns_omitted" in result.codes
+    assert (
+        "users.email"
+        in next(f for f in result.findings if f.code == "star_columns_omitted").message
+    )
     assert refusal("SELECT * FROM orders", policy) is None
+    only_email = SafetyPolicy(allowed_columns=("users.email",), denied_columns=("users.email",))
+    assert refusal("SELECT * FROM users", only_email) == "select_star"

@@ -139,7 +139,6 @@ ATTACKS: dict[str, list[Attack]] = {
             "executable comment",
             4,
             "SELECT a FROM {t} /*!50000 ; DROP TABLE {t} */",
-            validator="defuse",
         ),
         Attack("load_file", 3, "SELECT LOAD_FILE('/etc/passwd')", expect="null", role="reader"),
         Attack("get_lock", 3, "SELECT GET_LOCK('sg_lock_{lock}', 0)", expect="harmless"),

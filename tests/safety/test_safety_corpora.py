@@ -85,6 +85,39 @@ def test_spider_with_schema_and_star_expansion_refuses_nothing():
     assert not failures, failures[:5]
 
 
+@pytest.mark.parametrize("source", ["spider_dev", "spiderman"])
+def test_gold_sql_resolves_against_the_real_schema(source):
+    """Resolution switched on (every reference must end at a real column): no gold query refused.
+
+    The default policy (``SELECT *`` expanded) answers the Spider ``SELECT *`` questions too.
+    """
+    schemas = spider_schemas()
+    dialect = "sqlite" if source == "spider_dev" else "mysql"
+    pairs = (
+        [(e["db_id"], e["query"]) for e in spider_dev()]
+        if source == "spider_dev"
+        else [(r["database"], r["sql"]) for r in spiderman_queries() if r["database"] in schemas]
+    )
+    validators: dict[str, SqlValidator] = {}
+
+    def validator_for(db_id: str) -> SqlValidator:
+        if db_id not in validators:
+            validators[db_id] = SqlValidator(
+                dialect, SafetyPolicy(require_resolution=True), schema=schemas[db_id]
+            )
+        return validators[db_id]
+
+    assert len(pairs) > 1000
+    refused = [
+        (sql, result.refusal)
+        for db_id, sql in pairs
+        if not (result := validator_for(db_id).validate(sql)).ok
+    ]
+    assert not refused, refused[:5]
+    stars = [sql for _, sql in pairs if "*" in sql.split("FROM")[0].replace("(*)", "")]
+    assert stars and all(validator_for(db).validate(sql).ok for db, sql in pairs if sql in stars)
+
+
 def test_spider_rewritten_queries_return_the_same_rows(tmp_path):
     """Original vs rewritten (LIMIT 20 enforced, SELECT * expanded) on the Spider databases in SQLite."""
     cap = 20
@@ -100,7 +133,9 @@ def test_spider_rewritten_queries_return_the_same_rows(tmp_path):
         if engine is None:
             continue
         validator = SqlValidator(
-            "sqlite", SafetyPolicy(star="expand", max_limit=cap), schema=schemas[db_id]
+            "sqlite",
+            SafetyPolicy(star="expand", max_limit=cap, require_resolution=True),
+            schema=schemas[db_id],
         )
         result = validator.validate(entry["query"])
         assert result.ok, (entry["query"], result.refusal)

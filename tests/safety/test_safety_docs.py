@@ -6,10 +6,18 @@ import importlib
 import pytest
 
 MODULES = [
+    "safety.access",
+    "safety.catalog",
+    "safety.dialect_rules",
     "safety.dialects",
     "safety.errors",
     "safety.functions",
+    "safety.policy",
+    "safety.policy_file",
     "safety.readonly",
+    "safety.resolve",
+    "safety.resolve_fast",
+    "safety.schema_reader",
     "safety.validator",
 ]
 

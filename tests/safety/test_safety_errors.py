@@ -3,6 +3,7 @@ import sqlite3
 import sqlalchemy as sa
 
 from safety import (
+    PolicyError,
     ReadOnlySetupError,
     SafetyError,
     StatementTimeout,
@@ -13,7 +14,7 @@ from safety import (
 
 
 def test_every_error_has_a_snake_case_code_and_shares_the_base():
-    for cls in (SafetyError, UnsupportedDialect, ReadOnlySetupError, StatementTimeout):
+    for cls in (SafetyError, UnsupportedDialect, ReadOnlySetupError, StatementTimeout, PolicyError):
         assert issubclass(cls, SafetyError)
         assert cls.code == cls.code.lower() and " " not in cls.code
 
@@ -24,12 +25,13 @@ def test_codes_are_distinct():
         UnsupportedDialect.code,
         ReadOnlySetupError.code,
         StatementTimeout.code,
+        PolicyError.code,
     ]
     assert len(set(codes)) == len(codes)
 
 
 def test_tree_is_drawn_in_the_module_docstring():
-    for cls in (SafetyError, UnsupportedDialect, ReadOnlySetupError, StatementTimeout):
+    for cls in (SafetyError, UnsupportedDialect, ReadOnlySetupError, StatementTimeout, PolicyError):
         assert cls.__name__ in errors.__doc__
 
 

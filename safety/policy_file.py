@@ -1,0 +1,302 @@
+"""The policy file: one TOML file that configures what every entry point may read.
+
+A policy holds the table and column lists, the ``SELECT *`` handling, the row and time limits,
+and per-role sections that can only narrow the base policy (a role's allow lists must be subsets
+of the base's, its deny lists add to the base's, its limits can only be lower). A batch stores
+``policy.model_dump()`` (or the ``fingerprint()``) so a later edit is judged under the same
+policy: ``Policy.model_validate(dump)`` gives it back.
+
+Entries: tables ``table`` or ``schema.table``; columns ``column``, ``table.column`` or
+``schema.table.column`` (see ``safety.access`` for how entries without a schema match).
+
+Example:
+    >>> policy = Policy.from_toml_text('''
+    ... select_star = "expand"
+    ... max_limit = 500
+    ... statement_timeout = 10
+    ...
+    ... [tables]
+    ... allow = ["customers", "orders", "sales.invoices"]
+    ... deny = ["audit_log"]
+    ...
+    ... [columns]
+    ... deny = ["customers.email", "sales.invoices.card_number"]
+    ...
+    ... [roles.analyst]
+    ... tables.allow = ["orders"]
+    ... max_limit = 100
+    ... ''')
+    >>> analyst = policy.for_role("analyst")
+    >>> analyst.tables.allow, analyst.max_limit, analyst.columns.deny
+    (('orders',), 100, ('customers.email', 'sales.invoices.card_number'))
+    >>> analyst.safety_policy().allowed_tables
+    ('orders',)
+    >>> Policy.model_validate(policy.model_dump()).fingerprint() == policy.fingerprint()
+    True
+    >>> Policy.from_toml_text('[tables]\\nallow = ["a.b.c"]')  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    safety.errors.PolicyError: invalid policy: tables.allow: 'a.b.c' is not a valid entry ...
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .access import split_entry
+from .errors import PolicyError
+from .policy import SafetyPolicy
+
+__all__ = ["ColumnRules", "Policy", "RolePolicy", "TableRules", "load_policy"]
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class TableRules(BaseModel):
+    """``[tables]``: which tables may be read."""
+
+    model_config = _STRICT
+
+    allow: tuple[str, ...] | None = Field(
+        default=None, description="When set, only these tables (table or schema.table) may be read."
+    )
+    deny: tuple[str, ...] = Field(default=(), description="Tables that may never be read.")
+
+    @field_validator("allow", "deny", mode="before")
+    @classmethod
+    def _as_tuple(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("allow", "deny", mode="after")
+    @classmethod
+    def _entries(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for entry in value or ():
+            split_entry(entry, 2)
+        return value
+
+
+class ColumnRules(BaseModel):
+    """``[columns]``: which columns may be referenced."""
+
+    model_config = _STRICT
+
+    allow: tuple[str, ...] | None = Field(
+        default=None,
+        description="When set, only these columns (column, table.column, schema.table.column) may be read.",
+    )
+    deny: tuple[str, ...] = Field(default=(), description="Columns that may never be read.")
+
+    @field_validator("allow", "deny", mode="before")
+    @classmethod
+    def _as_tuple(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("allow", "deny", mode="after")
+    @classmethod
+    def _entries(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for entry in value or ():
+            split_entry(entry, 3)
+        return value
+
+
+StarMode = Literal["expand", "refuse", "reject"]
+
+
+class RolePolicy(BaseModel):
+    """``[roles.<name>]``: narrows the base policy for the questions of one role."""
+
+    model_config = _STRICT
+
+    tables: TableRules = Field(default_factory=TableRules, description="Narrower table lists.")
+    columns: ColumnRules = Field(default_factory=ColumnRules, description="Narrower column lists.")
+    select_star: StarMode | None = Field(
+        default=None, description="'refuse' to refuse SELECT * for this role (it cannot widen)."
+    )
+    max_limit: int | None = Field(default=None, ge=1, description="A lower LIMIT cap.")
+    row_cap: int | None = Field(default=None, ge=1, description="A lower row cap.")
+    statement_timeout: float | None = Field(
+        default=None, gt=0, description="A shorter statement timeout, in seconds."
+    )
+
+    @field_validator("statement_timeout", mode="before")
+    @classmethod
+    def _seconds(cls, value: object) -> object:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class Policy(BaseModel):
+    """The whole policy file; ``for_role`` narrows it, ``safety_policy`` feeds the validator."""
+
+    model_config = _STRICT
+
+    tables: TableRules = Field(default_factory=TableRules, description="Which tables may be read.")
+    columns: ColumnRules = Field(
+        default_factory=ColumnRules, description="Which columns may be referenced."
+    )
+    select_star: StarMode = Field(
+        default="expand",
+        description="SELECT *: 'expand' to the allowed columns (default) or 'refuse' ('reject').",
+    )
+    max_limit: int = Field(
+        default=1000, ge=1, description="LIMIT added when missing, lowered above."
+    )
+    row_cap: int = Field(default=1000, ge=1, description="Rows fetched from the database at most.")
+    statement_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds a statement may run before it is stopped."
+    )
+    allow_system_tables: bool = Field(
+        default=False, description="Allow catalog tables (pg_catalog, information_schema, ...)."
+    )
+    extra_functions: tuple[str, ...] = Field(
+        default=(), description="Functions allowed on top of the dialect's allowlist."
+    )
+    denied_functions: tuple[str, ...] = Field(
+        default=(), description="Functions refused on top of the built-in denylist."
+    )
+    roles: dict[str, RolePolicy] = Field(
+        default_factory=dict, description="Per-role sections; each can only narrow the base policy."
+    )
+
+    @field_validator("extra_functions", "denied_functions", mode="before")
+    @classmethod
+    def _as_tuple(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("statement_timeout", mode="before")
+    @classmethod
+    def _seconds(cls, value: object) -> object:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @classmethod
+    def from_toml_text(cls, text: str) -> Policy:
+        """Parse a policy from TOML text; one ``PolicyError`` naming the key when malformed."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise PolicyError(f"invalid policy: not valid TOML ({error})") from None
+        return cls.from_data(data)
+
+    @classmethod
+    def from_data(cls, data: object) -> Policy:
+        """Validate plain data (TOML tables, a stored ``model_dump()``) into a policy."""
+        try:
+            policy = cls.model_validate(data) if isinstance(data, dict) else None
+        except ValidationError as error:
+            first = error.errors()[0]
+            key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+            message = first["msg"].removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                message = "unknown key"
+            raise PolicyError(f"invalid policy: {key}: {message}", key=key) from None
+        if policy is None:
+            raise PolicyError("invalid policy: the top level must be a table of keys")
+        for name in policy.roles:
+            policy.for_role(name)  # a role that widens the base is refused when the file loads
+        return policy
+
+    def for_role(self, name: str | None) -> Policy:
+        """The policy for questions of role ``name`` (the base policy itself for None).
+
+        Raises ``PolicyError`` for an unknown role or a role that would widen the base.
+        """
+        if name is None:
+            return self
+        role = self.roles.get(name)
+        if role is None:
+            raise PolicyError(f"invalid policy: roles.{name}: no such role", key=f"roles.{name}")
+        return self.model_copy(
+            update={
+                "tables": TableRules(
+                    allow=_narrow(
+                        self.tables.allow, role.tables.allow, f"roles.{name}.tables.allow"
+                    ),
+                    deny=_union(self.tables.deny, role.tables.deny),
+                ),
+                "columns": ColumnRules(
+                    allow=_narrow(
+                        self.columns.allow, role.columns.allow, f"roles.{name}.columns.allow"
+                    ),
+                    deny=_union(self.columns.deny, role.columns.deny),
+                ),
+                "select_star": _star(self.select_star, role.select_star, name),
+                "max_limit": min(self.max_limit, role.max_limit or self.max_limit),
+                "row_cap": min(self.row_cap, role.row_cap or self.row_cap),
+                "statement_timeout": min(
+                    self.statement_timeout, role.statement_timeout or self.statement_timeout
+                ),
+                "roles": {},
+            }
+        )
+
+    def safety_policy(self) -> SafetyPolicy:
+        """The ``SafetyPolicy`` the validator takes (for a role: call ``for_role`` first)."""
+        return SafetyPolicy(
+            max_limit=self.max_limit,
+            star="reject" if self.select_star in ("refuse", "reject") else "expand",
+            allowed_tables=self.tables.allow,
+            denied_tables=self.tables.deny,
+            allowed_columns=self.columns.allow,
+            denied_columns=self.columns.deny,
+            allow_system_tables=self.allow_system_tables,
+            extra_functions=self.extra_functions,
+            denied_functions=self.denied_functions,
+        )
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON of the policy: equal policies, equal fingerprints."""
+        canonical = json.dumps(
+            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read a TOML policy file; ``PolicyError`` when it cannot be read or is malformed."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise PolicyError(f"invalid policy: cannot read {path}: {error.strerror}") from None
+    return Policy.from_toml_text(text)
+
+
+def _key(entry: str) -> str:
+    return ".".join(p.strip().strip('"`').lower() for p in entry.split("."))
+
+
+def _narrow(
+    base: tuple[str, ...] | None, role: tuple[str, ...] | None, key: str
+) -> tuple[str, ...] | None:
+    if role is None:
+        return base
+    if base is not None:
+        allowed = {_key(e) for e in base}
+        wider = [e for e in role if _key(e) not in allowed]
+        if wider:
+            raise PolicyError(
+                f"invalid policy: {key}: {', '.join(wider)} not in the base allow list "
+                f"(a role can only narrow it)",
+                key=key,
+            )
+    return role
+
+
+def _union(base: tuple[str, ...], role: tuple[str, ...]) -> tuple[str, ...]:
+    seen = {_key(e) for e in base}
+    return base + tuple(e for e in role if _key(e) not in seen)
+
+
+def _star(base: StarMode, role: StarMode | None, name: str) -> StarMode:
+    if role is None or role == base:
+        return base
+    if role == "expand" and base in ("refuse", "reject"):
+        raise PolicyError(
+            f"invalid policy: roles.{name}.select_star: a role cannot expand what the base refuses",
+            key=f"roles.{name}.select_star",
+        )
+    return role
