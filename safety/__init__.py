@@ -3,7 +3,9 @@
 from .dialects import DIALECTS, dialect_for_url
 from .errors import (
     ReadOnlySetupError,
+    ResourceLimitExceeded,
     SafetyError,
+    StatementFailed,
     StatementTimeout,
     UnsupportedDialect,
     is_statement_timeout,
@@ -13,23 +15,29 @@ from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
 from .readonly import ReadOnlySettings, open_readonly_engine
 from .rules import RULES, RuleContext
+from .sandbox import QuerySandbox, SandboxRows, sandbox_for
 from .validator import SqlValidator
 
 __all__ = [
     "DIALECTS",
     "FunctionAllowlist",
+    "QuerySandbox",
     "RULES",
     "ReadOnlySettings",
     "ReadOnlySetupError",
+    "ResourceLimitExceeded",
     "RuleContext",
     "SafetyError",
     "SafetyFinding",
     "SafetyPolicy",
+    "SandboxRows",
     "SqlValidator",
+    "StatementFailed",
     "StatementTimeout",
     "UnsupportedDialect",
     "ValidationResult",
     "dialect_for_url",
     "is_statement_timeout",
     "open_readonly_engine",
+    "sandbox_for",
 ]
