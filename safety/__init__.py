@@ -13,6 +13,7 @@ from .errors import (
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
+from .privileges import check_privileges
 from .readonly import ReadOnlySettings, open_readonly_engine
 from .rules import RULES, RuleContext
 from .sandbox import QuerySandbox, SandboxRows, sandbox_for
@@ -36,6 +37,7 @@ __all__ = [
     "StatementTimeout",
     "UnsupportedDialect",
     "ValidationResult",
+    "check_privileges",
     "dialect_for_url",
     "is_statement_timeout",
     "open_readonly_engine",

@@ -128,7 +128,8 @@ class QuerySandbox:
         """
         worker = self._checkout(wait_s)
         try:
-            worker.wait_ready(_START_TIMEOUT_S)
+            if worker.error is not None:
+                raise worker.error
             return worker.run(
                 sql,
                 row_cap,
@@ -161,32 +162,56 @@ class QuerySandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def ready_count(self) -> int:
+        """Workers idle and ready to run a statement now."""
+        with self._ready:
+            return sum(1 for w in self._idle if w.ready)
+
     def _spawn(self) -> _Worker:
         worker = _Worker(self._python, self._config, self._env)
         self._all.add(worker)
+        threading.Thread(target=self._warm, args=(worker,), daemon=True).start()
         return worker
 
-    def _checkout(self, wait_s: float) -> _Worker:
+    def _warm(self, worker: _Worker) -> None:
+        # Callers get only workers that are ready (or known broken), never one still starting.
+        try:
+            worker.wait_ready(_START_TIMEOUT_S)
+        except ReadOnlySetupError as exc:
+            worker.error = exc
         with self._ready:
-            if not self._ready.wait_for(lambda: self._idle or self.closed, timeout=wait_s):
+            self._ready.notify_all()
+
+    def _checkout(self, wait_s: float) -> _Worker:
+        def usable() -> _Worker | None:
+            ready = [w for w in self._idle if w.ready]
+            broken = [w for w in self._idle if w.error is not None]
+            return next(iter(ready or broken), None)
+
+        with self._ready:
+            if not self._ready.wait_for(lambda: usable() or self.closed, timeout=wait_s):
                 raise ResourceLimitExceeded(
-                    f"every one of the {self.size} sandbox workers stayed busy for {wait_s:g} s; "
-                    "try again when fewer statements are running"
+                    f"no sandbox worker of the {self.size} was free for {wait_s:g} s; try again "
+                    "when fewer statements are running"
                 )
-            if self.closed:
+            worker = usable()
+            if self.closed or worker is None:
                 raise ReadOnlySetupError("the sandbox is closed")
-            return self._idle.pop()
+            self._idle.remove(worker)
+            return worker
 
     def _checkin(self, worker: _Worker) -> None:
-        with self._ready:
-            if worker.dead or self.closed:
+        if worker.dead or self.closed:
+            worker.stop()
+            with self._ready:
                 self._all.discard(worker)
-                worker.stop()
                 if self.closed:
                     return
-                worker = self._spawn()  # a fresh interpreter; it warms up while it waits
+                worker = self._spawn()  # a fresh interpreter; it warms up in the background
+        with self._ready:
             self._idle.append(worker)
-            self._ready.notify()
+            self._ready.notify_all()
 
 
 class _Worker:
@@ -208,6 +233,7 @@ class _Worker:
         self.ready = False
         self.dead = False
         self.killed = False
+        self.error: ReadOnlySetupError | None = None
 
     def wait_ready(self, timeout_s: float) -> None:
         if self.ready:
