@@ -121,10 +121,12 @@ class QuerySandbox:
         for _ in range(self.size):
             self._idle.append(self._spawn())
 
-    def run(self, sql: str, row_cap: int, *, wait_s: float = 30.0) -> SandboxRows:
+    def run(self, sql: str, row_cap: int, *, wait_s: float | None = None) -> SandboxRows:
         """Run one statement in a worker; see the module docstring for what it raises.
 
-        ``wait_s`` bounds the wait for a free worker when every worker is busy.
+        When every worker is busy the call waits for one; each statement ahead ends within
+        its own bound, so the wait is bounded too. ``wait_s`` caps it
+        (``ResourceLimitExceeded`` past it).
         """
         worker = self._checkout(wait_s)
         try:
@@ -183,7 +185,7 @@ class QuerySandbox:
         with self._ready:
             self._ready.notify_all()
 
-    def _checkout(self, wait_s: float) -> _Worker:
+    def _checkout(self, wait_s: float | None) -> _Worker:
         def usable() -> _Worker | None:
             ready = [w for w in self._idle if w.ready]
             broken = [w for w in self._idle if w.error is not None]
