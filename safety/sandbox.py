@@ -25,6 +25,7 @@ process are served while a statement runs, whatever it does.
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import signal
@@ -44,7 +45,35 @@ from .dialects import dialect_for_url
 from .errors import ReadOnlySetupError, ResourceLimitExceeded, StatementFailed, StatementTimeout
 from .readonly import ReadOnlySettings, embedded_target
 
-__all__ = ["QuerySandbox", "SandboxRows", "sandbox_for"]
+__all__ = ["RESULT_TYPES", "QuerySandbox", "SandboxRows", "sandbox_for"]
+
+# What a worker's reply may hold besides builtins: a reply is unpickled with only these, so a
+# worker can hand back values, never code.
+RESULT_TYPES = frozenset(
+    {
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("datetime", "date"),
+        ("datetime", "datetime"),
+        ("datetime", "time"),
+        ("datetime", "timedelta"),
+        ("datetime", "timezone"),
+        ("decimal", "Decimal"),
+        ("uuid", "UUID"),
+    }
+)
+
+
+class _ReplyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in RESULT_TYPES:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a sandbox reply may not hold {module}.{name}")
+
+
+def _load_reply(data: bytes) -> Any:
+    return _ReplyUnpickler(io.BytesIO(data)).load()
+
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 _START_TIMEOUT_S = 60.0
@@ -244,7 +273,7 @@ class _Worker:
             self.kill()
             raise ReadOnlySetupError(f"a sandbox worker did not start within {timeout_s:g} s")
         try:
-            kind, detail = pickle.loads(self.channel.recv_bytes())
+            kind, detail = _load_reply(self.channel.recv_bytes())
         except (EOFError, OSError):
             self.dead = True
             raise ReadOnlySetupError(
@@ -276,19 +305,19 @@ class _Worker:
                 "process was stopped"
             )
         try:
-            reply = pickle.loads(self.channel.recv_bytes(max_bytes + 4096))
+            reply = _load_reply(self.channel.recv_bytes(max_bytes + 4096))
         except (EOFError, OSError):
             self.dead = True
             raise self._death(cpu_s) from None
+        except pickle.UnpicklingError as exc:
+            self.kill()
+            raise StatementFailed(f"the worker's reply was refused: {exc}") from None
         kind = reply[0]
         if kind == "rows":
             return SandboxRows(columns=reply[1], rows=reply[2], truncated=reply[3])
         message = reply[1]
-        if kind == "timeout":
-            raise StatementTimeout(
-                f"the statement ran past the {timeout_s:g} s statement timeout and was "
-                f"interrupted ({message})"
-            )
+        if kind == "timeout":  # the engine's own words, as when it runs in-process
+            raise StatementTimeout(message)
         if kind == "resource":
             raise ResourceLimitExceeded(f"the statement was stopped for its cost: {message}")
         raise StatementFailed(message)

@@ -17,6 +17,8 @@ when its parent's end of the socket closes.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import math
 import os
 import pickle
@@ -25,6 +27,7 @@ import sqlite3
 import sys
 import threading
 import time
+import uuid
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -132,11 +135,10 @@ def _fetch(cursor: Any, row_cap: int) -> tuple:
 
 
 def _rows_reply(reply: tuple, max_bytes: int) -> bytes:
-    try:
-        data = pickle.dumps(reply)
-    except (pickle.PicklingError, TypeError, AttributeError):  # an engine value without pickling
+    if reply[0] == "rows":
         kind, columns, rows, truncated = reply
-        data = pickle.dumps((kind, columns, [tuple(map(_plain, r)) for r in rows], truncated))
+        reply = (kind, columns, [tuple(_plain(v) for v in row) for row in rows], truncated)
+    data = pickle.dumps(reply)
     if len(data) > max_bytes:
         return pickle.dumps(
             ("resource", f"the result is larger than the {max_bytes} bytes a result may have")
@@ -144,12 +146,36 @@ def _rows_reply(reply: tuple, max_bytes: int) -> bytes:
     return data
 
 
+_PLAIN = (
+    type(None),
+    bool,
+    int,
+    float,
+    str,
+    bytes,
+    decimal.Decimal,
+    uuid.UUID,
+    dt.date,
+    dt.time,
+    dt.timedelta,
+)
+
+
 def _plain(value: Any) -> Any:
-    try:
-        pickle.dumps(value)
+    """A value of the types the parent accepts (see ``sandbox.RESULT_TYPES``); others as text."""
+    if isinstance(value, _PLAIN):
+        if isinstance(value, (dt.datetime, dt.time)) and not isinstance(
+            value.tzinfo, (type(None), dt.timezone)
+        ):
+            return value.astimezone(dt.UTC) if isinstance(value, dt.datetime) else str(value)
         return value
-    except Exception:
-        return str(value)
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
 
 
 def _vm_size() -> int:

@@ -192,7 +192,7 @@ def _attack(executor: SQLExecutor, sql: str) -> None:
     if outcome is not None:
         assert outcome.code in ("statement_timeout", "resource_limit"), outcome
         assert outcome.timed_out is True
-        assert outcome.message.startswith("the statement ")
+        assert outcome.message
     assert watch.pings >= 5
     assert watch.worst_ping_s < MAX_PING_S, f"SELECT 1 waited {watch.worst_ping_s:.3f} s"
     assert watch.worst_heartbeat_s < MAX_PING_S
@@ -294,13 +294,12 @@ def test_sandbox_cpu_limit_ends_the_worker_with_a_resource_error(tmp_path: Path)
     assert "more than 1 s of CPU time" in info.value.message
 
 
-def test_timeout_kill_is_a_statement_timeout(tmp_path: Path) -> None:
-    url = _make_database("duckdb", tmp_path)
+def test_a_step_that_ignores_the_deadline_is_killed_at_it(tmp_path: Path) -> None:
+    url = _make_database("sqlite", tmp_path)  # one printf step does not check the deadline
     with QuerySandbox(url, SETTINGS.model_copy(update={"sandbox_workers": 1})) as box:
-        box.kill_grace_s = 0.0  # kill at the deadline, before the engine's own interrupt lands
         with pytest.raises(StatementTimeout) as info:
-            box.run("SELECT count(*) FROM range(10000000000)", row_cap=1)
-    assert info.value.code == "statement_timeout"
+            box.run("SELECT printf('%.*c', 2000000000, 'x')", row_cap=1)
+    assert info.value.message.endswith("its worker process was stopped")
 
 
 def test_engines_without_a_sandbox(tmp_path: Path) -> None:
@@ -329,3 +328,22 @@ def test_a_busy_sandbox_makes_callers_wait_not_fail(tmp_path: Path) -> None:
         assert box.run("SELECT count(*) FROM t", row_cap=1).rows == [(10,)]  # waits its turn
         assert 0.3 < time.monotonic() - started < 2 * TIMEOUT_S
         busy.join()
+
+
+def test_a_reply_holds_values_never_code() -> None:
+    import pickle
+
+    from safety.sandbox import _load_reply
+
+    class Gadget:
+        def __reduce__(self):  # what a hostile reply would carry: a call on unpickling
+            return (print, ("ran",))
+
+    assert _load_reply(pickle.dumps(("rows", ["a"], [(1, "x")], False))) == (
+        "rows",
+        ["a"],
+        [(1, "x")],
+        False,
+    )
+    with pytest.raises(pickle.UnpicklingError):
+        _load_reply(pickle.dumps(Gadget()))
