@@ -5,9 +5,10 @@ Every error carries a stable, machine-readable ``code`` (snake_case) for results
     AgentError                      base class, code "agent_error"
      ├── SchemaInspectionError      the database could not be inspected
      │                              (code "database_unreachable" or "schema_inspection_failed")
-     ├── ExecutionError             a statement failed to run
-     │                              (code "statement_timeout", "execution_error" or "database_unreachable";
-     │                              ``timed_out`` is True for "statement_timeout")
+     ├── ExecutionError             a statement failed to run (code "statement_timeout",
+     │                              "resource_limit", "dialect_mismatch", "refused_statement",
+     │                              "execution_error" or "database_unreachable"; ``timed_out`` is
+     │                              True for "statement_timeout" and "resource_limit")
      └── AgentOutputError           a model reply did not fit the agent's output model
                                     (code "invalid_output")
 """
@@ -39,7 +40,8 @@ class SchemaInspectionError(AgentError):
 
 
 class ExecutionError(AgentError):
-    """A statement failed; ``timed_out`` tells a statement timeout from other failures.
+    """A statement failed; ``timed_out`` is True when it was stopped for its cost (time, or
+    memory/CPU/size for "resource_limit"): such a question ends instead of being corrected.
 
     Example:
         >>> err = ExecutionError("statement_timeout", "canceling statement due to statement timeout", timed_out=True)

@@ -1,8 +1,10 @@
 """SQLExecutor: runs one approved statement and returns its rows, capped and JSON-safe.
 
 The engine comes in already read-only with its statement timeout set (``safety``); the
-executor's job is the row cap, values that survive ``json.dumps``, and errors that say
-plainly what went wrong (a timeout, an unreachable database, or anything else).
+executor's job is to refuse SQL checked in another dialect than its engine's, to run SQLite and
+DuckDB statements in a ``safety.sandbox`` worker process (bounded memory and CPU, killed at the
+timeout), the row cap, values that survive ``json.dumps``, and errors that say plainly what went
+wrong (a timeout, a cost limit, an unreachable database, or anything else).
 """
 
 from __future__ import annotations
@@ -13,16 +15,37 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
 from agents.errors import ExecutionError
-from safety import is_statement_timeout
+from safety import (
+    QuerySandbox,
+    ReadOnlySetupError,
+    ResourceLimitExceeded,
+    StatementFailed,
+    StatementTimeout,
+    dialect_for_url,
+    is_statement_timeout,
+    sandbox_for,
+)
 
-__all__ = ["ExecutionResult", "SQLExecutor", "clean_message", "json_safe"]
+__all__ = ["ExecutionResult", "SQLExecutor", "ValidatedSQL", "clean_message", "json_safe"]
+
+
+class ValidatedSQL(Protocol):
+    """What the validator hands on: the SQL to run and the dialect it was checked in
+    (``safety.ValidationResult`` is one; ``sql`` is None when it was refused)."""
+
+    @property
+    def sql(self) -> str | None: ...
+
+    @property
+    def dialect(self) -> str: ...
+
 
 MAX_MESSAGE_CHARS = 1000
 
@@ -52,28 +75,95 @@ class SQLExecutor:
     """Runs exactly the SQL it is given, once, and fetches at most ``row_cap + 1`` rows.
 
     The text goes to the driver untouched (no bind-parameter parsing), so ``':x'`` and
-    ``'%'`` inside literals stay literals.
+    ``'%'`` inside literals stay literals. The executor knows its engine's dialect; give it
+    the validator's result (or the SQL with ``dialect=``) and it refuses SQL checked in another
+    dialect before touching the database. An engine from ``safety.open_readonly_engine`` on
+    SQLite or DuckDB runs its statements in that database's ``safety.sandbox`` worker processes
+    (or in ``sandbox``, when given).
+
+    Args:
+        engine: the database; its URL gives the executor's dialect.
+        row_cap: the most rows kept; ``truncated`` is True exactly when more existed.
+        clock: where ``duration_s`` comes from.
+        sandbox: the worker pool to run in; default: the engine's own, if it has one.
 
     Example:
         >>> ex = SQLExecutor(sa.create_engine("sqlite://"), row_cap=2)
-        >>> res = ex.run("SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3")
+        >>> res = ex.run("SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3", dialect="sqlite")
         >>> res.rows, res.truncated
         ([[1], [2]], True)
     """
 
     def __init__(
-        self, engine: Engine, row_cap: int = 1000, clock: Callable[[], float] = time.perf_counter
+        self,
+        engine: Engine,
+        row_cap: int = 1000,
+        clock: Callable[[], float] = time.perf_counter,
+        *,
+        sandbox: QuerySandbox | None = None,
     ) -> None:
         if row_cap < 1:
             raise ValueError("row_cap must be at least 1")
         self.engine = engine
         self.row_cap = row_cap
         self.clock = clock
+        self.dialect = dialect_for_url(engine.url.drivername)
+        self.sandbox = sandbox if sandbox is not None else sandbox_for(engine)
 
-    def run(self, sql: str) -> ExecutionResult:
-        """Run ``sql``; raise ``ExecutionError`` with code statement_timeout, database_unreachable
-        or execution_error when it fails."""
+    def run(self, statement: str | ValidatedSQL, *, dialect: str | None = None) -> ExecutionResult:
+        """Run ``statement`` and return its rows.
+
+        ``statement`` is the validator's result (its ``sql`` and ``dialect`` are used), or SQL
+        text with the ``dialect`` it was validated in. SQL text without a dialect is run
+        unchecked (kept for older callers; the checked forms are the ones to use).
+
+        Raises:
+            ExecutionError: code ``dialect_mismatch`` (checked in another dialect than the
+                engine's; nothing ran), ``refused_statement`` (a validator result that was
+                refused), ``statement_timeout`` (``timed_out``), ``resource_limit`` (stopped for
+                memory, CPU time or size; ``timed_out`` too, so the question ends),
+                ``database_unreachable`` or ``execution_error``.
+        """
+        sql = self._checked(statement, dialect)
         started = self.clock()
+        if self.sandbox is not None:
+            columns, fetched, truncated = self._run_sandboxed(self.sandbox, sql)
+        else:
+            columns, fetched, truncated = self._run_here(sql)
+        rows = [[json_safe(v) for v in row] for row in fetched]
+        return ExecutionResult(
+            columns=columns,
+            rows=rows,
+            row_count=len(rows),
+            truncated=truncated,
+            row_cap=self.row_cap,
+            duration_s=max(0.0, self.clock() - started),
+        )
+
+    def _checked(self, statement: str | ValidatedSQL, dialect: str | None) -> str:
+        if isinstance(statement, str):
+            sql = statement
+        else:
+            if statement.sql is None:
+                raise ExecutionError(
+                    "refused_statement", "the validator refused this statement; nothing was run"
+                )
+            if dialect is not None and dialect != statement.dialect:
+                raise ExecutionError(
+                    "dialect_mismatch",
+                    f"dialect={dialect!r} contradicts the validated statement's "
+                    f"{statement.dialect!r}; nothing was run",
+                )
+            sql, dialect = statement.sql, statement.dialect
+        if dialect is not None and dialect != self.dialect:
+            raise ExecutionError(
+                "dialect_mismatch",
+                f"the statement was validated as {dialect} but this database speaks "
+                f"{self.dialect}; validate it again as {self.dialect}. Nothing was run.",
+            )
+        return sql
+
+    def _run_here(self, sql: str) -> tuple[list[str], list[Any], bool]:
         try:
             conn = self.engine.connect()
         except sa.exc.SQLAlchemyError as exc:
@@ -89,16 +179,20 @@ class SQLExecutor:
                 result.close()
         except sa.exc.SQLAlchemyError as exc:
             raise _execution_error(exc) from exc
-        truncated = len(fetched) > self.row_cap
-        rows = [[json_safe(v) for v in row] for row in fetched[: self.row_cap]]
-        return ExecutionResult(
-            columns=columns,
-            rows=rows,
-            row_count=len(rows),
-            truncated=truncated,
-            row_cap=self.row_cap,
-            duration_s=max(0.0, self.clock() - started),
-        )
+        return columns, list(fetched[: self.row_cap]), len(fetched) > self.row_cap
+
+    def _run_sandboxed(self, sandbox: QuerySandbox, sql: str) -> tuple[list[str], list[Any], bool]:
+        try:
+            got = sandbox.run(sql, self.row_cap)
+        except StatementTimeout as exc:
+            raise ExecutionError("statement_timeout", exc.message, timed_out=True) from exc
+        except ResourceLimitExceeded as exc:
+            raise ExecutionError("resource_limit", exc.message, timed_out=True) from exc
+        except StatementFailed as exc:
+            raise ExecutionError("execution_error", clean_message(exc)) from exc
+        except ReadOnlySetupError as exc:
+            raise ExecutionError("database_unreachable", exc.message) from exc
+        return got.columns, got.rows, got.truncated
 
 
 def _execution_error(exc: sa.exc.SQLAlchemyError) -> ExecutionError:

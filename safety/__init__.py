@@ -6,7 +6,9 @@ from .dialects import DIALECTS, dialect_for_url
 from .errors import (
     PolicyError,
     ReadOnlySetupError,
+    ResourceLimitExceeded,
     SafetyError,
+    StatementFailed,
     StatementTimeout,
     UnsupportedDialect,
     is_statement_timeout,
@@ -18,6 +20,8 @@ from .policy_file import Policy, RolePolicy, load_policy
 from .readonly import ReadOnlySettings, open_readonly_engine
 from .rules import RULES, RuleContext
 from .schema_reader import DatabaseSchema, read_schema
+from .privileges import check_privileges
+from .sandbox import QuerySandbox, SandboxRows, sandbox_for
 from .validator import SqlValidator
 
 __all__ = [
@@ -28,22 +32,28 @@ __all__ = [
     "NameRules",
     "Policy",
     "PolicyError",
+    "QuerySandbox",
     "RULES",
     "ReadOnlySettings",
     "ReadOnlySetupError",
+    "ResourceLimitExceeded",
     "RolePolicy",
     "RuleContext",
     "SafetyError",
     "SafetyFinding",
     "SafetyPolicy",
+    "SandboxRows",
     "SchemaCatalog",
     "SqlValidator",
+    "StatementFailed",
     "StatementTimeout",
     "UnsupportedDialect",
     "ValidationResult",
+    "check_privileges",
     "dialect_for_url",
     "is_statement_timeout",
     "load_policy",
     "open_readonly_engine",
     "read_schema",
+    "sandbox_for",
 ]

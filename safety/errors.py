@@ -6,7 +6,9 @@ Every error carries a stable, machine-readable ``code``.
     ├── UnsupportedDialect           code="unsupported_dialect"
     ├── ReadOnlySetupError           code="readonly_setup_failed"
     ├── PolicyError                  code="invalid_policy"
-    └── StatementTimeout             code="statement_timeout"
+    ├── StatementTimeout             code="statement_timeout"
+    ├── ResourceLimitExceeded        code="resource_limit"
+    └── StatementFailed              code="statement_failed"
 
 Refusals of SQL text are not exceptions: ``SqlValidator.validate`` returns a
 ``ValidationResult`` whose findings carry their own codes.
@@ -19,7 +21,9 @@ import sqlite3
 __all__ = [
     "PolicyError",
     "ReadOnlySetupError",
+    "ResourceLimitExceeded",
     "SafetyError",
+    "StatementFailed",
     "StatementTimeout",
     "UnsupportedDialect",
     "is_statement_timeout",
@@ -62,6 +66,19 @@ class StatementTimeout(SafetyError):
     """A statement ran past the configured statement timeout."""
 
     code = "statement_timeout"
+
+
+class ResourceLimitExceeded(SafetyError):
+    """A statement was stopped for its cost: memory, CPU time, or the size of a value or result."""
+
+    code = "resource_limit"
+
+
+class StatementFailed(SafetyError):
+    """The engine refused or failed a statement run in a sandbox worker; the message is the
+    engine's own."""
+
+    code = "statement_failed"
 
 
 # MySQL ER_QUERY_TIMEOUT (max_execution_time), MariaDB ER_STATEMENT_TIMEOUT (max_statement_time),

@@ -275,3 +275,124 @@ def test_clean_message_and_timeout_detection_on_plain_exceptions() -> None:
     assert len(clean_message(ValueError("x" * 5000))) == 1000
     assert is_statement_timeout(StatementTimeout("slow"))
     assert not is_statement_timeout(RuntimeError("syntax error"))
+
+
+# --- the dialect is the engine's -------------------------------------------------------------
+
+
+def test_executor_knows_its_engines_dialect(tmp_path: Path) -> None:
+    assert SQLExecutor(sa.create_engine(f"sqlite:///{tmp_path / 'x.db'}")).dialect == "sqlite"
+    assert SQLExecutor(sa.create_engine("duckdb:///:memory:")).dialect == "duckdb"
+    assert SQLExecutor(sa.create_engine("mariadb+pymysql://u@127.0.0.1/x")).dialect == "mysql"
+    assert SQLExecutor(sa.create_engine("postgresql+psycopg://u@127.0.0.1/x")).dialect == "postgres"
+
+
+def test_dialect_mismatch_is_refused_before_touching_the_database(tmp_path: Path) -> None:
+    # The file's folder does not exist: any attempt to connect would be database_unreachable.
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'missing' / 'x.sqlite'}")
+    with pytest.raises(ExecutionError) as info:
+        SQLExecutor(engine).run("SELECT 'x\\' AS a", dialect="mysql")
+    assert info.value.code == "dialect_mismatch"
+    assert info.value.timed_out is False
+    assert "validated as mysql" in info.value.message
+    assert "Nothing was run" in info.value.message
+
+
+def test_a_validation_result_carries_its_dialect(demo_engine: sa.Engine) -> None:
+    from safety import SqlValidator
+
+    executor = SQLExecutor(demo_engine)
+    checked = SqlValidator(dialect="sqlite").validate("SELECT COUNT(*) AS n FROM regions")
+    assert executor.run(checked).rows == [[6]]
+    elsewhere = SqlValidator(dialect="postgres").validate("SELECT COUNT(*) AS n FROM regions")
+    with pytest.raises(ExecutionError) as info:
+        executor.run(elsewhere)
+    assert info.value.code == "dialect_mismatch"
+    with pytest.raises(ExecutionError) as info:
+        executor.run(checked, dialect="postgres")
+    assert info.value.code == "dialect_mismatch"
+    refused = SqlValidator(dialect="sqlite").validate("DELETE FROM regions")
+    with pytest.raises(ExecutionError) as info:
+        executor.run(refused)
+    assert info.value.code == "refused_statement"
+
+
+def test_mysql_engine_refuses_sql_checked_as_postgres(mysql_engine: sa.Engine) -> None:
+    """A backslash ends a PostgreSQL literal but escapes the quote on MariaDB: text the validator
+    saw as a string would run as SQL. The executor refuses it before it reaches the server."""
+    from safety import SqlValidator
+
+    attack = "SELECT 'x\\' AS a, ' UNION SELECT LOAD_FILE(''/etc/passwd'') -- ' AS b"
+    checked = SqlValidator(dialect="postgres").validate(attack)
+    assert checked.ok
+    with pytest.raises(ExecutionError) as info:
+        SQLExecutor(mysql_engine).run(checked)
+    assert info.value.code == "dialect_mismatch"
+
+
+# --- truthful row caps, through the sandbox too ----------------------------------------------
+
+
+@pytest.mark.parametrize("sandboxed", [False, True])
+def test_truncated_is_true_exactly_when_the_cap_cut_rows(demo_path: Path, sandboxed: bool) -> None:
+    from safety import ReadOnlySettings, open_readonly_engine
+
+    settings = ReadOnlySettings(sandbox_workers=1 if sandboxed else 0)
+    engine = open_readonly_engine(f"sqlite:///{demo_path}", settings)
+    try:
+        six = "SELECT region_id FROM regions ORDER BY region_id"
+        at_cap = SQLExecutor(engine, row_cap=6)
+        assert (at_cap.sandbox is not None) is sandboxed
+        exact = at_cap.run(six, dialect="sqlite")
+        assert (exact.row_count, exact.truncated) == (6, False)
+        cut = SQLExecutor(engine, row_cap=5).run(six, dialect="sqlite")
+        assert (cut.row_count, cut.truncated, cut.rows[-1]) == (5, True, [5])
+    finally:
+        if at_cap.sandbox is not None:
+            at_cap.sandbox.close()
+        engine.dispose()
+
+
+def test_sandboxed_values_are_json_safe(tmp_path: Path) -> None:
+    import duckdb
+
+    from safety import ReadOnlySettings, open_readonly_engine
+
+    path = tmp_path / "v.duckdb"
+    conn = duckdb.connect(str(path))
+    conn.execute(
+        "CREATE TABLE v AS SELECT 12.50::DECIMAL(10,2) AS d, DATE '2025-01-31' AS day,"
+        " [1, 2] AS l, {'k': 'v'} AS s, INTERVAL 1 DAY AS i, 'ab'::BLOB AS b"
+    )
+    conn.close()
+    engine = open_readonly_engine(f"duckdb:///{path}", ReadOnlySettings(sandbox_workers=1))
+    executor = SQLExecutor(engine)
+    try:
+        res = executor.run("SELECT * FROM v", dialect="duckdb")
+    finally:
+        assert executor.sandbox is not None
+        executor.sandbox.close()
+        engine.dispose()
+    json.dumps(res.model_dump())
+    assert res.rows == [[12.5, "2025-01-31", [1, 2], {"k": "v"}, "1 day, 0:00:00", "6162"]]
+
+
+def test_a_statement_stopped_for_memory_is_a_resource_limit(tmp_path: Path) -> None:
+    import duckdb
+
+    from safety import ReadOnlySettings, open_readonly_engine
+
+    path = tmp_path / "m.duckdb"
+    duckdb.connect(str(path)).close()
+    settings = ReadOnlySettings(sandbox_workers=1, worker_memory_bytes=256 * 1024 * 1024)
+    engine = open_readonly_engine(f"duckdb:///{path}", settings)
+    executor = SQLExecutor(engine)
+    try:
+        with pytest.raises(ExecutionError) as info:
+            executor.run("SELECT list_sum(range(300000000))", dialect="duckdb")
+    finally:
+        assert executor.sandbox is not None
+        executor.sandbox.close()
+        engine.dispose()
+    assert (info.value.code, info.value.timed_out) == ("resource_limit", True)
+    assert info.value.message.startswith("the statement was stopped for its cost: Out of Memory")

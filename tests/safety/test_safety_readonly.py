@@ -163,3 +163,195 @@ def test_role_name_is_an_identifier():
 
     with pytest.raises(ValidationError):
         ReadOnlySettings(postgres_role='x"; DROP TABLE t; --')
+
+
+# --- cost bounds on the servers, the dialect's quoting, the role's rights --------------------
+
+
+def test_postgres_transactions_carry_work_mem_and_the_timeout(backends):
+    backend = backends("postgres")
+    with backend.owner.connect() as conn:
+        assert conn.exec_driver_sql("SHOW work_mem").scalar() == "32MB"
+        assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "500ms"
+        assert conn.exec_driver_sql("SHOW transaction_read_only").scalar() == "on"
+        with pytest.raises(sa.exc.OperationalError) as info:
+            conn.exec_driver_sql("SELECT pg_sleep(3)")
+    assert is_statement_timeout(info.value)
+
+
+def test_postgres_temp_file_limit_where_the_role_may_set_it(backends, caplog):
+    import logging
+    import os
+
+    from safety_backends import POSTGRES_ENV, READER
+
+    backend = backends("postgres")
+    with backend.admin.connect() as conn:
+        superuser = conn.exec_driver_sql(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+        ).scalar()
+    settings = ReadOnlySettings(statement_timeout_s=2.0, postgres_temp_file_limit="64MB")
+    if superuser:
+        engine = open_readonly_engine(os.environ[POSTGRES_ENV], settings)
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW temp_file_limit").scalar() == "64MB"
+        engine.dispose()
+    reader_url = sa.make_url(os.environ[POSTGRES_ENV]).set(username=READER, password=None)
+    engine = open_readonly_engine(reader_url.render_as_string(hide_password=False), settings)
+    with caplog.at_level(logging.WARNING, logger="safety.readonly"):
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW temp_file_limit").scalar() != "64MB"
+            assert conn.exec_driver_sql("SHOW work_mem").scalar() == "32MB"
+            assert conn.exec_driver_sql(f"SELECT COUNT(*) FROM {backend.table}").scalar() == 3
+    assert "temp_file_limit not applied" in caplog.text
+    engine.dispose()
+
+
+def test_mysql_session_mode_and_temporary_table_bound(backends):
+    from safety.readonly import MYSQL_SQL_MODE
+
+    backend = backends("mysql")
+    with backend.owner.connect() as conn:
+        mode, tmp, heap = conn.exec_driver_sql(
+            "SELECT @@SESSION.sql_mode, @@SESSION.tmp_table_size, @@SESSION.max_heap_table_size"
+        ).one()
+    assert mode == MYSQL_SQL_MODE
+    assert tmp == heap == ReadOnlySettings().mysql_tmp_table_bytes
+
+
+LITERALS = [
+    "x\\",
+    "\\",
+    "it's",
+    "\\'",
+    "'\\''",
+    'say "hi"',
+    "line\nbreak\ttab\r",
+    "100% _done_ \\% \\_",
+    "back\\slash\\\\twice",
+    "' OR 1=1 -- ",
+    "\\' UNION SELECT LOAD_FILE('/etc/passwd') -- ",
+    "é ü 字 🙂",
+]
+
+
+def _round_trip(engine, values):
+    import sqlglot
+    from sqlglot import exp
+
+    from agents.sql_executor import SQLExecutor
+    from safety import SqlValidator
+
+    select = exp.select(*(exp.Literal.string(v).as_(f"c{i}") for i, v in enumerate(values)))
+    checked = SqlValidator(dialect="mysql").validate(select.sql("mysql"))
+    assert checked.ok, checked.refusal
+    tree = sqlglot.parse_one(checked.sql, read="mysql")
+    seen = [lit.this for lit in tree.find_all(exp.Literal) if lit.is_string]
+    assert seen == list(values)  # what the validator saw
+    result = SQLExecutor(engine).run(checked)
+    assert result.columns == [f"c{i}" for i in range(len(values))]  # no literal ended early
+    return result.rows
+
+
+def test_mysql_string_literals_round_trip_to_the_validated_value(backends):
+    backend = backends("mysql")
+    assert _round_trip(backend.owner, LITERALS) == [LITERALS]
+
+
+def test_mysql_literals_survive_a_server_default_that_reads_quotes_otherwise(backends):
+    """A server configured with NO_BACKSLASH_ESCAPES and ANSI_QUOTES would read sqlglot's
+    rendering differently; the pinned session mode wins."""
+    import os
+
+    from safety_backends import MYSQL_ENV
+
+    engine = open_readonly_engine(os.environ[MYSQL_ENV], ReadOnlySettings(statement_timeout_s=2.0))
+
+    @sa.event.listens_for(engine, "connect")
+    def _hostile_default(dbapi_connection, record):
+        with dbapi_connection.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES,ANSI_QUOTES,PIPES_AS_CONCAT'")
+
+    try:
+        assert _round_trip(engine, LITERALS) == [LITERALS]
+    finally:
+        engine.dispose()
+
+
+def test_mysql_any_text_round_trips(backends):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    backend = backends("mysql")
+    alphabet = st.sampled_from(list("ab'\"\\%_;-/*#\n\r\t `") + ["é", "字"])
+
+    @settings(
+        max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(st.lists(st.text(alphabet, max_size=12), min_size=1, max_size=4))
+    def check(values):
+        assert _round_trip(backend.owner, values) == [values]
+
+    check()
+
+
+def test_sqlite_regexp_is_re2_not_pythons_re(tmp_path):
+    import time
+
+    path = tmp_path / "r.db"
+    sqlite3.connect(path).close()
+    engine = open_readonly_engine(f"sqlite:///{path}", ReadOnlySettings(sandbox_workers=0))
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT 'abc' REGEXP 'b+c$'").scalar() == 1
+        started = time.monotonic()
+        evil = "SELECT ('a' || printf('%.*c', 100000, 'a') || 'b') REGEXP '(a+)+$'"
+        assert conn.exec_driver_sql(evil).scalar() == 0
+        assert time.monotonic() - started < 1.0  # Python's re takes minutes here
+        with pytest.raises(sa.exc.OperationalError):  # lookahead: Python re has it, RE2 does not
+            conn.exec_driver_sql("SELECT 'ab' REGEXP 'a(?=b)'").scalar()
+        with pytest.raises(sa.exc.OperationalError):
+            conn.exec_driver_sql(f"SELECT 'a' REGEXP '{'a' * 2000}'").scalar()
+    engine.dispose()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "duckdb"])
+def test_embedded_files_need_no_privilege_check(backends, dialect):
+    from safety import check_privileges
+
+    assert check_privileges(backends(dialect).owner) == []
+
+
+def test_privilege_check_names_what_a_role_has_beyond_reading(backends):
+    from safety import check_privileges
+
+    for dialect in ("postgres", "mysql"):
+        backend = backends(dialect)
+        assert check_privileges(backend.engine("reader")) == []
+        with backend.admin.connect() as conn:
+            if dialect == "postgres":
+                mighty = conn.exec_driver_sql(
+                    "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+                ).scalar()
+            else:
+                grants = " ".join(r[0] for r in conn.exec_driver_sql("SHOW GRANTS").fetchall())
+                mighty = "ALL PRIVILEGES ON *.*" in grants or "FILE" in grants
+        if not mighty:
+            continue
+        text = " | ".join(check_privileges(backend.owner))
+        assert ("superuser" in text) if dialect == "postgres" else ("FILE privilege" in text)
+
+
+def test_grant_lines_are_read_per_scope():
+    from safety.privileges import mysql_grant_warnings
+
+    assert mysql_grant_warnings(["GRANT SELECT ON `shop`.* TO `r`@`%`"]) == []
+    assert mysql_grant_warnings(["GRANT USAGE ON *.* TO `r`@`%`"]) == []
+    file_and_write = mysql_grant_warnings(
+        ["GRANT FILE ON *.* TO `r`@`%`", "GRANT SELECT, INSERT ON `shop`.* TO `r`@`%`"]
+    )
+    assert len(file_and_write) == 2
+    assert "FILE privilege" in file_and_write[0]
+    assert "not read-only: it has INSERT on `shop`.*" in file_and_write[1]
+    scoped_all = mysql_grant_warnings(["GRANT ALL PRIVILEGES ON `shop`.* TO `r`@`%`"])
+    assert len(scoped_all) == 1 and "FILE" not in scoped_all[0]
+    assert any("SUPER" in w for w in mysql_grant_warnings(["GRANT SUPER ON *.* TO `r`@`%`"]))
