@@ -173,7 +173,7 @@ def build_catalogue(
     scores: dict[str, float] = {}
     per_question = []
     for question in questions:
-        best = ranked.scored(question)[: max(max_tables, 0)]
+        best = ranked.scored(question, max(max_tables, 0))
         if not best:
             best = [(name, 0.0) for name in ranked.hubs(max_tables)]
         per_question.append([name for name, _ in best])

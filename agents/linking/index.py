@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -93,6 +94,12 @@ class SchemaIndex:
                 shares[j][i] = max(shares[j].get(i, 0.0), w.referred_share)
                 shares[i][j] = max(shares[i].get(j, 0.0), w.referring_share)
         self.shares = [tuple(s.items()) for s in shares]
+        # receivers[j] = [(i, s)]: the tables that receive s times table j's own score
+        receivers: list[list[tuple[int, float]]] = [[] for _ in self.names]
+        for i, got in enumerate(shares):
+            for j, share in got.items():
+                receivers[j].append((i, share))
+        self.receivers = [tuple(r) for r in receivers]
         self.degree = [len(s) for s in shares]
 
     def _table_terms(self, info: TableInfo) -> dict[str, float]:
@@ -123,7 +130,7 @@ class SchemaIndex:
         return found
 
     def question_terms(self, question: str) -> dict[str, tuple[str, float]]:
-        """Schema term -> (the question word it stands for, weight).
+        """Schema term -> (the question word or pair it stands for, weight).
 
         A question word counts where the schema has it, and two adjacent words count run
         together too (``high school`` / ``highschooler``).
@@ -151,38 +158,46 @@ class SchemaIndex:
         the share of the question's words (by rarity) the table covers, so one rare word in a
         table's name does not outweigh a table that has most of what was asked.
         """
-        best: dict[int, dict[str, float]] = {}
-        rarity: dict[str, float] = {}
-        for term, (word, weight) in self.question_terms(question).items():
+        sums: dict[int, float] = {}
+        covered: dict[int, float] = {}
+        terms = self.question_terms(question)
+        for term, (_, weight) in terms.items():  # one schema term per question word or pair
             idf = self.idf[term]
-            rarity[word] = max(rarity.get(word, 0.0), idf)
+            scaled = idf * weight
             for i, field_weight in self.postings[term]:
-                got = best.setdefault(i, {})
-                value = idf * weight * field_weight
-                if got.get(word, 0.0) < value:
-                    got[word] = value
-        whole = sum(rarity.values()) or 1.0
+                sums[i] = sums.get(i, 0.0) + scaled * field_weight
+                covered[i] = covered.get(i, 0.0) + idf
+        whole = sum(self.idf[t] for t in terms) or 1.0
         power = self.weights.coverage
-        return {
-            i: sum(got.values()) * (sum(rarity[w] for w in got) / whole) ** power
-            for i, got in best.items()
-        }
+        return {i: total * (covered[i] / whole) ** power for i, total in sums.items()}
 
-    def scored(self, question: str) -> list[tuple[str, float]]:
-        """``(table, score)`` for every table that matches or joins one that does, best first."""
+    def scored(self, question: str, limit: int | None = None) -> list[tuple[str, float]]:
+        """``(table, score)`` for the tables that match or join one that does, best first.
+
+        Ties go to the table with more links to the three best matches, then to the more
+        connected table, then to the schema's own order.
+        """
         own = self.own_scores(question)
         n = self.weights.neighbours_counted
-        total: dict[int, float] = {}
-        candidates = set(own)
-        for i in own:
-            candidates.update(j for j, _ in self.shares[i])
-        for i in candidates:
-            gains = sorted((own[j] * s for j, s in self.shares[i] if j in own), reverse=True)
-            total[i] = own.get(i, 0.0) + sum(gains[:n])
+        gains: dict[int, list[float]] = {}
+        for j, score in own.items():
+            for i, share in self.receivers[j]:
+                gains.setdefault(i, []).append(score * share)
+        total = dict.fromkeys(gains, 0.0)
+        total.update(own)
+        for i, got in gains.items():
+            total[i] += sum(got if len(got) <= n else sorted(got, reverse=True)[:n])
         self._cohere(own, total)
-        top = sorted(own, key=lambda i: -own[i])[:3]
-        links = {i: sum(1 for j, _ in self.shares[i] if j in top) for i in total}
-        order = sorted(total, key=lambda i: (-total[i], -links[i], -self.degree[i], i))
+        links = dict.fromkeys(total, 0)
+        for top in heapq.nlargest(3, own, key=own.__getitem__):
+            for i, _ in self.shares[top]:
+                links[i] += 1
+        degree = self.degree
+
+        def key(i: int) -> tuple[float, int, int, int]:
+            return (-total[i], -links[i], -degree[i], i)
+
+        order = sorted(total, key=key) if limit is None else heapq.nsmallest(limit, total, key=key)
         return [(self.names[i], total[i]) for i in order]
 
     def _cohere(self, own: dict[int, float], total: dict[int, float]) -> None:
@@ -194,7 +209,7 @@ class SchemaIndex:
         w = self.weights
         if not total or w.coherence <= 0:
             return
-        seeds = sorted(total, key=lambda i: -total[i])[: w.seeds]
+        seeds = heapq.nlargest(w.seeds, total, key=total.__getitem__)
         bonus: dict[int, float] = {}
         for seed in seeds:
             frontier, seen = [seed], {seed}
@@ -209,8 +224,7 @@ class SchemaIndex:
 
     def rank(self, question: str, limit: int | None = None) -> list[str]:
         """The tables that match ``question`` or join one that does, best first, at most ``limit``."""
-        ranked = [name for name, _ in self.scored(question)]
-        return ranked if limit is None else ranked[: max(limit, 0)]
+        return [name for name, _ in self.scored(question, None if limit is None else max(limit, 0))]
 
     def hubs(self, limit: int) -> list[str]:
         """The most connected tables: what to show when a question matches nothing."""

@@ -82,14 +82,18 @@ def compound_parts(word: str) -> tuple[str, ...]:
         ('high', 'schooler')
         >>> compound_parts("stadium")
         ()
+        >>> compound_parts("useracct")  # use, racc, t: not a split to trust
+        ()
     """
     if len(word) < COMPOUND_MIN_CHARS or not word.isalpha():
         return ()
     parts = tuple(_segmenter().split(word))  # type: ignore[attr-defined]
-    if len(parts) < 2:
+    short = [p for p in parts if len(p) < PART_MIN_CHARS]
+    # a one-letter part or several short ones mean the word list does not know this word
+    # (``useracct`` -> use, racc, t): better no split than a wrong one
+    if len(parts) < 2 or any(len(p) < 2 for p in parts) or len(short) > 1:
         return ()
-    kept = tuple(p for p in parts if len(p) >= PART_MIN_CHARS)
-    return kept if len(kept) >= 2 or (kept and len("".join(kept)) >= len(word) - 2) else ()
+    return tuple(p for p in parts if len(p) >= PART_MIN_CHARS)
 
 
 @lru_cache(maxsize=65536)
