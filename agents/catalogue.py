@@ -91,30 +91,36 @@ class Catalogue(BaseModel):
 
 
 _INDEX_CACHE_SIZE = 8
-_indexes: OrderedDict[int, tuple[Mapping[str, TableInfo], tuple[int, ...], SchemaIndex]] = (
-    OrderedDict()
-)
+_IndexKey = tuple[int, int]
+_indexes: OrderedDict[
+    _IndexKey, tuple[Mapping[str, TableInfo], Synonyms | None, tuple[int, ...], SchemaIndex]
+] = OrderedDict()
 _indexes_lock = threading.Lock()
 
 
 def index_for(tables: Mapping[str, TableInfo], synonyms: Synonyms | None = None) -> SchemaIndex:
-    """The ``SchemaIndex`` of ``tables``, reused while the same mapping holds the same tables.
+    """The ``SchemaIndex`` of ``tables`` (with ``synonyms``), reused while both stay the same.
 
     ``SchemaExplorer.tables()`` hands out one cached mapping per database, so each schema is
-    indexed once however many questions are ranked against it. With ``synonyms`` a fresh index
-    is built (and not cached): pass an index to the catalogue functions to reuse it.
+    indexed once however many questions are ranked against it. ``synonyms=None`` means
+    ``agents.linking.DEFAULT_SYNONYMS``; a ``Synonyms`` value is matched by identity, so build it
+    once (``DEFAULT_SYNONYMS | Synonyms.load(path)``) and pass the same object every time.
     """
-    if synonyms is not None:
-        return SchemaIndex(tables, synonyms=synonyms)
+    key = (id(tables), id(synonyms))
     fingerprint = tuple(map(id, tables.values()))
     with _indexes_lock:
-        cached = _indexes.get(id(tables))
-        if cached is not None and cached[0] is tables and cached[1] == fingerprint:
-            _indexes.move_to_end(id(tables))
-            return cached[2]
-    index = SchemaIndex(tables)
+        cached = _indexes.get(key)
+        if (
+            cached is not None
+            and cached[0] is tables
+            and cached[1] is synonyms
+            and cached[2] == fingerprint
+        ):
+            _indexes.move_to_end(key)
+            return cached[3]
+    index = SchemaIndex(tables, synonyms=synonyms)
     with _indexes_lock:
-        _indexes[id(tables)] = (tables, fingerprint, index)
+        _indexes[key] = (tables, synonyms, fingerprint, index)
         while len(_indexes) > _INDEX_CACHE_SIZE:
             _indexes.popitem(last=False)
     return index

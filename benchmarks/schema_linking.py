@@ -273,7 +273,7 @@ def spider(max_tables: int, comments: bool, values: int, misses: int, before: st
     build_catalogue([cases[0][0]], tables, index=index)  # warm the stemmer's and splitter's caches
     ours: dict[str, list] = {"complete": [], "share": [], "request": [], "ms": []}
     base: dict[str, list] = {"complete": [], "share": [], "request": []}
-    found = base_found = needed = 0
+    found = base_found = needed = listed = 0
     missed = []
     ours["ms"] = timed(
         lambda q: build_catalogue([q], tables, max_tables=max_tables, index=index),
@@ -288,6 +288,7 @@ def spider(max_tables: int, comments: bool, values: int, misses: int, before: st
         ours["request"].append(request_chars([question], cat.text) / whole_request)
         found += len(gold & shown)
         needed += len(gold)
+        listed += gold <= shown | set(cat.named)
         if not gold <= shown:
             missed.append((question, sorted(gold - shown), cat.shown[:5]))
         b_shown = bm25.rank(question, len(cat.shown))
@@ -298,6 +299,10 @@ def spider(max_tables: int, comments: bool, values: int, misses: int, before: st
         base_found += len(gold & set(b_shown))
     print(f"one question per catalogue, top {max_tables} shown (BM25 shows as many tables):")
     report("ranker", ours["complete"], found, needed, ours["share"], ours["request"])
+    print(
+        f"    every needed table shown or named (names line) {listed}/{len(cases)} = "
+        f"{listed / len(cases):.1%}"
+    )
     report("BM25", base["complete"], base_found, needed, base["share"], base["request"])
     rev = before or last_lexical_ranker()
     old = old_catalogue_module(rev) if rev else None

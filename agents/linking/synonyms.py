@@ -42,25 +42,33 @@ class Synonyms:
 
     def __init__(self, groups: Mapping[str, Iterable[str]] | None = None) -> None:
         self._groups: dict[str, list[str]] = {}
-        self._others: dict[str, set[str]] = {}
+        self._others: dict[str, frozenset[str]] | None = None  # stems, built on first use
         for word, others in (groups or {}).items():
             self.add(word, others)
 
     def add(self, word: str, others: Iterable[str]) -> None:
         """Make ``word`` and each of ``others`` stand for one another."""
-        others = [o for o in others if o.strip()]
-        self._groups.setdefault(word, []).extend(others)
-        left = [stem(w) for w in words(word)]
-        for other in others:
-            right = [stem(w) for w in words(other)]
-            for a in left:
-                self._others.setdefault(a, set()).update(t for t in right if t != a)
-            for b in right:
-                self._others.setdefault(b, set()).update(t for t in left if t != b)
+        self._groups.setdefault(word, []).extend(o for o in others if o.strip())
+        self._others = None
 
     def others(self, term: str) -> frozenset[str]:
         """The stems a schema term also answers to (``term`` is itself a stem)."""
-        return frozenset(self._others.get(term, ()))
+        found = self._others
+        if found is None:
+            found = self._others = self._stemmed()
+        return found.get(term, frozenset())
+
+    def _stemmed(self) -> dict[str, frozenset[str]]:
+        out: dict[str, set[str]] = {}
+        for word, others in self._groups.items():
+            left = [stem(w) for w in words(word)]
+            for other in others:
+                right = [stem(w) for w in words(other)]
+                for a in left:
+                    out.setdefault(a, set()).update(t for t in right if t != a)
+                for b in right:
+                    out.setdefault(b, set()).update(t for t in left if t != b)
+        return {term: frozenset(found) for term, found in out.items()}
 
     def groups(self) -> dict[str, list[str]]:
         """The groups as given, word -> the words it stands for."""

@@ -16,9 +16,9 @@ Example:
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable
 from functools import cache, lru_cache
-
-import snowballstemmer
 
 __all__ = [
     "STOPWORDS",
@@ -49,14 +49,28 @@ PART_MIN_CHARS = 3
 
 _WORD = re.compile(r"[a-z]+|[0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_stemmer = snowballstemmer.stemmer("english")
-_stem_lock_free = _stemmer.stemWord  # stateless per call: safe to share between threads
+
+
+@cache
+def _english_stemmer() -> Callable[[str], str]:
+    # Imported on first use: the package loads all its 30-odd languages (about 90 ms), a cost
+    # only processes that rank a large schema should pay.
+    import snowballstemmer
+
+    english = snowballstemmer.stemmer("english")
+    lock = threading.Lock()  # a stemmer object keeps per-word state while it works
+
+    def stem_word(word: str) -> str:
+        with lock:
+            return str(english.stemWord(word))
+
+    return stem_word
 
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """The Snowball English stem of a lower-case ``word``: ``names`` and ``name`` give ``name``."""
-    return str(_stem_lock_free(word))
+    return _english_stemmer()(word)
 
 
 def words(text: str) -> list[str]:

@@ -174,7 +174,10 @@ def test_index_is_built_once_per_schema_mapping() -> None:
     tables["lines"] = table("lines", "line_id")
     assert index_for(tables) is not first
     assert rank_tables("lines", tables, limit=1) == ["lines"]
-    assert index_for(tables, Synonyms({"row": ["line"]})).rank("rows") == ["lines"]
+    rows = Synonyms({"row": ["line"]})
+    assert index_for(tables, rows).rank("rows") == ["lines"]
+    assert index_for(tables, rows) is index_for(tables, rows)
+    assert index_for(tables, rows) is not index_for(tables)
 
 
 def test_large_fixture_schema_is_pruned_to_a_fraction(erp_tables: dict[str, TableInfo]) -> None:
