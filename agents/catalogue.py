@@ -11,10 +11,10 @@ Example:
     >>> from agents.schema_explorer import ColumnInfo, TableInfo
     >>> def table(name, *cols):
     ...     return TableInfo(name=name, columns=[ColumnInfo(name=c, type="INTEGER") for c in cols])
-    >>> schema = {t.name: t for t in (table("employee", "employee_id", "hire_date"),
-    ...                               table("invoice", "invoice_id", "total_amount"))}
-    >>> rank_tables("Total invoiced amount last year", schema, limit=1)
-    ['invoice']
+    >>> schema = {t.name: t for t in (table("comet", "comet_id", "discovered_on"),
+    ...                               table("planet", "planet_id", "orbit_days"))}
+    >>> rank_tables("When was each comet discovered?", schema, limit=1)
+    ['comet']
 """
 
 from __future__ import annotations
@@ -267,11 +267,11 @@ def _neighbour_names(index: SchemaIndex, shown: list[str], limit: int) -> list[s
 
 
 def _grouped_names(names: list[str]) -> str:
-    """Table names with a shared prefix written once: ``film_{actor,category}, rental``.
+    """Table names with a shared prefix written once: ``hive_{harvest,inspection}, apiary``.
 
     Example:
-        >>> _grouped_names(["film_actor", "film_category", "rental", "store_staff"])
-        'film_{actor,category}, rental, store_staff'
+        >>> _grouped_names(["hive_harvest", "hive_inspection", "apiary", "keeper_visit"])
+        'hive_{harvest,inspection}, apiary, keeper_visit'
     """
     groups: dict[str, list[str]] = {}
     for name in names:

@@ -15,10 +15,10 @@ Example:
     >>> from agents.schema_explorer import ColumnInfo, TableInfo
     >>> def table(name, *cols):
     ...     return TableInfo(name=name, columns=[ColumnInfo(name=c, type="TEXT") for c in cols])
-    >>> index = SchemaIndex({t.name: t for t in (table("singer", "singer_id", "age"),
-    ...                                          table("stadium", "stadium_id", "capacity"))})
-    >>> index.rank("How old are the singers?")
-    ['singer']
+    >>> index = SchemaIndex({t.name: t for t in (table("telescope", "telescope_id", "aperture"),
+    ...                                          table("glacier", "glacier_id", "area"))})
+    >>> index.rank("What aperture do the telescopes have?")
+    ['telescope']
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class SchemaIndex:
         """Schema term -> (the question word or pair it stands for, weight).
 
         A question word counts where the schema has it, and two adjacent words count run
-        together too (``high school`` / ``highschooler``).
+        together too (``hive inspection`` / ``hiveinspections``).
         """
         seq = question_words(question)
         terms: dict[str, tuple[str, float]] = {}

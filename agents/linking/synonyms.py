@@ -1,9 +1,9 @@
 """Words that name the same thing, so a question's word can reach a schema's other word.
 
-A ``Synonyms`` value holds groups of words that stand for one another (``vendor``,
-``supplier``). It is applied to the schema side: a table whose name says ``supplier`` also
-answers to ``vendor``, with less weight than its own words. Users extend it with their own
-vocabulary (``Synonyms({"vendor": ["supplier"]})``, or a TOML file read by ``Synonyms.load``);
+A ``Synonyms`` value holds groups of words that stand for one another (``colony``, ``hive``).
+It is applied to the schema side: a table whose name says ``hive`` also answers to
+``colony``, with less weight than its own words. Users extend it with their own vocabulary
+(``Synonyms({"colony": ["hive"]})``, or a TOML file read by ``Synonyms.load``);
 business notes plug in the same way.
 
 The built-in groups (``DEFAULT_SYNONYMS``) are only the short forms schema designers write
@@ -12,13 +12,13 @@ everywhere (``qty`` for quantity); no domain's vocabulary belongs here.
 A file holds one table of groups, each key a word and its value the words it stands for::
 
     [synonyms]
-    vendor = ["supplier"]
-    client = ["customer", "account"]
+    colony = ["hive"]
+    keeper = ["beekeeper", "apiarist"]
 
 Example:
-    >>> s = Synonyms({"vendor": ["supplier"]})
-    >>> sorted(s.others("supplier"))
-    ['vendor']
+    >>> s = Synonyms({"colony": ["hive"]})
+    >>> sorted(s.others("hive"))
+    ['coloni']
 """
 
 from __future__ import annotations

@@ -3,14 +3,16 @@
 A term is a word lower-cased and reduced by the Snowball English stemmer (``names`` and
 ``name`` both give ``name``; ``countries`` and ``country`` both give ``countri``). Identifiers
 are first split at underscores, digits and case changes (``CountryCode``, ``HTMLParser``), and a
-long run of letters is also split into the dictionary words it is made of (``countrylanguage``
--> country, language), keeping the whole run as a term too.
+long run of letters is also split into the dictionary words it is made of (``hiveinspection``
+-> hive, inspection), keeping the whole run as a term too.
 
 Example:
-    >>> identifier_terms("countrylanguage")
-    ['countrylanguag', 'countri', 'languag']
-    >>> question_words("Show the names of all singers")
-    ['name', 'singer']
+    >>> identifier_terms("cometOrbits")
+    ['comet', 'orbit']
+    >>> identifier_terms("hiveinspection")
+    ['hiveinspect', 'hive', 'inspect']
+    >>> question_words("Show the names of all comets")
+    ['name', 'comet']
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def stem(word: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words and numbers, split at case changes too: ``supplierInvoice_no`` -> supplier, invoice, no."""
+    """Lower-case words and numbers, split at case changes too: ``hiveInspection_no`` -> hive, inspection, no."""
     return _WORD.findall(_CAMEL.sub(" ", text).lower())
 
 
@@ -92,11 +94,11 @@ def compound_parts(word: str) -> tuple[str, ...]:
     """The dictionary words a run of letters is made of, or ``()`` when it is one word.
 
     Example:
-        >>> compound_parts("highschooler")
-        ('high', 'schooler')
-        >>> compound_parts("stadium")
+        >>> compound_parts("hiveinspection")
+        ('hive', 'inspection')
+        >>> compound_parts("telescope")
         ()
-        >>> compound_parts("useracct")  # use, racc, t: not a split to trust
+        >>> compound_parts("obsdate")  # ob, s, date: not a split to trust
         ()
     """
     if len(word) < COMPOUND_MIN_CHARS or not word.isalpha():
@@ -104,7 +106,7 @@ def compound_parts(word: str) -> tuple[str, ...]:
     parts = tuple(_segmenter().split(word))  # type: ignore[attr-defined]
     short = [p for p in parts if len(p) < PART_MIN_CHARS]
     # a one-letter part or several short ones mean the word list does not know this word
-    # (``useracct`` -> use, racc, t): better no split than a wrong one
+    # (``obsdate`` -> ob, s, date): better no split than a wrong one
     if len(parts) < 2 or any(len(p) < 2 for p in parts) or len(short) > 1:
         return ()
     return tuple(p for p in parts if len(p) >= PART_MIN_CHARS)
