@@ -9,13 +9,16 @@ The twelfth, SafetyValidator, is ``safety.SqlValidator``.
 
 from agents.catalogue import (
     DEFAULT_MAX_TABLES,
-    CatalogueIndex,
+    LARGE_SCHEMA_TABLES,
+    Catalogue,
     batch_catalogue,
+    build_catalogue,
     compact_catalogue,
     rank_tables,
 )
 from agents.data_explorer import DataContext, DataExplorer
 from agents.errors import AgentError, AgentOutputError, ExecutionError, SchemaInspectionError
+from agents.linking import SchemaIndex, Synonyms
 from agents.llm_agent import LLMAgent
 from agents.llm_batch import QuestionInput, SplitResults, split_results
 from agents.reasoning import (
@@ -65,7 +68,7 @@ __all__ = [
     "AgentError",
     "AgentOutputError",
     "AnswerBatch",
-    "CatalogueIndex",
+    "Catalogue",
     "Clarification",
     "ClarifyingQuestion",
     "ColumnInfo",
@@ -81,6 +84,7 @@ __all__ = [
     "GeneratedSQL",
     "Intent",
     "IntentAnalysis",
+    "LARGE_SCHEMA_TABLES",
     "LLMAgent",
     "PlannedFilter",
     "PlannedJoin",
@@ -96,12 +100,15 @@ __all__ = [
     "SQLGenerator",
     "SchemaContext",
     "SchemaExplorer",
+    "SchemaIndex",
     "SchemaInspectionError",
     "SelfCorrection",
     "SplitResults",
+    "Synonyms",
     "SynthesizedAnswer",
     "TableInfo",
     "batch_catalogue",
+    "build_catalogue",
     "compact_catalogue",
     "rank_tables",
     "split_results",

@@ -1,295 +1,219 @@
-"""The reasoning step's catalogue for big databases: the tables a question most likely needs.
+"""The reasoning step's catalogue for big databases: the tables the questions most likely need.
 
-A plain lexical ranker, no model and no I/O: table and column names are split into words
-(``ar_invoice_lines`` -> ar, invoice, line), reduced by a light stemmer so plurals and verb forms
-meet (invoices / invoiced / invoice), widened by a small explicit table of abbreviations and
-analysts' synonyms, and weighted by how rare each word is in the schema. A match in a table's
-name counts more than one in its columns, and tables one foreign key away from a strong hit get
-part of its score, so the join table or look-up a question implies comes along.
-
-``compact_catalogue`` keeps the exact text of ``SchemaExplorer.catalogue()`` for small schemas
-and, for big ones, shows the best-ranked tables in full and only the names of the others.
+A small schema is shown whole, one line per table. Above ``LARGE_SCHEMA_TABLES`` tables each
+question's best-ranked tables (``agents.linking.SchemaIndex``) are shown with their columns, and
+one line names the tables joined to them by a foreign key; every other table is only counted, and
+the text says so, so the model knows it may still plan with a table it was not shown.
+``build_catalogue`` returns a ``Catalogue`` (the text, the tables shown and their scores, the
+names line, the ranking time); ``compact_catalogue`` and ``batch_catalogue`` give its text.
 
 Example:
     >>> from agents.schema_explorer import ColumnInfo, TableInfo
     >>> def table(name, *cols):
     ...     return TableInfo(name=name, columns=[ColumnInfo(name=c, type="INTEGER") for c in cols])
-    >>> schema = {t.name: t for t in (table("hr_employees", "employee_id", "hire_date"),
-    ...                               table("ar_invoices", "invoice_id", "total_amount"))}
-    >>> rank_tables("Total invoiced amount last year", schema, limit=1)
-    ['ar_invoices']
+    >>> schema = {t.name: t for t in (table("comet", "comet_id", "discovered_on"),
+    ...                               table("planet", "planet_id", "orbit_days"))}
+    >>> rank_tables("When was each comet discovered?", schema, limit=1)
+    ['comet']
 """
 
 from __future__ import annotations
 
-import math
-import re
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import zip_longest
 
+from pydantic import BaseModel, Field
+
+from agents.linking import SchemaIndex, Synonyms
 from agents.schema_explorer import TableInfo
 
 __all__ = [
-    "CatalogueIndex",
+    "BATCH_FACTOR",
+    "Catalogue",
+    "DEFAULT_MAX_CHARS",
+    "DEFAULT_MAX_NAMED",
     "DEFAULT_MAX_TABLES",
+    "LARGE_SCHEMA_TABLES",
+    "SchemaIndex",
     "batch_catalogue",
+    "build_catalogue",
     "compact_catalogue",
     "index_for",
     "rank_tables",
-    "stem",
-    "words",
 ]
 
-#: Tables shown with their columns in a big schema's catalogue. Measured on the 300-table ERP
-#: schema (benchmarks/prompt_size.py): every gold table of its questions ranks within the top 14,
-#: and 14 tables plus the other names keep the catalogue near 14 % of the whole schema's.
-DEFAULT_MAX_TABLES = 14
+#: Above this many tables the catalogue is ranked and pruned (Batch 1), and Batch 2 sees only the
+#: planned tables and what they refer to. At or below it, the whole schema goes in every prompt.
+LARGE_SCHEMA_TABLES = 40
 
-#: Short forms found in schemas, read as the words they stand for.
-ABBREVIATIONS: dict[str, tuple[str, ...]] = {
-    "addr": ("address",),
-    "amt": ("amount",),
-    "ap": ("payable",),
-    "ar": ("receivable",),
-    "bom": ("bill", "material"),
-    "cm": ("cash", "bank"),
-    "cust": ("customer",),
-    "dept": ("department",),
-    "emp": ("employee",),
-    "fa": ("fixed", "asset"),
-    "gl": ("general", "ledger", "account"),
-    "hr": ("human", "resource"),
-    "inv": ("inventory",),
-    "mfg": ("manufacturing", "production"),
-    "no": ("number",),
-    "nps": ("net", "promoter", "score"),
-    "num": ("number",),
-    "pay": ("payroll",),
-    "po": ("purchase", "order"),
-    "prj": ("project",),
-    "pur": ("purchase",),
-    "qty": ("quantity",),
-    "rfq": ("request", "quotation"),
-    "rma": ("return", "authorization"),
-    "sls": ("sales",),
-    "svc": ("service",),
-    "tms": ("transport", "freight"),
-    "uom": ("unit", "measure"),
-}
+#: Tables shown with their columns per question in a large schema's catalogue. Measured by
+#: benchmarks/schema_linking.py on 875 merged public tables: 30 keeps every needed table shown for
+#: about 97 % of questions while the request stays near a tenth of the whole-schema request.
+DEFAULT_MAX_TABLES = 30
 
-#: Analysts' words that name the same thing as a schema's words.
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    "actual": ("journal", "posted"),
-    "bill": ("invoice",),
-    "client": ("customer",),
-    "cost": ("expense",),
-    "dollar": ("currency",),
-    "euro": ("currency",),
-    "headcount": ("employee",),
-    "joined": ("hire",),
-    "owe": ("payable", "invoice"),
-    "people": ("employee",),
-    "product": ("item",),
-    "reorder": ("stock",),
-    "rep": ("salesperson", "employee"),
-    "revenue": ("invoice", "sales"),
-    "salespeople": ("salesperson", "employee"),
-    "salesperson": ("employee",),
-    "sku": ("item",),
-    "sell": ("sales", "order"),
-    "sold": ("sales", "order"),
-    "spend": ("invoice", "purchase"),
-    "staff": ("employee",),
-    "unpaid": ("payment", "due"),
-    "unreconciled": ("reconciled",),
-    "vendor": ("supplier",),
-    "worker": ("employee",),
-}
+#: Characters of table lines at most in one question's catalogue: wide tables cost more, so
+#: fewer of them are shown (on the 300-table test schema, about 26 of 30).
+DEFAULT_MAX_CHARS = 6_000
 
-STOPWORDS = frozenset(
-    """
-a about above after all also am an and any are as at be been before below between both but by can could did
-do does each every for from get give had has have how i if in into is it its last list me more most much my
-next no not now of on or our over per please right same show so some still such than that the their them then
-there these this those to top under up us was we were what when where which while who whom why will with
-without would year years month months day days week quarter today yesterday you your
-""".split()
+#: A catalogue for several questions shows at most this many times one question's tables and
+#: characters: questions asked together are mostly about the same tables.
+BATCH_FACTOR = 2
+
+#: Tables named without columns at most, besides the ones shown (their foreign-key neighbours).
+DEFAULT_MAX_NAMED = 40
+
+#: The names line starts with this, so a reader (and a test) can tell a pruned catalogue.
+NAMES_LINE_PREFIX = "-- {count} more tables, columns not shown: "
+#: The rule stated under a pruned catalogue, so the model knows what else it may plan with.
+UNLISTED_RULE = (
+    "-- {count} other tables are not listed: none shares a foreign key with the tables above or "
+    "matches the question's words; a plan may still name any table of the database."
 )
 
-NAME_WEIGHT = 3.0  # a word in the table's name
-HEAD_WEIGHT = (
-    1.5  # extra for the name's last word, the thing a row is (``invoice`` in ar_invoice_lines)
-)
-COLUMN_WEIGHT = 1.0  # a word in some column's name, counted once per table
-SYNONYM_WEIGHT = 0.7  # a question word reached only through SYNONYMS
-REFERRED_SHARE = 0.5  # part of a referring table's own score the table it refers to receives
-REFERRING_SHARE = 0.25  # part of a referred table's own score a table that refers to it receives
-NEIGHBOURS_COUNTED = (
-    2  # a table joining two strong hits (a line to its header and item) gains from both
-)
 
-_SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "es", "ed", "s")
+class Catalogue(BaseModel):
+    """The catalogue one reasoning call sees, and what went into it."""
 
-
-def words(text: str) -> list[str]:
-    """Lower-case words and numbers: ``supplierInvoice_no``, ``days_90`` -> supplier, invoice, no; days, 90."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
-    return re.findall(r"[a-z]+|[0-9]+", spaced.lower())
-
-
-def stem(word: str) -> str:
-    """A light stemmer that lets plurals and verb forms meet: invoices, invoiced, invoice -> invoic."""
-    if len(word) <= 3 or word.endswith(("ss", "us", "is")):
-        return word
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-            break
-    while word.endswith("e") and len(word) > 4:  # employee, employees -> employ
-        word = word[:-1]
-    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiousl":
-        word = word[:-1]
-    return word
-
-
-def _schema_terms(identifier: str) -> list[str]:
-    out = []
-    for word in words(identifier):
-        out.append(stem(word))
-        out.extend(stem(w) for w in ABBREVIATIONS.get(word, ()))
-    return out
-
-
-def _question_terms(question: str) -> dict[str, float]:
-    """Stem -> weight: the question's own words at 1, words reached through a synonym lower."""
-    terms: dict[str, float] = {}
-    for word in words(question):
-        if word in STOPWORDS:
-            continue
-        base = stem(word)
-        terms[base] = 1.0
-        for other in _SYNONYM_STEMS.get(base, ()):
-            terms.setdefault(other, SYNONYM_WEIGHT)
-    return terms
-
-
-def _synonym_stems() -> dict[str, tuple[str, ...]]:
-    out: dict[str, tuple[str, ...]] = {}
-    for table in (ABBREVIATIONS, SYNONYMS):
-        for word, others in table.items():
-            out[stem(word)] = out.get(stem(word), ()) + tuple(stem(o) for o in others)
-    return out
-
-
-_SYNONYM_STEMS = _synonym_stems()
-
-
-@dataclass(frozen=True)
-class _TableTerms:
-    name: frozenset[str]
-    head: frozenset[str]
-    columns: frozenset[str]
-
-
-class CatalogueIndex:
-    """The words of every table, their rarity, and the foreign-key graph, built once per schema.
-
-    ``rank_tables`` and ``compact_catalogue`` reuse one per schema mapping (see ``index_for``).
-    """
-
-    def __init__(self, tables: Mapping[str, TableInfo]) -> None:
-        self.order = list(tables)
-        self.terms: dict[str, _TableTerms] = {}
-        for name, info in tables.items():
-            name_words = words(name)
-            self.terms[name] = _TableTerms(
-                name=frozenset(_schema_terms(name)),
-                head=frozenset(_schema_terms(name_words[-1])) if name_words else frozenset(),
-                columns=frozenset(t for column in info.columns for t in _schema_terms(column.name)),
-            )
-        frequency: dict[str, int] = {}
-        for entry in self.terms.values():
-            for term in entry.name | entry.columns:
-                frequency[term] = frequency.get(term, 0) + 1
-        total = max(len(self.terms), 1)
-        self.idf = {term: math.log(1.0 + total / count) for term, count in frequency.items()}
-        # neighbours[t][n] is the share of n's score t receives: more from the tables that refer to
-        # t (a line table's hit needs its header for the date, a fact its look-ups) than the reverse
-        self.neighbours: dict[str, dict[str, float]] = {name: {} for name in tables}
-        for name, info in tables.items():
-            for fk in info.foreign_keys:
-                if fk.referred_table in self.neighbours and fk.referred_table != name:
-                    self.neighbours[fk.referred_table][name] = REFERRED_SHARE
-                    self.neighbours[name].setdefault(fk.referred_table, REFERRING_SHARE)
-
-    def scores(self, question: str) -> dict[str, float]:
-        """Every table's score for ``question``: its own words' match plus a share of its best neighbours'."""
-        terms = _question_terms(question)
-        own: dict[str, float] = {}
-        for name, entry in self.terms.items():
-            score = 0.0
-            for term, weight in terms.items():
-                idf = self.idf.get(term)
-                if idf is None:
-                    continue
-                if term in entry.name:
-                    score += (
-                        weight * idf * (NAME_WEIGHT + (HEAD_WEIGHT if term in entry.head else 0.0))
-                    )
-                elif term in entry.columns:
-                    score += weight * idf * COLUMN_WEIGHT
-            own[name] = score
-        boosted = {}
-        for name, score in own.items():
-            shares = sorted(
-                (own[n] * share for n, share in self.neighbours[name].items()), reverse=True
-            )
-            boosted[name] = score + sum(shares[:NEIGHBOURS_COUNTED])
-        return boosted
-
-    def rank(self, question: str, limit: int | None = None) -> list[str]:
-        """Table names, best first; ties keep the schema's order, so the result is deterministic."""
-        scores = self.scores(question)
-        position = {name: i for i, name in enumerate(self.order)}
-        ranked = sorted(self.order, key=lambda name: (-scores[name], position[name]))
-        return ranked if limit is None else ranked[: max(limit, 0)]
+    text: str = Field(description="The catalogue as it goes into the prompt")
+    whole_schema: bool = Field(description="True when every table is shown with its columns")
+    shown: list[str] = Field(description="Tables shown with their columns, in prompt order")
+    scores: dict[str, float] = Field(
+        description="Ranking score of each shown table (the best over the questions)"
+    )
+    named: list[str] = Field(
+        description="Tables named without columns: foreign-key neighbours of the shown ones"
+    )
+    unlisted: int = Field(description="Tables neither shown nor named, only counted")
+    ranking_ms: float = Field(description="Time spent ranking and writing the catalogue, in ms")
 
 
 _INDEX_CACHE_SIZE = 8
-_indexes: OrderedDict[int, tuple[Mapping[str, TableInfo], tuple[int, ...], CatalogueIndex]] = (
-    OrderedDict()
-)
+_IndexKey = tuple[int, int]
+_indexes: OrderedDict[
+    _IndexKey, tuple[Mapping[str, TableInfo], Synonyms | None, tuple[int, ...], SchemaIndex]
+] = OrderedDict()
 _indexes_lock = threading.Lock()
 
 
-def index_for(tables: Mapping[str, TableInfo]) -> CatalogueIndex:
-    """The ``CatalogueIndex`` of ``tables``, reused while the same mapping holds the same tables.
+def index_for(tables: Mapping[str, TableInfo], synonyms: Synonyms | None = None) -> SchemaIndex:
+    """The ``SchemaIndex`` of ``tables`` (with ``synonyms``), reused while both stay the same.
 
     ``SchemaExplorer.tables()`` hands out one cached mapping per database, so each schema is
-    indexed once however many questions are ranked against it.
+    indexed once however many questions are ranked against it. ``synonyms=None`` means
+    ``agents.linking.DEFAULT_SYNONYMS``; a ``Synonyms`` value is matched by identity, so build it
+    once (``DEFAULT_SYNONYMS | Synonyms.load(path)``) and pass the same object every time.
     """
+    key = (id(tables), id(synonyms))
     fingerprint = tuple(map(id, tables.values()))
     with _indexes_lock:
-        cached = _indexes.get(id(tables))
-        if cached is not None and cached[0] is tables and cached[1] == fingerprint:
-            _indexes.move_to_end(id(tables))
-            return cached[2]
-    index = CatalogueIndex(tables)
+        cached = _indexes.get(key)
+        if (
+            cached is not None
+            and cached[0] is tables
+            and cached[1] is synonyms
+            and cached[2] == fingerprint
+        ):
+            _indexes.move_to_end(key)
+            return cached[3]
+    index = SchemaIndex(tables, synonyms=synonyms)
     with _indexes_lock:
-        _indexes[id(tables)] = (tables, fingerprint, index)
+        _indexes[key] = (tables, synonyms, fingerprint, index)
         while len(_indexes) > _INDEX_CACHE_SIZE:
             _indexes.popitem(last=False)
     return index
 
 
 def rank_tables(
-    question: str, tables: Mapping[str, TableInfo], *, limit: int | None = None
+    question: str,
+    tables: Mapping[str, TableInfo],
+    *,
+    limit: int | None = None,
+    index: SchemaIndex | None = None,
 ) -> list[str]:
-    """The names of ``tables`` ordered by how related they look to ``question``, at most ``limit``."""
-    return index_for(tables).rank(question, limit)
+    """The tables ``question`` is most likely about, best first, at most ``limit``.
+
+    Only tables that match the question or join one that does are ranked; when none does, the
+    most connected tables stand in (never an alphabetical filler).
+    """
+    ranked = index or index_for(tables)
+    found = ranked.rank(question, limit)
+    return found if found else ranked.hubs(len(tables) if limit is None else limit)
+
+
+def build_catalogue(
+    questions: Sequence[str],
+    tables: Mapping[str, TableInfo],
+    *,
+    max_tables: int = DEFAULT_MAX_TABLES,
+    max_named: int = DEFAULT_MAX_NAMED,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    always_include_all_below: int = LARGE_SCHEMA_TABLES,
+    index: SchemaIndex | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Catalogue:
+    """The catalogue for a reasoning call that plans ``questions`` (one or several).
+
+    With at most ``always_include_all_below`` tables the text is byte-identical to
+    ``SchemaExplorer.catalogue()``. Above that, each question's ``max_tables`` best tables are
+    shown (merged in turn: each question's best, then each one's second, ...) while their lines
+    stay within ``max_chars`` (``BATCH_FACTOR`` times the tables and characters for several
+    questions; the best table always), then one line
+    names at most ``max_named`` tables one foreign key from the shown ones (most links first),
+    then one line counts the rest and states that a plan may still name them.
+    """
+    started = clock()
+    if len(tables) <= always_include_all_below:
+        return Catalogue(
+            text=_lines(tables.values()),
+            whole_schema=True,
+            shown=list(tables),
+            scores={},
+            named=[],
+            unlisted=0,
+            ranking_ms=(clock() - started) * 1000.0,
+        )
+    ranked = index or index_for(tables)
+    scores: dict[str, float] = {}
+    per_question = []
+    for question in questions:
+        best = ranked.scored(question, max(max_tables, 0))
+        if not best:
+            best = [(name, 0.0) for name in ranked.hubs(max_tables)]
+        per_question.append([name for name, _ in best])
+        for name, score in best:
+            scores[name] = max(scores.get(name, 0.0), score)
+    factor = 1 if len(questions) <= 1 else BATCH_FACTOR
+    cap, budget = max_tables * factor, max_chars * factor
+    shown: dict[str, None] = {}
+    used = 0
+    for row in zip_longest(*per_question):
+        for name in row:
+            if name is None or name in shown or len(shown) >= cap:
+                continue
+            cost = len(tables[name].catalogue_line()) + 1
+            if shown and used + cost > budget:
+                continue
+            shown[name] = None
+            used += cost
+    named = _neighbour_names(ranked, list(shown), max_named)
+    unlisted = len(tables) - len(shown) - len(named)
+    text = _lines(tables[name] for name in shown)
+    if named:
+        text += "\n" + NAMES_LINE_PREFIX.format(count=len(named)) + _grouped_names(named)
+    if unlisted:
+        text += "\n" + UNLISTED_RULE.format(count=unlisted)
+    return Catalogue(
+        text=text,
+        whole_schema=False,
+        shown=list(shown),
+        scores={name: round(scores[name], 4) for name in shown},
+        named=named,
+        unlisted=unlisted,
+        ranking_ms=(clock() - started) * 1000.0,
+    )
 
 
 def compact_catalogue(
@@ -297,19 +221,17 @@ def compact_catalogue(
     tables: Mapping[str, TableInfo],
     *,
     max_tables: int = DEFAULT_MAX_TABLES,
-    always_include_all_below: int = 40,
-    index: CatalogueIndex | None = None,
+    always_include_all_below: int = LARGE_SCHEMA_TABLES,
+    index: SchemaIndex | None = None,
 ) -> str:
-    """The catalogue the reasoning step sees: the whole schema when small, else the best tables.
-
-    With at most ``always_include_all_below`` tables the text is byte-identical to
-    ``SchemaExplorer.catalogue()``. Above that, the ``max_tables`` best-ranked tables come one line
-    each with their columns, best first, then one line naming every other table, so the plan may
-    still name them. ``index`` overrides the cached ``CatalogueIndex`` of ``tables``.
-    """
-    if len(tables) <= always_include_all_below:
-        return _lines(tables.values())
-    return _pruned(tables, (index or index_for(tables)).rank(question, max_tables))
+    """The catalogue text for one question (``build_catalogue([question], ...).text``)."""
+    return build_catalogue(
+        [question],
+        tables,
+        max_tables=max_tables,
+        always_include_all_below=always_include_all_below,
+        index=index,
+    ).text
 
 
 def batch_catalogue(
@@ -317,39 +239,39 @@ def batch_catalogue(
     tables: Mapping[str, TableInfo],
     *,
     max_tables: int = DEFAULT_MAX_TABLES,
-    always_include_all_below: int = 40,
-    index: CatalogueIndex | None = None,
+    always_include_all_below: int = LARGE_SCHEMA_TABLES,
+    index: SchemaIndex | None = None,
 ) -> str:
-    """One catalogue for a reasoning call that plans several questions at once.
-
-    Every question's ``max_tables`` best tables are shown (merged in turn: each question's best,
-    then each one's second, ...), then the names of the rest; one question gives exactly
-    ``compact_catalogue``'s text, and small schemas the whole catalogue.
-    """
-    if len(tables) <= always_include_all_below:
-        return _lines(tables.values())
-    ranked = index or index_for(tables)
-    shown: dict[str, None] = {}
-    for row in zip_longest(*(ranked.rank(q, max_tables) for q in questions)):
-        shown.update((name, None) for name in row if name is not None)
-    return _pruned(tables, list(shown))
+    """The catalogue text for several questions planned in one call (see ``build_catalogue``)."""
+    return build_catalogue(
+        questions,
+        tables,
+        max_tables=max_tables,
+        always_include_all_below=always_include_all_below,
+        index=index,
+    ).text
 
 
-def _pruned(tables: Mapping[str, TableInfo], shown: list[str]) -> str:
+def _neighbour_names(index: SchemaIndex, shown: list[str], limit: int) -> list[str]:
+    """Tables one foreign key from ``shown``, most links to the shown ones first."""
     chosen = set(shown)
-    rest = [name for name in tables if name not in chosen]
-    text = _lines(tables[name] for name in shown)
-    if rest:
-        text += f"\n-- {len(rest)} more tables, columns not shown: {_grouped_names(rest)}"
-    return text
+    links: dict[str, int] = {}
+    first_seen: dict[str, int] = {}
+    for name in shown:
+        for other in index.neighbours(name):
+            if other not in chosen:
+                links[other] = links.get(other, 0) + 1
+                first_seen.setdefault(other, len(first_seen))
+    order = sorted(links, key=lambda n: (-links[n], first_seen[n]))
+    return order[: max(limit, 0)]
 
 
 def _grouped_names(names: list[str]) -> str:
-    """Table names with a shared prefix written once: ``ap_{invoices,payments}, orders``.
+    """Table names with a shared prefix written once: ``hive_{harvest,inspection}, apiary``.
 
     Example:
-        >>> _grouped_names(["ap_invoices", "ap_payments", "orders", "gl_accounts"])
-        'ap_{invoices,payments}, orders, gl_accounts'
+        >>> _grouped_names(["hive_harvest", "hive_inspection", "apiary", "keeper_visit"])
+        'hive_{harvest,inspection}, apiary, keeper_visit'
     """
     groups: dict[str, list[str]] = {}
     for name in names:

@@ -7,6 +7,7 @@ reasoning step.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections import OrderedDict
@@ -34,6 +35,12 @@ __all__ = [
 
 CACHE_SIZE = 32
 
+#: A text column's sampled value is kept only up to this many characters (names, codes, labels).
+SHORT_TEXT_CHARS = 40
+#: Rows read per column when sampling values: the sample is bounded whatever the table's size.
+SAMPLE_ROWS = 1000
+_TEXT_TYPES = ("CHAR", "TEXT", "STRING", "CLOB", "ENUM", "NAME", "CITEXT")
+
 
 class ColumnInfo(BaseModel):
     """One column as the database declares it."""
@@ -45,6 +52,11 @@ class ColumnInfo(BaseModel):
     nullable: bool = Field(default=True, description="Whether NULL is allowed")
     primary_key: bool = Field(
         default=False, description="Whether the column is part of the primary key"
+    )
+    comment: str | None = Field(default=None, description="The column's comment, if it has one")
+    values: list[str] = Field(
+        default_factory=list,
+        description="Sampled distinct values of a short text column (empty unless sampling is on)",
     )
 
 
@@ -64,6 +76,7 @@ class TableInfo(BaseModel):
 
     name: str = Field(description="Table name as stored in the database")
     kind: Literal["table", "view"] = Field(default="table", description="Table or view")
+    comment: str | None = Field(default=None, description="The table's comment, if it has one")
     columns: list[ColumnInfo] = Field(
         default_factory=list, description="Columns in declaration order"
     )
@@ -182,22 +195,34 @@ def dialect_name(engine: Engine) -> str:
 
 
 class SchemaExplorer:
-    """Reads tables, columns, keys and foreign keys through SQLAlchemy, once per database.
+    """Reads tables, columns, keys, foreign keys and comments through SQLAlchemy, once per database.
 
     ``cache_key`` names the database in the module-level cache (default: the URL without its
     password, plus ``db_schema``). ``db_schema`` selects a non-default schema (PostgreSQL, DuckDB).
+    With ``sample_values`` > 0, up to that many distinct values of each short text column (read
+    from at most ``SAMPLE_ROWS`` rows, each value at most ``SHORT_TEXT_CHARS`` long) are kept in
+    ``ColumnInfo.values`` and cached with the schema: they tell the catalogue's ranker that
+    "English" is a language. Off by default: it costs one bounded query per text column.
     """
 
     def __init__(
-        self, engine: Engine, cache_key: str | None = None, db_schema: str | None = None
+        self,
+        engine: Engine,
+        cache_key: str | None = None,
+        db_schema: str | None = None,
+        *,
+        sample_values: int = 0,
     ) -> None:
         self.engine = engine
         self.db_schema = db_schema
         self.dialect = dialect_name(engine)
+        self.sample_values = max(sample_values, 0)
         base = (
             cache_key if cache_key is not None else engine.url.render_as_string(hide_password=True)
         )
         self.cache_key = f"{base}#{db_schema}" if db_schema else base
+        if self.sample_values:
+            self.cache_key += f"#values={self.sample_values}"
 
     def tables(self, refresh: bool = False) -> dict[str, TableInfo]:
         """Every table and view, keyed by name (read from the database on first use)."""
@@ -285,18 +310,57 @@ class SchemaExplorer:
         try:
             with conn:
                 if self.engine.dialect.name == "duckdb":
-                    return _read_duckdb(conn, self.db_schema)
-                return _read_inspector(conn, self.db_schema)
+                    tables = _read_duckdb(conn, self.db_schema)
+                else:
+                    tables = _read_inspector(conn, self.db_schema)
+                if self.sample_values:
+                    _sample_values(conn, tables, self.db_schema, self.sample_values)
+                return tables
         except sa.exc.SQLAlchemyError as exc:
             raise SchemaInspectionError(clean_message(exc)) from exc
 
 
+def _sample_values(
+    conn: sa.Connection, tables: dict[str, TableInfo], schema: str | None, limit: int
+) -> None:
+    """Fill ``ColumnInfo.values`` of short text columns; a column that cannot be read is skipped."""
+    # PostgreSQL aborts the transaction on an error, so each read gets a savepoint there
+    # (DuckDB has none, and SQLite and MySQL carry on after a failed SELECT).
+    guarded = conn.dialect.name == "postgresql"
+    for info in tables.values():
+        for column in info.columns:
+            if not any(kind in column.type.upper() for kind in _TEXT_TYPES):
+                continue
+            table = sa.table(info.name, sa.column(column.name), schema=schema)
+            rows = (
+                sa.select(table.c[column.name].label("v"))
+                .where(table.c[column.name].is_not(None))
+                .limit(SAMPLE_ROWS)
+                .subquery()
+            )
+            query = sa.select(rows.c.v).distinct().limit(limit * 2)
+            try:
+                with conn.begin_nested() if guarded else contextlib.nullcontext():
+                    found = conn.execute(query).scalars().all()
+            except sa.exc.SQLAlchemyError:
+                continue
+            values = [str(v) for v in found if 0 < len(str(v)) <= SHORT_TEXT_CHARS]
+            column.values = sorted(set(values), key=values.index)[:limit]
+
+
 def _read_inspector(conn: sa.Connection, schema: str | None) -> dict[str, TableInfo]:
     insp = sa.inspect(conn)
-    kinds = {name: "table" for name in insp.get_table_names(schema=schema)}
+    kinds: dict[str, Literal["table", "view"]] = {
+        name: "table" for name in insp.get_table_names(schema=schema)
+    }
     kinds.update({name: "view" for name in insp.get_view_names(schema=schema)})
     columns = insp.get_multi_columns(schema=schema, kind=ObjectKind.ANY)
-    pks = insp.get_multi_pk_constraint(schema=schema)
+    comments: dict[Any, Any]
+    try:
+        comments = dict(insp.get_multi_table_comment(schema=schema, kind=ObjectKind.ANY))
+    except NotImplementedError:  # SQLite keeps no comments
+        comments = {}
+    pks: dict[Any, Any] = dict(insp.get_multi_pk_constraint(schema=schema))
     fks = insp.get_multi_foreign_keys(schema=schema)
     out: dict[str, TableInfo] = {}
     for name in sorted(kinds):
@@ -304,13 +368,15 @@ def _read_inspector(conn: sa.Connection, schema: str | None) -> dict[str, TableI
         pk = list((pks.get(key) or {}).get("constrained_columns") or [])
         out[name] = TableInfo(
             name=name,
-            kind=kinds[name],  # type: ignore[arg-type]
+            kind=kinds[name],
+            comment=(comments.get(key) or {}).get("text") or None,
             columns=[
                 ColumnInfo(
                     name=c["name"],
                     type=_type_text(c["type"], conn.dialect),
                     nullable=bool(c.get("nullable", True)) and c["name"] not in pk,
                     primary_key=c["name"] in pk,
+                    comment=c.get("comment") or None,
                 )
                 for c in columns.get(key, [])
             ],

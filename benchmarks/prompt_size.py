@@ -33,8 +33,9 @@ from sqlglot import exp  # noqa: E402
 
 from agents.catalogue import (  # noqa: E402
     DEFAULT_MAX_TABLES,
-    CatalogueIndex,
-    batch_catalogue,
+    LARGE_SCHEMA_TABLES,
+    SchemaIndex,
+    build_catalogue,
     compact_catalogue,
     rank_tables,
 )
@@ -66,7 +67,7 @@ def erp(max_tables: int, per_question: bool) -> None:
             engine.dispose()
     whole = "\n".join(t.catalogue_line() for t in tables.values())
     started = time.perf_counter()
-    index = CatalogueIndex(tables)
+    index = SchemaIndex(tables)
     index_ms = (time.perf_counter() - started) * 1000
 
     shares, request_shares, ranks, rank_ms = [], [], [], []
@@ -77,12 +78,13 @@ def erp(max_tables: int, per_question: bool) -> None:
         started = time.perf_counter()
         text = compact_catalogue(question, tables, max_tables=max_tables, index=index)
         rank_ms.append((time.perf_counter() - started) * 1000)
-        order = {name: i + 1 for i, name in enumerate(index.rank(question))}
-        shown = set(index.rank(question, max_tables))
+        ranked = index.rank(question)
+        order = {name: i + 1 for i, name in enumerate(ranked)}
+        shown = set(build_catalogue([question], tables, max_tables=max_tables, index=index).shown)
         included += len(gold & shown)
         total_gold += len(gold)
         complete += gold <= shown
-        ranks.append(max(order[g] for g in gold))
+        ranks.append(max(order.get(g, len(tables)) for g in gold))  # unranked: last
         shares.append(len(text) / len(whole))
         request_shares.append(request_chars(question, text) / request_chars(question, whole))
         if per_question:
@@ -90,7 +92,7 @@ def erp(max_tables: int, per_question: bool) -> None:
 
     started = time.perf_counter()
     for question, _ in ERP_QUESTIONS:
-        CatalogueIndex(tables).rank(question, max_tables)
+        SchemaIndex(tables).rank(question, max_tables)
     cold_ms = (time.perf_counter() - started) * 1000 / len(ERP_QUESTIONS)
     rank_tables(ERP_QUESTIONS[0][0], tables)  # indexes the schema mapping once
     started = time.perf_counter()
@@ -103,7 +105,10 @@ def erp(max_tables: int, per_question: bool) -> None:
         f"{sum(len(t.foreign_keys) for t in tables.values())} foreign keys; {len(ERP_QUESTIONS)} questions"
     )
     print(f"whole-schema catalogue: {len(whole):,} characters")
-    print(f"ranked catalogue, top {max_tables} in full + the other names on one line:")
+    print(
+        f"ranked catalogue, top {max_tables} in full (within the character budget) + the names of "
+        "their foreign-key neighbours:"
+    )
     print(
         f"  catalogue share of whole   mean {statistics.mean(shares):.1%}  max {max(shares):.1%}"
         f"  (target <= {TARGET_SHARE:.0%})"
@@ -127,18 +132,18 @@ def erp(max_tables: int, per_question: bool) -> None:
     )
     for k in (5, 10):
         chunks = [ERP_QUESTIONS[i : i + k] for i in range(0, len(ERP_QUESTIONS), k)]
-        texts = [
-            batch_catalogue([q for q, _ in chunk], tables, max_tables=max_tables, index=index)
+        cats = [
+            build_catalogue([q for q, _ in chunk], tables, max_tables=max_tables, index=index)
             for chunk in chunks
         ]
-        batch_shares = [len(text) / len(whole) for text in texts]
+        batch_shares = [len(c.text) / len(whole) for c in cats]
         kept = sum(
-            len(gold & {line.split("(")[0] for line in text.splitlines()[:-1]})
-            for chunk, text in zip(chunks, texts, strict=False)
+            len(gold & set(c.shown))
+            for chunk, c in zip(chunks, cats, strict=False)
             for _, gold in chunk
         )
         print(
-            f"  {k} questions per Batch-1 call (batch_catalogue): one catalogue per call, share of whole "
+            f"  {k} questions per Batch-1 call (build_catalogue): one catalogue per call, share of whole "
             f"mean {statistics.mean(batch_shares):.1%} max {max(batch_shares):.1%}, "
             f"gold recall {kept}/{total_gold}"
         )
@@ -185,7 +190,7 @@ def gold_tables(sql: str, names: dict[str, str]) -> set[str]:
 def spider(cutoffs: tuple[int, ...]) -> None:
     dev = json.loads((CORPORA / "spider_dev" / "dev.json").read_text())
     schemas = spider_schemas({entry["db_id"] for entry in dev})
-    indexes = {db: CatalogueIndex(tables) for db, tables in schemas.items()}
+    indexes = {db: SchemaIndex(tables) for db, tables in schemas.items()}
     hits = {
         k: [0, 0, 0] for k in cutoffs
     }  # gold tables included, questions complete, baseline complete
@@ -208,8 +213,8 @@ def spider(cutoffs: tuple[int, ...]) -> None:
     sizes = [len(t) for t in schemas.values()]
     print(
         f"Spider dev: {questions} questions over {len(schemas)} databases of {min(sizes)}-{max(sizes)} tables "
-        f"(mean {statistics.mean(sizes):.1f}); compact_catalogue keeps them whole (<= 40 tables), so this is "
-        "the ranker alone at a small cutoff"
+        f"(mean {statistics.mean(sizes):.1f}); compact_catalogue keeps them whole "
+        f"(<= {LARGE_SCHEMA_TABLES} tables), so this is the ranker alone at a small cutoff"
     )
     for k in cutoffs:
         included, complete, base_complete = hits[k]

@@ -233,3 +233,37 @@ def test_data_explorer_follows_the_context_schema_on_postgres(postgres_engine: s
         plain.dispose()
     assert dc.columns[0].values == ["Consumer", "Enterprise"]
     assert dc.samples[0].rows == [[1, "Ada", 1, "Consumer"]]
+
+
+def test_sampled_values_of_short_text_columns_on_every_backend(shop_engine: sa.Engine) -> None:
+    tables = SchemaExplorer(shop_engine, sample_values=5).tables()
+    assert sorted(tables["region"].column("name").values) == ["North", "South", "West"]
+    assert sorted(tables["customer"].column("segment").values) == ["Consumer", "Enterprise"]
+    assert tables["customer"].column("customer_id").values == []  # not text
+    assert tables["purchase"].column("amount").values == []
+
+
+def test_sampling_is_bounded_and_cached_with_the_schema(shop_sqlite: sa.Engine) -> None:
+    explorer = SchemaExplorer(shop_sqlite, sample_values=2)
+    assert len(explorer.tables()["customer"].column("name").values) == 2
+    assert explorer.tables() is explorer.tables()
+    # without sampling: a separate cache entry, no values
+    assert SchemaExplorer(shop_sqlite).tables()["region"].column("name").values == []
+
+
+def test_long_text_values_are_not_kept(shop_sqlite: sa.Engine) -> None:
+    with shop_sqlite.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO audit_log VALUES (1, '" + "x" * 80 + "'), (2, 'ok')")
+    tables = SchemaExplorer(shop_sqlite, sample_values=5).tables()
+    assert tables["audit_log"].column("message").values == ["ok"]
+
+
+def test_comments_are_read_on_postgres(postgres_engine: sa.Engine) -> None:
+    with postgres_engine.begin() as conn:
+        conn.exec_driver_sql("COMMENT ON TABLE region IS 'sales territories'")
+        conn.exec_driver_sql("COMMENT ON COLUMN customer.segment IS 'market tier'")
+    tables = SchemaExplorer(postgres_engine).tables()
+    assert tables["region"].comment == "sales territories"
+    assert tables["customer"].column("segment").comment == "market tier"
+    assert tables["customer"].comment is None
+    assert tables["customer"].column("name").comment is None
