@@ -5,7 +5,9 @@ structured content is ``{"error": {"code": ..., "message": ..., ...}}``.
      └── ToolRefusal               one stable code per reason:
           argument_refused         a decision, an approval or an identity passed as a tool argument
           unknown_argument         any other argument the tool's schema does not declare
+          unauthenticated          an HTTP request without a known bearer token
           forbidden                the caller's role may not use this tool
+          invalid_input            neither question nor questions, or an empty one
           run_not_found            no such run of the caller's
           awaiting_approval        the run waits for a reviewer (wait_for_run timed out)
           still_running            the run has not reached the gate or its end yet
