@@ -43,6 +43,14 @@ def mcp(
             help="Queue questions for the model budget instead of refusing them with rate_limited.",
         ),
     ] = False,
+    elicit: Annotated[
+        bool,
+        typer.Option(
+            "--elicit",
+            help="With --transport http: when the caller's token may decide (reviewer, admin), ask "
+            "the person at the client to approve or reject (MCP elicitation).",
+        ),
+    ] = False,
     workers: Annotated[int | None, typer.Option(help="Runs executed at once (default 4).")] = None,
 ) -> None:
     """Serve sqlgate to AI assistants (MCP): they may ask, only people approve.
@@ -64,6 +72,7 @@ def mcp(
             reviewer_url=reviewer_url,
             tokens_file=tokens,
             need_tokens=mode == "http",
+            elicit=elicit,
             workers=workers,
         )
         if mode == "http":

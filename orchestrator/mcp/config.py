@@ -50,6 +50,8 @@ class McpConfig:
     tokens: TokenRegistry | None = None
     actor: str = field(default_factory=_login)
     reviewer_url: str | None = None
+    #: Ask the human at the client (MCP elicitation) to review, when their token may decide.
+    elicit: bool = False
     workers: int = 4
     statement_timeout_s: float = 30.0
     poll_interval: float = 0.2
@@ -69,6 +71,7 @@ class McpConfig:
         reviewer_url: str | None = None,
         tokens_file: str | None = None,
         need_tokens: bool = False,
+        elicit: bool = False,
         workers: int | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> McpConfig:
@@ -104,6 +107,7 @@ class McpConfig:
             tokens=tokens,
             actor=env.get(ACTOR_ENV) or _login(),
             reviewer_url=reviewer_url or env.get(REVIEWER_URL_ENV) or None,
+            elicit=elicit,
             workers=workers or int(env.get("SQLGATE_SERVER_WORKERS", "4")),
             statement_timeout_s=settings.statement_timeout_s,
         )

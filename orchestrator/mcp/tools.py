@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from orchestrator.mcp.elicitation import may_elicit, review_at_client
 from orchestrator.mcp.errors import ToolRefusal
 from orchestrator.mcp.service import ENDED, RESTING, McpService
 from orchestrator.mcp.views import RunReport
@@ -160,14 +161,25 @@ class SqlgateTools:
         if any(not q.strip() for q in asked):
             raise ToolRefusal("invalid_input", "questions must not be empty")
         run_id, cursor = await self.service.submit(asked, principal.actor)
+        progress = _progress_reporter(ctx)
         row = await self.service.watch(
             run_id,
             until=RESTING,
             timeout_s=self.service.config.ask_wait_s,
-            on_progress=_progress_reporter(ctx),
+            on_progress=progress,
             after=cursor,
         )
-        return outcome(self.service.report(row), waiting_is_error=False)
+        report = self.service.report(row)
+        if report.status == "awaiting_approval" and may_elicit(ctx, principal, self.service):
+            if await review_at_client(ctx, principal, self.service, report):
+                row = await self.service.watch(
+                    run_id,
+                    until=ENDED,
+                    timeout_s=self.service.config.ask_wait_s,
+                    on_progress=progress,
+                )
+                report = self.service.report(row)
+        return outcome(report, waiting_is_error=False)
 
     def run_status(
         self,

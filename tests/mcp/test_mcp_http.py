@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitResult
 
 import orchestrator.llm
 from approvals import ApprovalGate
@@ -34,6 +36,7 @@ TOKENS = [
     {"token": "tok-alice", "actor": "alice", "role": "analyst"},
     {"token": "tok-bob", "actor": "bob", "role": "analyst"},
     {"token": "tok-rita", "actor": "rita", "role": "reviewer"},
+    {"token": "tok-root", "actor": "root", "role": "admin"},
 ]
 REVIEWER_PAGE = "http://sqlgate.example/reviewer"
 
@@ -43,13 +46,10 @@ class _Server(uvicorn.Server):
         pass
 
 
-@pytest.fixture
-def mcp_url(
-    demo_db: Path, state_url: str, model: CassetteModelServer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[str]:
-    # The model is the local cassette server: requests to it are allowed.
-    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
-    config = McpConfig(
+def mcp_config(
+    demo_db: Path, state_url: str, model: CassetteModelServer, **overrides: Any
+) -> McpConfig:
+    values: dict[str, Any] = dict(
         database_url=f"sqlite:///{demo_db}",
         state_url=state_url,
         tokens=TokenRegistry.from_json(json.dumps(TOKENS)),
@@ -59,6 +59,13 @@ def mcp_url(
         poll_interval=0.05,
         sweep_interval=0.2,
     )
+    values.update(overrides)
+    return McpConfig(**values)
+
+
+@contextmanager
+def serving(config: McpConfig) -> Iterator[str]:
+    """``create_http_app`` under uvicorn on a free port of 127.0.0.1; yields the /mcp URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -76,12 +83,28 @@ def mcp_url(
         thread.join(timeout=10)
 
 
-def client(url: str, actor: str) -> Client:
+@pytest.fixture
+def allow_local_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model is the local cassette server: requests to it are allowed."""
+    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
+
+
+@pytest.fixture
+def mcp_url(
+    demo_db: Path, state_url: str, model: CassetteModelServer, allow_local_model: None
+) -> Iterator[str]:
+    with serving(mcp_config(demo_db, state_url, model)) as url:
+        yield url
+
+
+def client(url: str, actor: str, **options: Any) -> Client:
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer tok-{actor}"},
         timeout=httpx2.Timeout(30.0, read=120.0),
     )
-    return Client(streamable_http_client(url, http_client=http), read_timeout_seconds=120)
+    return Client(
+        streamable_http_client(url, http_client=http), read_timeout_seconds=120, **options
+    )
 
 
 def decide_as(state_url: str, batch_id: str, actor: str) -> str:
@@ -163,3 +186,46 @@ def test_batched_ask_over_http_paused_decided_by_a_reviewer_then_answered(
         < stages.index("writing SQL")
         < stages.index("waiting for approval")
     )
+
+
+def test_elicitation_asks_the_person_at_the_client_only_when_their_token_may_decide(
+    demo_db: Path, state_url: str, model: CassetteModelServer, allow_local_model: None
+) -> None:
+    asked_people: list[tuple[str, str]] = []
+
+    def person(actor: str, decision: str) -> Any:
+        async def answer(context: Any, params: Any) -> ElicitResult:
+            asked_people.append((actor, params.message))
+            return ElicitResult(action="accept", content={"decision": decision, "reason": ""})
+
+        return answer
+
+    async def session(url: str) -> dict[str, Any]:
+        # A handshake-era session has the back-channel elicitation needs.
+        async with client(
+            url, "root", mode="legacy", elicitation_callback=person("root", "approve")
+        ) as root:
+            approved = await root.call_tool("ask", {"question": COUNT_QUESTIONS[2]})
+        async with client(
+            url, "alice", mode="legacy", elicitation_callback=person("alice", "approve")
+        ) as alice:
+            analyst = await alice.call_tool("ask", {"question": COUNT_QUESTIONS[3]})
+        # A session without a back-channel: the run stays at the gate for a reviewer elsewhere.
+        async with client(
+            url, "root", elicitation_callback=person("root-modern", "approve")
+        ) as root:
+            modern = await root.call_tool("ask", {"question": COUNT_QUESTIONS[4]})
+        return locals()
+
+    with serving(mcp_config(demo_db, state_url, model, elicit=True)) as url:
+        got = anyio.run(session, url)
+
+    approved = got["approved"]
+    assert not approved.is_error, approved.content
+    [result] = approved.structured_content["questions"]
+    assert result["status"] == "answered"
+    assert result["approvals"][0]["decided_by"] == "root"  # the token's actor
+    assert [who for who, _ in asked_people] == ["root"]  # never the analyst, nor without a channel
+    assert result["sql"] in asked_people[0][1]
+    assert got["analyst"].structured_content["status"] == "awaiting_approval"
+    assert got["modern"].structured_content["status"] == "awaiting_approval"
