@@ -30,7 +30,7 @@ from ratelimit import SlidingWindowLimiter
 from safety import SqlValidator
 from tests.mcp.conftest import SCRIPTED_MODEL
 from tests.mcp.model_server import CassetteModelServer
-from tests.scripted_llm.scenarios import COUNT_QUESTIONS
+from tests.scripted_llm.scenarios import COUNT_QUESTIONS, DELETE_CANCELLED
 
 TOKENS = [
     {"token": "tok-alice", "actor": "alice", "role": "analyst"},
@@ -229,3 +229,22 @@ def test_elicitation_asks_the_person_at_the_client_only_when_their_token_may_dec
     assert result["sql"] in asked_people[0][1]
     assert got["analyst"].structured_content["status"] == "awaiting_approval"
     assert got["modern"].structured_content["status"] == "awaiting_approval"
+
+
+def test_sql_the_validator_refuses_ends_the_ask_with_an_unsafe_tool_error(
+    mcp_url: str, state_url: str
+) -> None:
+    async def session() -> Any:
+        async with client(mcp_url, "alice") as alice:
+            return await alice.call_tool("ask", {"question": DELETE_CANCELLED})
+
+    refused = anyio.run(session)
+
+    assert refused.is_error
+    error = refused.structured_content["error"]
+    assert error["code"] == "unsafe"
+    assert "DELETE" in error["reason"]
+    [result] = error["run"]["questions"]
+    assert result["status"] == "unsafe" and not result["rows"]
+    # nothing waited for a reviewer: a refused statement is shown, never approvable
+    assert error["run"]["waiting"] == []
