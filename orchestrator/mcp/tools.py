@@ -15,13 +15,14 @@ import asyncio
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from orchestrator.mcp.elicitation import may_elicit, review_at_client
 from orchestrator.mcp.errors import ToolRefusal
-from orchestrator.mcp.service import ENDED, RESTING, McpService
-from orchestrator.mcp.views import RunReport
+from orchestrator.mcp.service import ENDED, RESTING, McpService, OnProgress
+from orchestrator.mcp.views import PolicyView, RunReport, SchemaAnswer, Verdict
 from orchestrator.server.auth import Principal, Role
+from orchestrator.server.state import RunRow
 
 PRINCIPAL_SCOPE_KEY = "sqlgate.principal"
 MAX_QUESTIONS = 100
@@ -31,31 +32,6 @@ GUARANTEE = (
     "No SQL runs before a person with a reviewer's credentials approves it, in one batched "
     "review, under the safety policy; an agent can ask, never approve."
 )
-
-
-class SchemaAnswer(BaseModel):
-    dialect: str = Field(description="SQL dialect of the database: sqlite, postgres, mysql, duckdb")
-    tables: list[str] = Field(description="Tables described (requested ones and their neighbours)")
-    unknown_tables: list[str] = Field(default_factory=list, description="Names matching no table")
-    text: str = Field(description="The tables as DDL-like text: columns, types, keys, foreign keys")
-
-
-class Verdict(BaseModel):
-    ok: bool = Field(description="True when the policy accepts the SQL")
-    dialect: str
-    sql: str | None = Field(description="The SQL that would run (LIMIT enforced); nothing ran")
-    findings: list[dict[str, Any]] = Field(default_factory=list, description="Rewrites, warnings")
-
-
-class PolicyView(BaseModel):
-    guarantee: str = Field(description="The one rule sqlgate keeps")
-    dialect: str
-    safety: dict[str, Any] = Field(description="The validator's policy (allowlist, row cap, ...)")
-    row_cap: int = Field(description="Rows fetched at most per query")
-    statement_timeout_s: float
-    approval: dict[str, Any] = Field(description="Quorum, deadline and expiry action of a batch")
-    who_decides: str
-    rate_limit: str = Field(description="What happens when the model budget is used up")
 
 
 def principal_of(ctx: Context[Any, Any], service: McpService) -> Principal:
@@ -294,7 +270,7 @@ class SqlgateTools:
         )
 
     # -- helpers ------------------------------------------------------------------------------
-    def _own_row(self, ctx: Context[Any, Any], run_id: str) -> Any:
+    def _own_row(self, ctx: Context[Any, Any], run_id: str) -> RunRow:
         principal = principal_of(ctx, self.service)
         _require(principal, "read_runs")
         row = self.service.row(run_id)
@@ -303,7 +279,7 @@ class SqlgateTools:
         return row
 
 
-def _progress_reporter(ctx: Context[Any, Any]) -> Any:
+def _progress_reporter(ctx: Context[Any, Any]) -> OnProgress:
     """Progress notifications (when the client sent a progress token): one per pipeline stage,
     numbered in the order the stages happened."""
     count = 0

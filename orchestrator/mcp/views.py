@@ -1,4 +1,4 @@
-"""What the MCP tools answer: a run as an agent needs to see it, and the errors it can act on.
+"""What the MCP tools answer: a run as an agent needs to see it; the schema, a verdict, the policy.
 
 A run's report says where the run is (``queued``, ``running``, ``awaiting_approval``,
 ``finished``, ``failed``), what is waiting at the gate and where a person reviews it, and, per
@@ -101,6 +101,31 @@ class RunReport(BaseModel):
         default=None, description="Where a person reviews the waiting SQL"
     )
     error: ErrorInfo | None = Field(default=None, description="Why the run failed (failed)")
+
+
+class SchemaAnswer(BaseModel):
+    dialect: str = Field(description="SQL dialect of the database: sqlite, postgres, mysql, duckdb")
+    tables: list[str] = Field(description="Tables described (requested ones and their neighbours)")
+    unknown_tables: list[str] = Field(default_factory=list, description="Names matching no table")
+    text: str = Field(description="The tables as DDL-like text: columns, types, keys, foreign keys")
+
+
+class Verdict(BaseModel):
+    ok: bool = Field(description="True when the policy accepts the SQL")
+    dialect: str
+    sql: str | None = Field(description="The SQL that would run (LIMIT enforced); nothing ran")
+    findings: list[dict[str, Any]] = Field(default_factory=list, description="Rewrites, warnings")
+
+
+class PolicyView(BaseModel):
+    guarantee: str = Field(description="The one rule sqlgate keeps")
+    dialect: str
+    safety: dict[str, Any] = Field(description="The validator's policy (allowlist, row cap, ...)")
+    row_cap: int = Field(description="Rows fetched at most per query")
+    statement_timeout_s: float
+    approval: dict[str, Any] = Field(description="Quorum, deadline and expiry action of a batch")
+    who_decides: str
+    rate_limit: str = Field(description="What happens when the model budget is used up")
 
 
 def review_place(batch_id: str, reviewer_url: str | None) -> ReviewPlace:
