@@ -55,7 +55,11 @@ def _closed(tool: Tool) -> Tool:
 
 def _tools(tools: SqlgateTools) -> list[Tool]:
     entries: list[tuple[Callable[..., Any], ToolAnnotations]] = [
-        (tools.ask, ToolAnnotations(read_only_hint=True, open_world_hint=False)),
+        # ask starts a run (state is written) but never changes the database it reads.
+        (
+            tools.ask,
+            ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+        ),
         (tools.run_status, _READ_ONLY),
         (tools.wait_for_run, _READ_ONLY),
         (tools.schema, _READ_ONLY),
