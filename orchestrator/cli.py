@@ -91,6 +91,7 @@ def _mount_subcommands() -> None:
     from orchestrator.cli_inspect import limits, schema, validate
     from orchestrator.cli_runs import runs_app
     from orchestrator.cli_worker import worker
+    from orchestrator.cli_mcp import mcp
 
     app.command()(batch)
     app.command()(demo)
@@ -100,6 +101,7 @@ def _mount_subcommands() -> None:
     app.command()(worker)
     app.add_typer(approvals_app, name="approvals")
     app.add_typer(runs_app, name="runs")
+    app.command()(mcp)
 
 
 @app.command()

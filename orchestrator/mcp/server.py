@@ -1,0 +1,165 @@
+"""``sqlgate mcp``: sqlgate as a Model Context Protocol server, on the official ``mcp`` SDK.
+
+Agents ask; only people approve. The tools (``orchestrator.mcp.tools``) start runs that pause at
+the approval gate and report where a reviewer decides; no tool approves, and every tool's input
+schema is closed (``additionalProperties: false``): an argument the schema does not declare is
+refused with a tool error before the tool runs, ``argument_refused`` when it looks like a
+decision or an identity. Refusals are tool errors whose structured content is
+``{"error": {"code": ..., "message": ...}}`` (``errors.ToolRefusal``).
+
+Resources: ``sqlgate://schema`` (the catalogue, one line per table) and
+``sqlgate://schema/{table}`` (one table with its keys and foreign keys).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import ConfigDict
+
+from orchestrator.mcp.config import McpConfig
+from orchestrator.mcp.errors import ToolRefusal, refuse_arguments
+from orchestrator.mcp.service import McpService
+from orchestrator.mcp.tools import GUARANTEE, SqlgateTools
+
+INSTRUCTIONS = (
+    "sqlgate answers questions about one SQL database. "
+    + GUARANTEE
+    + " Call `ask`; when the run pauses at the approval gate, tell the user which SQL waits and "
+    "where a reviewer decides, then call `wait_for_run`. Use `schema` and `validate` to look "
+    "before asking; `explain_policy` says what is allowed. Errors carry a `code`: "
+    "awaiting_approval, rate_limited (with retry_after), unsafe (with the reason), rejected, ..."
+)
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+
+
+def _closed(tool: Tool) -> Tool:
+    """The tool with a closed input schema, refused extras included (defence in depth)."""
+    tool.parameters["additionalProperties"] = False
+    base = tool.fn_metadata.arg_model
+    tool.fn_metadata.arg_model = type(
+        base.__name__,
+        (base,),
+        {"model_config": ConfigDict(extra="forbid", arbitrary_types_allowed=True)},
+    )
+    return tool
+
+
+def _tools(tools: SqlgateTools) -> list[Tool]:
+    entries: list[tuple[Callable[..., Any], ToolAnnotations]] = [
+        # ask starts a run (state is written) but never changes the database it reads.
+        (
+            tools.ask,
+            ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+        ),
+        (tools.run_status, _READ_ONLY),
+        (tools.wait_for_run, _READ_ONLY),
+        (tools.schema, _READ_ONLY),
+        (tools.validate, _READ_ONLY),
+        (tools.explain_policy, _READ_ONLY),
+    ]
+    return [_closed(Tool.from_function(fn, annotations=notes)) for fn, notes in entries]
+
+
+def refusal_result(refusal: ToolRefusal) -> CallToolResult:
+    payload = refusal.payload()
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(payload, default=str))],
+        structured_content=payload,
+        is_error=True,
+    )
+
+
+class SqlgateMCPServer(MCPServer[McpService]):
+    """``MCPServer`` whose tools take only the arguments their schemas declare, and whose
+    refusals carry their code as structured content."""
+
+    def __init__(self, service: McpService, **kwargs: Any) -> None:
+        self.service = service
+        self.tool_set = SqlgateTools(service)
+        tools = _tools(self.tool_set)
+        self._declared = {t.name: set(t.parameters.get("properties", {})) for t in tools}
+
+        @asynccontextmanager
+        async def lifespan(_server: MCPServer[McpService]) -> AsyncIterator[McpService]:
+            await service.start()
+            try:
+                yield service
+            finally:
+                await service.stop()
+
+        super().__init__(
+            "sqlgate",
+            title="sqlgate",
+            instructions=INSTRUCTIONS,
+            version=_version(),
+            tools=tools,
+            lifespan=lifespan,
+            **kwargs,
+        )
+        self._add_resources()
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[McpService, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            if name in self._declared:
+                refuse_arguments(name, set(arguments), self._declared[name])
+            return await super().call_tool(name, arguments, context)
+        except ToolRefusal as refusal:
+            return refusal_result(refusal)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ToolRefusal):
+                return refusal_result(exc.__cause__)
+            raise
+
+    def _add_resources(self) -> None:
+        schema = self.service.database.schema
+
+        @self.resource(
+            "sqlgate://schema",
+            name="schema",
+            description="The database catalogue: one line per table with its columns",
+            mime_type="text/plain",
+        )
+        def catalogue() -> str:
+            return "\n".join(info.catalogue_line() for info in schema.tables().values())
+
+        @self.resource(
+            "sqlgate://schema/{table}",
+            name="table",
+            description="One table: columns, types, primary key, foreign keys",
+            mime_type="text/plain",
+        )
+        def table(table: str) -> str:
+            found = schema.table(table)
+            if found is None:
+                raise ValueError(f"no table {table!r}")
+            return found.render(self.service.database.dialect)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sqlgate")
+    except PackageNotFoundError:
+        return "0"
+
+
+def build_server(config: McpConfig) -> SqlgateMCPServer:
+    """The MCP server and its service (opened now: the state database, the target database)."""
+    return SqlgateMCPServer(McpService(config), log_level="WARNING")
+
+
+def run_stdio(config: McpConfig) -> None:
+    """Serve MCP on stdin/stdout until the client closes the stream."""
+    build_server(config).run("stdio")

@@ -1,0 +1,292 @@
+"""The tools an agent calls. None of them approves anything: there is no approve tool, and no
+argument of any tool carries a decision or an identity (``errors.refuse_arguments``).
+
+    ask(question | questions)      start a run; back when it pauses at the gate or ends
+    run_status(run_id)             where a run is, and its results once known
+    wait_for_run(run_id, timeout_s)   wait until the run ends (a reviewer decided, it ran)
+    schema(tables?)                the tables and columns sqlgate sees
+    validate(sql)                  the safety policy's verdict and the SQL that would run
+    explain_policy()               what sqlgate allows, and who decides
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from orchestrator.mcp.elicitation import may_elicit, review_at_client
+from orchestrator.mcp.errors import ToolRefusal
+from orchestrator.mcp.service import ENDED, RESTING, McpService, OnProgress
+from orchestrator.mcp.views import PolicyView, RunReport, SchemaAnswer, Verdict
+from orchestrator.server.auth import Principal, Role
+from orchestrator.server.state import RunRow
+
+PRINCIPAL_SCOPE_KEY = "sqlgate.principal"
+MAX_QUESTIONS = 100
+MAX_QUESTION_CHARS = 10_000
+MAX_WAIT_S = 600.0
+GUARANTEE = (
+    "No SQL runs before a person with a reviewer's credentials approves it, in one batched "
+    "review, under the safety policy; an agent can ask, never approve."
+)
+
+
+def principal_of(ctx: Context[Any, Any], service: McpService) -> Principal:
+    """The transport's authenticated caller: the bearer token's principal over HTTP; on stdio
+    (no authentication) the configured actor as an analyst. Never from tool arguments."""
+    request = ctx.request_context.request
+    if request is None:
+        return Principal(actor=service.config.actor, role=Role.ANALYST)
+    principal = getattr(request, "scope", {}).get(PRINCIPAL_SCOPE_KEY)
+    if not isinstance(principal, Principal):
+        raise ToolRefusal("unauthenticated", "this request carries no authenticated identity")
+    return principal
+
+
+def _require(principal: Principal, permission: str) -> None:
+    if not principal.may(permission):
+        raise ToolRefusal(
+            "forbidden",
+            f"{principal.actor} ({principal.role}) may not {permission.replace('_', ' ')}",
+        )
+
+
+def outcome(report: RunReport, *, waiting_is_error: bool) -> RunReport:
+    """The report, or a ``ToolRefusal`` whose code says why there is no answer."""
+    run = report.model_dump(mode="json")
+    if report.status == "failed":
+        error = report.error
+        raise ToolRefusal(
+            error.code if error else "run_failed",
+            f"the run failed: {error.message if error else 'unknown error'}",
+            run=run,
+        )
+    if report.status == "awaiting_approval":
+        if waiting_is_error:
+            review = report.review
+            where = review.reviewer_url or review.command if review else "sqlgate approvals list"
+            raise ToolRefusal(
+                "awaiting_approval",
+                f"the SQL waits for a reviewer ({where}); call wait_for_run again later",
+                review=review.model_dump(mode="json") if review else None,
+                run=run,
+            )
+        return report
+    if report.status in ("queued", "running", "resuming"):
+        if waiting_is_error:
+            raise ToolRefusal(
+                "still_running", "the run is still working; call wait_for_run again", run=run
+            )
+        return report
+    if any(q.status == "answered" for q in report.questions) or not report.questions:
+        return report
+    first = report.questions[0]
+    error = first.error
+    message = error.message if error else first.status
+    raise ToolRefusal(
+        first.status,
+        message,
+        reason=message if first.status in ("unsafe", "rejected") else None,
+        reason_code=error.code if error and error.code != first.status else None,
+        retry_after=error.retry_after if error else None,
+        clarification_questions=first.clarification_questions or None,
+        run=run,
+    )
+
+
+class SqlgateTools:
+    """The tool functions, bound to one service."""
+
+    def __init__(self, service: McpService) -> None:
+        self.service = service
+
+    async def ask(
+        self,
+        ctx: Context[Any, Any],
+        question: Annotated[
+            str | None,
+            Field(
+                max_length=MAX_QUESTION_CHARS,
+                description="One question about the data, in plain language",
+            ),
+        ] = None,
+        questions: Annotated[
+            list[Annotated[str, Field(max_length=MAX_QUESTION_CHARS)]] | None,
+            Field(
+                max_length=MAX_QUESTIONS,
+                description="Several questions, answered together with ONE review",
+            ),
+        ] = None,
+    ) -> RunReport:
+        """Ask the database a question (or several) in plain language.
+
+        sqlgate plans and writes the SQL, checks it against the safety policy, and then WAITS for
+        a person to approve it: this call returns as soon as the run pauses at that gate (or ends
+        without needing one), with the run_id, the SQL waiting and where a reviewer can decide.
+        You cannot approve it yourself. Tell the user what is waiting, then call wait_for_run.
+        Give either `question` or `questions`.
+        """
+        principal = principal_of(ctx, self.service)
+        _require(principal, "ask")
+        asked = [question] if question is not None else list(questions or [])
+        if (question is None) == (questions is None) or not asked:
+            raise ToolRefusal("invalid_input", "give either question or questions (not both)")
+        if any(not q.strip() for q in asked):
+            raise ToolRefusal("invalid_input", "questions must not be empty")
+        run_id, cursor = await self.service.submit(asked, principal.actor)
+        progress = _progress_reporter(ctx)
+        row = await self.service.watch(
+            run_id,
+            until=RESTING,
+            timeout_s=self.service.config.ask_wait_s,
+            on_progress=progress,
+            after=cursor,
+        )
+        report = self.service.report(row)
+        if report.status == "awaiting_approval" and may_elicit(ctx, principal, self.service):
+            if await review_at_client(ctx, principal, self.service, report):
+                row = await self.service.watch(
+                    run_id,
+                    until=ENDED,
+                    timeout_s=self.service.config.ask_wait_s,
+                    on_progress=progress,
+                )
+                report = self.service.report(row)
+        return outcome(report, waiting_is_error=False)
+
+    def run_status(
+        self,
+        ctx: Context[Any, Any],
+        run_id: Annotated[str, Field(max_length=64, description="The run_id returned by ask")],
+    ) -> RunReport:
+        """Where a run is now: queued, running, awaiting_approval (with the SQL waiting and
+        where a reviewer decides), finished (answers, SQL that ran, rows, who approved) or failed.
+        Returns at once."""
+        row = self._own_row(ctx, run_id)
+        return outcome(self.service.report(row), waiting_is_error=False)
+
+    async def wait_for_run(
+        self,
+        ctx: Context[Any, Any],
+        run_id: Annotated[str, Field(max_length=64, description="The run_id returned by ask")],
+        timeout_s: Annotated[
+            float, Field(ge=0, le=MAX_WAIT_S, description="Seconds to wait at most")
+        ] = 60.0,
+    ) -> RunReport:
+        """Wait until a run ends: a reviewer decided, the approved SQL ran and the answer is
+        written. Returns the answer, the SQL that ran, the rows (bounded, `truncated` when more),
+        warnings and who approved. If the SQL still waits for a reviewer when the time is up,
+        the error code is awaiting_approval: wait again later, you cannot approve it."""
+        await asyncio.to_thread(self._own_row, ctx, run_id)
+        row = await self.service.watch(
+            run_id, until=ENDED, timeout_s=timeout_s, on_progress=_progress_reporter(ctx)
+        )
+        return outcome(self.service.report(row), waiting_is_error=True)
+
+    def schema(
+        self,
+        ctx: Context[Any, Any],
+        tables: Annotated[
+            list[Annotated[str, Field(max_length=200)]] | None,
+            Field(
+                max_length=200,
+                description="Tables to describe, with their foreign-key neighbours; "
+                "omit for a one-line-per-table catalogue of everything",
+            ),
+        ] = None,
+    ) -> SchemaAnswer:
+        """The tables and columns sqlgate sees in the database (read-only; nothing is run)."""
+        principal_of(ctx, self.service)
+        schema = self.service.database.schema
+        if not tables:
+            every = schema.tables()
+            return SchemaAnswer(
+                dialect=self.service.database.dialect,
+                tables=list(every),
+                text="\n".join(info.catalogue_line() for info in every.values()),
+            )
+        context = schema.explore(tables)
+        return SchemaAnswer(
+            dialect=context.dialect,
+            tables=[t.name for t in context.tables],
+            unknown_tables=context.unknown_tables,
+            text=context.render(),
+        )
+
+    def validate(
+        self,
+        ctx: Context[Any, Any],
+        sql: Annotated[str, Field(max_length=100_000, description="One SQL statement to check")],
+    ) -> Verdict:
+        """Check SQL against sqlgate's safety policy, as the pipeline does before review. Returns
+        the SQL that WOULD run (LIMIT enforced); nothing is executed. A refusal is an error with
+        code `unsafe` and the validator's reason. Passing validation does not approve anything."""
+        principal_of(ctx, self.service)
+        result = self.service.pipeline.validator().validate(sql)
+        findings = [f.model_dump(mode="json") for f in result.findings]
+        refusal = result.refusal
+        if refusal is not None:
+            raise ToolRefusal(
+                "unsafe",
+                refusal.message,
+                reason=refusal.message,
+                reason_code=refusal.code,
+                findings=findings,
+            )
+        return Verdict(ok=True, dialect=result.dialect, sql=result.sql, findings=findings)
+
+    def explain_policy(self, ctx: Context[Any, Any]) -> PolicyView:
+        """What sqlgate allows and who decides: the safety policy, row cap, timeouts, approval
+        rules (quorum, deadline) and rate limiting. Read this before asking."""
+        principal_of(ctx, self.service)
+        config = self.service.config
+        validator = self.service.pipeline.validator()
+        pipeline = config.pipeline
+        return PolicyView(
+            guarantee=GUARANTEE,
+            dialect=validator.dialect,
+            safety={
+                **validator.policy.model_dump(mode="json"),
+                "statements": "exactly one read-only query (SELECT / WITH ... SELECT / UNION); "
+                "no DML, DDL, SELECT INTO, locking clauses or denylisted functions",
+            },
+            row_cap=pipeline.row_cap,
+            statement_timeout_s=config.statement_timeout_s,
+            approval={
+                "quorum": pipeline.approval_quorum,
+                "deadline_s": pipeline.approval_ttl_s,
+                "on_expiry": pipeline.on_expiry,
+                "reviewer_url": config.reviewer_url,
+            },
+            who_decides="a person whose credentials have the reviewer (or admin) role, on the "
+            "reviewer page, over HTTP or with `sqlgate approvals decide`; never this server's tools",
+            rate_limit="questions are refused with code rate_limited and retry_after when the "
+            "model budget cannot fit them"
+            if pipeline.admission
+            else "questions wait for the model budget",
+        )
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _own_row(self, ctx: Context[Any, Any], run_id: str) -> RunRow:
+        principal = principal_of(ctx, self.service)
+        _require(principal, "read_runs")
+        row = self.service.row(run_id)
+        if row is None or (row.owner != principal.actor and not principal.may("read_any_run")):
+            raise ToolRefusal("run_not_found", f"no run {run_id!r} of yours")
+        return row
+
+
+def _progress_reporter(ctx: Context[Any, Any]) -> OnProgress:
+    """Progress notifications (when the client sent a progress token): one per pipeline stage,
+    numbered in the order the stages happened."""
+    count = 0
+
+    async def report(stage: str, done: int, total: int) -> None:
+        nonlocal count
+        count += 1
+        await ctx.report_progress(count, None, f"{stage} ({done}/{total})" if total else stage)
+
+    return report

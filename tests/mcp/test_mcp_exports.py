@@ -1,0 +1,53 @@
+"""The MCP package's public surface, its argument refusal and its error codes."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+from orchestrator import mcp as sqlgate_mcp
+from orchestrator.mcp import errors
+from orchestrator.mcp.errors import ToolRefusal, refuse_arguments
+
+
+def test_all_is_sorted_and_importable() -> None:
+    assert sqlgate_mcp.__all__ == sorted(sqlgate_mcp.__all__)
+    assert len(set(sqlgate_mcp.__all__)) == len(sqlgate_mcp.__all__)
+    for name in sqlgate_mcp.__all__:
+        assert hasattr(sqlgate_mcp, name), name
+
+
+def test_the_examples_in_the_docstrings_run() -> None:
+    failures, tried = doctest.testmod(errors, optionflags=doctest.ELLIPSIS)
+    assert tried > 0 and failures == 0
+
+
+@pytest.mark.parametrize("name", ["actor", "approved", "decisions", "Reviewer", "on_behalf_of"])
+def test_a_decision_or_an_identity_is_refused_whatever_the_tool(name: str) -> None:
+    with pytest.raises(ToolRefusal) as refused:
+        refuse_arguments("run_status", {"run_id", name}, {"run_id"})
+    assert refused.value.code == "argument_refused"
+    assert refused.value.payload()["error"]["arguments"] == [name]
+
+
+def test_declared_arguments_pass_and_others_are_unknown() -> None:
+    refuse_arguments("ask", {"question"}, {"question", "questions"})
+    with pytest.raises(ToolRefusal) as refused:
+        refuse_arguments("ask", {"question", "limit"}, {"question", "questions"})
+    assert refused.value.code == "unknown_argument"
+    assert "question, questions" in refused.value.message
+
+
+def test_every_refusal_code_is_documented() -> None:
+    for code in (
+        "argument_refused",
+        "unknown_argument",
+        "forbidden",
+        "run_not_found",
+        "awaiting_approval",
+        "still_running",
+        "unsafe",
+        "rate_limited",
+    ):
+        assert code in errors.__doc__
