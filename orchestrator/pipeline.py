@@ -32,6 +32,7 @@ from orchestrator.checkpoint import FinishedCheckpoint, PausedCheckpoint
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import DatabaseError, RunConflict
 from orchestrator.llm import LLMClient
+from orchestrator.memory import ReviewMemory, gate_policy
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
 from orchestrator.run_context import ResultSink, RunContext, no_progress
@@ -100,6 +101,7 @@ class Pipeline:
         run_store: RunStore | None = None,
         progress: Progress | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        memory: ReviewMemory | None = None,
     ) -> None:
         if reviewer is None and (approval_store is None or run_store is None):
             raise ValueError(
@@ -117,6 +119,7 @@ class Pipeline:
             run_store.setup()
         self.progress: Progress = progress or no_progress
         self.clock = clock
+        self.memory = memory  # reviewed-SQL memory: examples, notes, earned auto-approval
 
     # -- shared services -----------------------------------------------------------------------
 
@@ -134,6 +137,7 @@ class Pipeline:
         return ApprovalGate(
             reviewer=self.reviewer,
             validate=(validator or self.validator()).validate,
+            policy=gate_policy(self),
             store=self.approval_store,
             run_id=run_id,
             context={"dialect": self.db.dialect},  # so a reviewer elsewhere validates edits alike
