@@ -87,6 +87,7 @@ def _mount_subcommands() -> None:
     from orchestrator.cli_batch import batch
     from orchestrator.cli_demo import demo
     from orchestrator.cli_inspect import limits, schema, validate
+    from orchestrator.cli_memory import memory_app
 
     app.command()(batch)
     app.command()(demo)
@@ -94,6 +95,7 @@ def _mount_subcommands() -> None:
     app.command()(validate)
     app.command()(limits)
     app.add_typer(approvals_app, name="approvals")
+    app.add_typer(memory_app, name="memory")
 
 
 @app.command()

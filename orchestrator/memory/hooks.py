@@ -22,8 +22,10 @@ from orchestrator.memory.review_memory import MemoryScope, ReviewMemory
 
 if TYPE_CHECKING:
     from approvals import ApprovalGate, ApprovalOutcome
+    from orchestrator.database import TargetDatabase
     from orchestrator.pipeline import Pipeline
     from orchestrator.question import PendingStatement, QuestionState
+    from safety import SafetyPolicy
 
 __all__ = [
     "examples_by_question",
@@ -31,6 +33,7 @@ __all__ = [
     "notes_by_question",
     "remember_executed",
     "remember_rejected",
+    "scope_for",
     "scope_of",
 ]
 
@@ -41,15 +44,20 @@ def _memory(p: Pipeline) -> ReviewMemory | None:
     return p.memory
 
 
-def scope_of(p: Pipeline) -> MemoryScope:
-    """The pipeline's database as memory sees it (schema read from the explorer's cache)."""
-    tables = p.db.schema.tables()
+def scope_for(database: TargetDatabase, policy: SafetyPolicy) -> MemoryScope:
+    """A database as memory sees it, under a safety policy (schema from the explorer's cache)."""
+    tables = database.schema.tables()
     return MemoryScope.of(
-        p.db.safe_url,
-        p.db.dialect,
+        database.safe_url,
+        database.dialect,
         {name: [(c.name, c.type) for c in info.columns] for name, info in tables.items()},
-        p.validator().policy.model_dump(mode="json"),
+        policy.model_dump(mode="json"),
     )
+
+
+def scope_of(p: Pipeline) -> MemoryScope:
+    """The pipeline's database under the pipeline's safety policy."""
+    return scope_for(p.db, p.validator().policy)
 
 
 def examples_by_question(

@@ -294,8 +294,9 @@ class MemoryStore:
             query = " | ".join(terms)
         else:
             sql = (
-                "SELECT e.*, -bm25(f) AS relevance FROM sqlgate_memory_examples_fts f "
-                "JOIN sqlgate_memory_examples e ON e.id = f.rowid "
+                "SELECT e.*, -bm25(sqlgate_memory_examples_fts) AS relevance "
+                "FROM sqlgate_memory_examples_fts JOIN sqlgate_memory_examples e "
+                "ON e.id = sqlgate_memory_examples_fts.rowid "
                 "WHERE sqlgate_memory_examples_fts MATCH :q AND e.database = :db "
                 f"AND e.kind = 'positive' AND {shadowed} ORDER BY relevance DESC, e.id DESC LIMIT :n"
             )
@@ -456,9 +457,9 @@ class MemoryStore:
             query = " | ".join(terms)
         else:
             sql = (
-                "SELECT n.* FROM sqlgate_memory_notes_fts f JOIN sqlgate_memory_notes n "
-                "ON n.id = f.rowid WHERE sqlgate_memory_notes_fts MATCH :q "
-                "AND n.database IN (:db, '*') ORDER BY bm25(f), n.id LIMIT :n"
+                "SELECT n.* FROM sqlgate_memory_notes_fts JOIN sqlgate_memory_notes n "
+                "ON n.id = sqlgate_memory_notes_fts.rowid WHERE sqlgate_memory_notes_fts MATCH :q "
+                "AND n.database IN (:db, '*') ORDER BY bm25(sqlgate_memory_notes_fts), n.id LIMIT :n"
             )
             query = " OR ".join(f'"{t}"' for t in terms)
         with self.engine.connect() as conn:
