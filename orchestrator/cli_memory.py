@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -140,7 +140,9 @@ def list_examples(
         if not found:
             Console().print("No business notes.")
         return
-    kind = None if all_ else ("negative" if negatives else "positive")
+    kind: Literal["positive", "negative"] | None = (
+        None if all_ else ("negative" if negatives else "positive")
+    )
     examples = store.examples(database=database, kind=kind, limit=limit)
     if as_json:
         emit_json([_row(e) for e in examples])

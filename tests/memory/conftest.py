@@ -82,3 +82,14 @@ def store(state: StateDatabase, clock: Clock) -> MemoryStore:
 @pytest.fixture
 def scope() -> MemoryScope:
     return MemoryScope.of("sqlite:///shop.db", "sqlite", SHOP, POLICY)
+
+
+# Cassette replay, as for the orchestrator's tests (same configuration, same guard).
+from tests.orchestrator.conftest import (  # noqa: E402
+    _replay_guard,
+    demo_url,
+    vcr_cassette_dir,
+    vcr_config,
+)
+
+__all__ = ["Clock", "_replay_guard", "demo_url", "vcr_cassette_dir", "vcr_config"]
