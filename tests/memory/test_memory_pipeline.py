@@ -124,3 +124,29 @@ def test_a_rejected_pair_never_appears_as_an_example(
     (request,) = _sql_requests(vcr, RETURNED_AGAIN)
     assert "Reviewed examples" not in request
     assert negative.sql not in request
+
+
+@pytest.mark.vcr
+def test_business_notes_reach_the_reasoning_request_of_matching_questions(
+    harness: Harness, demo_url: str, state: StateDatabase, vcr: Any
+) -> None:
+    note = state.memory.add_note(
+        "Shipped means status 'shipped'; delivered ones do not count as shipped",
+        author="alice",
+    )
+    pipeline = _pipeline(harness, demo_url, state, ApproveAll())
+
+    pipeline.ask(SHIPPED)
+    pipeline.ask(RETURNED)
+
+    reasoning = {}
+    for request in vcr.requests:
+        body = json.loads(request.body)
+        if "reasoning stage" in body["messages"][0]["content"]:
+            user = body["messages"][1]["content"]
+            reasoning[user.split("Question: ", 1)[1].splitlines()[0]] = user
+    assert (
+        f"Business notes (definitions agreed by the people who own the data):\n- {note.text}"
+        in reasoning[SHIPPED]
+    )
+    assert "Business notes" not in reasoning[RETURNED]
