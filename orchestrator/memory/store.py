@@ -121,23 +121,35 @@ def _v1(conn: Connection) -> None:
             "GENERATED ALWAYS AS (to_tsvector('english', text || ' ' || tables)) STORED"
         )
         return
-    for table, body in (("examples", "question"), ("notes", "text, tables")):
+    # Examples: only positives are indexed (negatives are never searched), with their database
+    # as a second column so a search is narrowed to one database inside the index; ranking
+    # weighs the question alone.
+    for table, body, when in (
+        ("examples", "question, database", "{}.kind = 'positive'"),
+        ("notes", "text, tables", "1 = 1"),
+    ):
         columns = body.split(", ")
         new = ", ".join(f"new.{c}" for c in columns)
         old = ", ".join(f"old.{c}" for c in columns)
+        fts = f"sqlgate_memory_{table}_fts"
         conn.exec_driver_sql(
-            f"CREATE VIRTUAL TABLE sqlgate_memory_{table}_fts USING fts5({body}, "
+            f"CREATE VIRTUAL TABLE {fts} USING fts5({body}, "
             f"content='sqlgate_memory_{table}', content_rowid='id', tokenize='porter unicode61')"
         )
         conn.exec_driver_sql(
             f"CREATE TRIGGER sqlgate_memory_{table}_ai AFTER INSERT ON sqlgate_memory_{table} "
-            f"BEGIN INSERT INTO sqlgate_memory_{table}_fts(rowid, {body}) VALUES (new.id, {new}); END"
+            f"WHEN {when.format('new')} "
+            f"BEGIN INSERT INTO {fts}(rowid, {body}) VALUES (new.id, {new}); END"
         )
         conn.exec_driver_sql(
             f"CREATE TRIGGER sqlgate_memory_{table}_ad AFTER DELETE ON sqlgate_memory_{table} "
-            f"BEGIN INSERT INTO sqlgate_memory_{table}_fts(sqlgate_memory_{table}_fts, rowid, {body}) "
-            f"VALUES ('delete', old.id, {old}); END"
+            f"WHEN {when.format('old')} "
+            f"BEGIN INSERT INTO {fts}({fts}, rowid, {body}) VALUES ('delete', old.id, {old}); END"
         )
+    conn.exec_driver_sql(
+        "INSERT INTO sqlgate_memory_examples_fts(sqlgate_memory_examples_fts, rank) "
+        "VALUES ('rank', 'bm25(1.0, 0.0)')"
+    )
 
 
 MIGRATIONS = (_v1,)
@@ -293,16 +305,22 @@ class MemoryStore:
             )
             query = " | ".join(terms)
         else:
+            # FTS5 ranks inside the index (ORDER BY rank LIMIT), narrowed to the database there;
+            # only that short list is joined and checked against later rejections.
             sql = (
-                "SELECT e.*, -bm25(sqlgate_memory_examples_fts) AS relevance "
-                "FROM sqlgate_memory_examples_fts JOIN sqlgate_memory_examples e "
-                "ON e.id = sqlgate_memory_examples_fts.rowid "
-                "WHERE sqlgate_memory_examples_fts MATCH :q AND e.database = :db "
-                f"AND e.kind = 'positive' AND {shadowed} ORDER BY relevance DESC, e.id DESC LIMIT :n"
+                "SELECT e.*, -m.rank AS relevance FROM (SELECT rowid, rank "
+                "FROM sqlgate_memory_examples_fts WHERE sqlgate_memory_examples_fts MATCH :q "
+                "ORDER BY rank LIMIT :inner) m JOIN sqlgate_memory_examples e ON e.id = m.rowid "
+                f"WHERE e.database = :db AND e.kind = 'positive' AND {shadowed} "
+                "ORDER BY relevance DESC, e.id DESC LIMIT :n"
             )
-            query = " OR ".join(f'"{t}"' for t in terms)
+            words = " OR ".join(f'"{t}"' for t in terms)
+            phrase = database.replace('"', '""')
+            query = f'database : "{phrase}" AND question : ({words})'
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.text(sql), {"q": query, "db": database, "n": limit}).all()
+            rows = conn.execute(
+                sa.text(sql), {"q": query, "db": database, "n": limit, "inner": limit * 3}
+            ).all()
         return [
             ScoredExample(example=_example(r._mapping), relevance=float(r.relevance)) for r in rows
         ]
