@@ -60,12 +60,14 @@ def test_columns_resolved_through_aliases_ctes_and_subqueries() -> None:
     )
     tables, columns = columns_read(sql, "sqlite", SCHEMA)
     assert tables == {"orders", "customers"}
-    assert columns == {
-        "orders.customer_id",
-        "orders.status",
-        "customers.name",
-        "customers.customer_id",
-    }
+    assert columns == frozenset(
+        {
+            "orders.customer_id",
+            "orders.status",
+            "customers.name",
+            "customers.customer_id",
+        }
+    )
 
 
 def test_unresolvable_column_means_unknown_columns() -> None:
