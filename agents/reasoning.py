@@ -6,6 +6,7 @@ request for all of its reasoning instead of four.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 from typing import ClassVar, Literal
 
@@ -132,6 +133,15 @@ question below (each has an id) and the database catalogue, do four jobs at once
 For META_QUERY, plan the tables the answer is about (all of them for "which tables exist").
 Questions are independent: reason about each on its own, and return one result per question id.
 """
+
+    @staticmethod
+    def question_context(notes: Sequence[str] = ()) -> str:
+        """Business notes that match the question (none: empty, so the prompt is unchanged)."""
+        if not notes:
+            return ""
+        return "Business notes (definitions agreed by the people who own the data):\n" + "\n".join(
+            f"- {' '.join(n.split())}" for n in notes
+        )
 
     def build_messages(
         self, items: list[QuestionInput], catalogue: str, dialect: str

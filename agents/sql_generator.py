@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, Field
@@ -57,8 +58,20 @@ questions. Never modify data. Return one result per question id.
 """
 
     @staticmethod
-    def question_context(reasoning: ReasoningOutput) -> str:
-        return f"Plan:\n{render_plan(reasoning)}"
+    def question_context(
+        reasoning: ReasoningOutput, examples: Sequence[tuple[str, str]] = ()
+    ) -> str:
+        """The question's plan, then the reviewed (question, SQL) examples memory found for it
+        (none: the text is exactly the plan)."""
+        context = f"Plan:\n{render_plan(reasoning)}"
+        if examples:
+            context += (
+                "\nReviewed examples (similar questions whose SQL a reviewer approved on this "
+                "database; follow their tables and conventions where they fit, but answer THIS "
+                "question):\n"
+                + "\n".join(f"-- {' '.join(q.split())}\n{sql.strip()}" for q, sql in examples)
+            )
+        return context
 
     def build_messages(
         self, items: list[QuestionInput], schema: str, data_context: str, dialect: str

@@ -1,8 +1,14 @@
 """Explicit auto-approval: which statements may skip the reviewer. Off unless configured.
 
 A policy is any callable ``policy(item) -> str | bool | None``: a truthy answer auto-approves
-the item (a string says why, for the audit log). ``AutoApprovePolicy`` is the one provided:
-read-only statements over allowlisted tables only, with a LIMIT, and no warnings.
+the item (a string says why, for the audit log). Two are provided:
+
+- ``AutoApprovePolicy``: read-only statements over allowlisted tables only, with a LIMIT, and
+  no warnings (a static rule).
+- ``EarnedAutoApproval``: a statement whose *template* was approved often enough, by enough
+  distinct reviewers, recently, on the same schema and policy, never rejected or revoked since,
+  and which reads no column those approvals did not read. The evidence (which approvals, by
+  whom) is the reason, so it lands in the audit log with the item.
 
 Example:
     >>> from approvals.models import ApprovalItem
@@ -15,10 +21,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 import sqlglot
+from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
@@ -69,3 +78,79 @@ class AutoApprovePolicy:
         if limit is not None and limit.expression is not None:
             why += f", LIMIT {limit.expression.sql(dialect=self.dialect)}"
         return why
+
+
+class EarnedApprovalRule(BaseModel):
+    """When reviews earn a template auto-approval (the ``[auto_approval]`` part of a policy file).
+
+    Off by default. Risk, stated plainly: a template approved for some literals is then run for
+    any literals of the same shape without a human look (say a filter on another customer).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    enabled: bool = Field(default=False, description="Earned auto-approval is on")
+    min_approvals: int = Field(default=3, ge=1, description="Approvals of the template needed")
+    min_reviewers: int = Field(default=2, ge=1, description="Distinct reviewers among them")
+    max_age_days: float = Field(default=90.0, gt=0, description="Only approvals this recent count")
+
+
+@dataclass(frozen=True)
+class ApprovalEvidence:
+    """One earlier reviewer approval of a template: a reference for the audit log, who approved
+    it, when, and the ``table.column`` names it read (None: unknown, so it cannot vouch)."""
+
+    ref: str
+    reviewers: frozenset[str]
+    at: datetime
+    columns: frozenset[str] | None
+
+
+class EvidenceSource(Protocol):
+    """Where earned auto-approval looks: a statement's template and columns, and the approvals of
+    a template on the current schema and policy since a moment (after its latest rejection or
+    revocation)."""
+
+    def describe(self, sql: str) -> tuple[str, frozenset[str] | None]: ...
+
+    def approvals(self, template_id: str, since: datetime) -> Sequence[ApprovalEvidence]: ...
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class EarnedAutoApproval:
+    """Auto-approve a statement whose template earned it (see ``EarnedApprovalRule``).
+
+    Fails closed: a refused item, one with warnings, or one whose columns cannot be resolved
+    goes to the reviewer.
+    """
+
+    rule: EarnedApprovalRule
+    evidence: EvidenceSource
+    clock: Callable[[], datetime] = _utc_now
+
+    def __call__(self, item: ApprovalItem) -> str | None:
+        rule = self.rule
+        if not rule.enabled or item.refused:
+            return None
+        if any(f.severity in ("warning", "error") for f in item.findings):
+            return None
+        template, columns = self.evidence.describe(item.sql)
+        if columns is None:
+            return None
+        since = self.clock() - timedelta(days=rule.max_age_days)
+        usable = [a for a in self.evidence.approvals(template, since) if a.columns is not None]
+        reviewers = frozenset().union(*(a.reviewers for a in usable))
+        if len(usable) < rule.min_approvals or len(reviewers) < rule.min_reviewers:
+            return None
+        read = frozenset[str]().union(*(a.columns or frozenset() for a in usable))
+        if not columns <= read:
+            return None
+        return (
+            f"earned auto-approval: template {template} approved {len(usable)} time(s) by "
+            f"{', '.join(sorted(reviewers))} since {since:%Y-%m-%d}; "
+            f"evidence: {', '.join(a.ref for a in usable)}"
+        )

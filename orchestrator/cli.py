@@ -92,6 +92,7 @@ def _mount_subcommands() -> None:
     from orchestrator.cli_runs import runs_app
     from orchestrator.cli_worker import worker
     from orchestrator.cli_mcp import mcp
+    from orchestrator.cli_memory import memory_app
 
     app.command()(batch)
     app.command()(demo)
@@ -102,6 +103,7 @@ def _mount_subcommands() -> None:
     app.add_typer(approvals_app, name="approvals")
     app.add_typer(runs_app, name="runs")
     app.command()(mcp)
+    app.add_typer(memory_app, name="memory")
 
 
 @app.command()

@@ -39,6 +39,7 @@ from orchestrator.database import TargetDatabase
 from orchestrator.errors import DatabaseError, RunConflict, RunNotFound
 from orchestrator.lease import DEFAULT_LEASE_S, Lease, LeaseLost, process_owner
 from orchestrator.llm import LLMClient
+from orchestrator.memory import ReviewMemory, gate_policy
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
 from orchestrator.run_context import ResultSink, RunContext, no_progress
@@ -118,6 +119,7 @@ class Pipeline:
         progress: Progress | None = None,
         clock: Callable[[], float] = time.perf_counter,
         owner: str | None = None,
+        memory: ReviewMemory | None = None,
     ) -> None:
         if reviewer is None and (approval_store is None or run_store is None):
             raise ValueError(
@@ -136,6 +138,7 @@ class Pipeline:
         self.progress: Progress = progress or no_progress
         self.clock = clock
         self.owner = owner or process_owner()  # whose lease this pipeline's runs hold
+        self.memory = memory  # reviewed-SQL memory: examples, notes, earned auto-approval
 
     # -- shared services -----------------------------------------------------------------------
 
@@ -153,6 +156,7 @@ class Pipeline:
         return ApprovalGate(
             reviewer=self.reviewer,
             validate=(validator or self.validator()).validate,
+            policy=gate_policy(self),
             store=self.approval_store,
             run_id=run_id,
             context={"dialect": self.db.dialect},  # so a reviewer elsewhere validates edits alike

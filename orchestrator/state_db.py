@@ -2,9 +2,10 @@
 
 What sqlgate keeps between processes lives here: approval batches, the audit log and the
 execution ledger (``approvals``), run checkpoints (``runs``), the server's runs and events
-(``server``). Each component has an append-only list of migrations applied by the one runner
-(``approvals.migrations.migrate``), its version recorded in ``sqlgate_schema``. Stores talk to
-their own tables through their own methods, on this module's shared engine.
+(``server``), reviewed-SQL memory (``memory``). Each component has an append-only list of
+migrations applied by the one runner (``approvals.migrations.migrate``), its version recorded
+in ``sqlgate_schema``. Stores talk to their own tables through their own methods, on this
+module's shared engine.
 
 Where it is: ``$SQLGATE_STATE_URL`` (a SQLAlchemy URL; PostgreSQL to share it between hosts),
 else a SQLite file ``state.sqlite`` in sqlgate's state folder (``$SQLGATE_STATE_DIR``, else
@@ -15,7 +16,7 @@ Example:
     >>> state = StateDatabase("sqlite://")
     >>> state.setup()
     >>> sorted(state.versions())
-    ['approvals', 'runs', 'server']
+    ['approvals', 'memory', 'runs', 'server']
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from sqlalchemy.engine import Engine
 from approvals import SqlApprovalStore
 from approvals.migrations import schema_versions, state_engine
 from orchestrator.database import redact_url
+from orchestrator.memory import MemoryStore
 from orchestrator.runs import RunStore
 
 if TYPE_CHECKING:
@@ -81,6 +83,7 @@ class StateDatabase:
         self.approvals.setup()
         self.runs.setup()
         self.server.setup()
+        self.memory.setup()
 
     @cached_property
     def approvals(self) -> SqlApprovalStore:
@@ -89,6 +92,10 @@ class StateDatabase:
     @cached_property
     def runs(self) -> RunStore:
         return RunStore(self.engine)
+
+    @cached_property
+    def memory(self) -> MemoryStore:
+        return MemoryStore(self.engine)
 
     @cached_property
     def server(self) -> ServerState:

@@ -18,6 +18,7 @@ from approvals import (
     DecisionError,
 )
 from orchestrator.checkpoint import PendingCheckpoint
+from orchestrator.memory import remember_rejected
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import ApprovalRecord, RunError, RunStatus
 from orchestrator.run_context import RunContext
@@ -74,6 +75,7 @@ def _after_review(
     gate: ApprovalGate,
 ) -> None:
     execute(p, ctx, _apply(p, pending, outcome, cycle), executor, gate)
+    remember_rejected(p, pending, outcome, gate)
     needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
     if needing:
         correct(p, ctx, needing)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from agents import ExecutionError, ExecutionResult, ResultValidator
 from agents.response_synthesizer import PREVIEW_ROWS
 from approvals import AlreadyExecuted, ApprovalGate, ApprovalOutcome, ExecutionInDoubt
+from orchestrator.memory import remember_executed
 from orchestrator.question import QuestionState
 from orchestrator.result import RunError, RunStatus
 from orchestrator.run_context import RunContext
@@ -69,6 +70,15 @@ def execute(
         with ThreadPoolExecutor(max_workers=min(p.config.parallelism, len(runnable))) as pool:
             done = list(pool.map(run_one, runnable))
 
+    remember_executed(
+        p,
+        [
+            (entry.q, entry.outcome, entry.call_id)
+            for entry, ran in zip(runnable, done, strict=True)
+            if ran.result is not None
+        ],
+        gate,
+    )
     for q, result, exc, started in done:
         if result is not None:
             q.note(

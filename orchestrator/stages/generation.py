@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from agents import SchemaContext, SQLGenerator
 from agents.llm_batch import QuestionInput
 from agents.schema_explorer import TableInfo
+from orchestrator.memory import examples_by_question
 from orchestrator.question import QuestionState
 from orchestrator.run_context import RunContext
 
@@ -22,6 +23,7 @@ def generate(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         return
     agent = SQLGenerator()
     by_id = {q.qid: q for q in qs}
+    examples = examples_by_question(p, qs)  # reviewed pairs per question; no LLM call
 
     def build(items: list[QuestionInput]) -> list[dict[str, str]]:
         chunk = [by_id[i.id] for i in items]
@@ -33,7 +35,11 @@ def generate(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         )
 
     def inputs(q: QuestionState) -> QuestionInput:
-        return QuestionInput(q.qid, q.text.strip(), SQLGenerator.question_context(q.reasoning))
+        return QuestionInput(
+            q.qid,
+            q.text.strip(),
+            SQLGenerator.question_context(q.reasoning, examples.get(q.qid, ())),
+        )
 
     calls = ctx.batched_calls(p.llm, k=p.config.k, max_prompt_chars=p.config.max_prompt_chars)
     for q, draft, call in calls("writing SQL", agent, qs, build, inputs):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from agents import ReasoningAgent, batch_catalogue
 from agents.llm_batch import QuestionInput
 from agents.reasoning import ClarifyingQuestion
+from orchestrator.memory import notes_by_question
 from orchestrator.question import QuestionState
 from orchestrator.result import ClarifyingQuestionOut, RunError, RunStatus
 from orchestrator.run_context import RunContext
@@ -71,6 +72,7 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
     tables = p.db.schema.tables()
     ctx.catalogue_ms = (p.clock() - started) * 1000.0
     agent = ReasoningAgent()
+    notes = notes_by_question(p, qs)  # business notes per question; no LLM call
 
     def build(items: list[QuestionInput]) -> list[dict[str, str]]:
         catalogue = batch_catalogue(
@@ -79,7 +81,9 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         return agent.build_messages(items, catalogue, p.db.dialect)
 
     def inputs(q: QuestionState) -> QuestionInput:
-        return QuestionInput(q.qid, q.text.strip())
+        return QuestionInput(
+            q.qid, q.text.strip(), ReasoningAgent.question_context(notes.get(q.qid, ()))
+        )
 
     calls = ctx.batched_calls(p.llm, k=p.config.k, max_prompt_chars=p.config.max_prompt_chars)
     for q, reasoning, call in calls("reasoning", agent, qs, build, inputs):

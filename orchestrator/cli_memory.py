@@ -1,0 +1,275 @@
+"""``sqlgate memory ...``: what sqlgate learned from reviews, and how to curate it.
+
+    sqlgate memory add FILE --db URL       seed (question, SQL) pairs from CSV/JSONL; each SQL is
+                                           validated and executed once read-only before it is kept
+    sqlgate memory list [--db URL]         reviewed examples (--negatives, --all, --notes)
+    sqlgate memory show ID                 one example: question, SQL, template, reviewers
+    sqlgate memory remove ID [--note]      forget an example (or a note)
+    sqlgate memory export                  every example and note as JSON Lines on stdout
+    sqlgate memory note TEXT --tables a,b  a business definition, fed to the reasoning step
+    sqlgate memory revoke TEMPLATE         earlier approvals of a template no longer earn auto
+
+Memory lives in the state database (``SQLGATE_STATE_URL``, else the state folder's SQLite
+file). The acting person comes from ``SQLGATE_REVIEWER`` (else the login name).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+
+from approvals import reviewer_identity
+from orchestrator.cli_common import DbOpt, JsonOpt, emit_json, err, fail
+from orchestrator.errors import SqlgateError
+from orchestrator.memory import MemoryExample, MemoryStore, ReviewMemory
+
+memory_app = typer.Typer(
+    help="Reviewed-SQL memory: seed, list, show, remove, export, notes, revoke.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _store() -> MemoryStore:
+    from orchestrator.state_db import StateDatabase, default_state_url
+
+    store = StateDatabase(default_state_url()).memory
+    store.setup()
+    return store
+
+
+def _database_key(db: str | None) -> str | None:
+    from orchestrator.database import redact_url
+
+    return redact_url(db) if db else None
+
+
+def _row(e: MemoryExample) -> dict[str, Any]:
+    return e.model_dump(mode="json")
+
+
+@memory_app.command("add")
+def add(
+    file: Annotated[Path, typer.Argument(help="CSV (question,sql header) or JSON Lines file.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Seed memory with (question, SQL) pairs; each is validated and run once read-only first.
+
+    Exit 0 when every pair was accepted, 1 when some were refused (they are not stored).
+    """
+    from agents import SQLExecutor
+    from orchestrator.database import TargetDatabase
+    from orchestrator.memory.hooks import scope_for
+    from orchestrator.memory.seed import read_pairs, seed_pairs
+    from orchestrator.pipeline import PipelineConfig
+    from safety import SafetyPolicy, SqlValidator
+
+    try:
+        pairs = read_pairs(file)
+        database = TargetDatabase(db or "")
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
+    config = PipelineConfig()  # the policy an `ask` with default options validates under
+    policy = SafetyPolicy(max_limit=config.max_limit, star=config.star)
+    validator = SqlValidator(
+        dialect=database.dialect,
+        policy=policy,
+        schema={name: info.column_names() for name, info in database.schema.tables().items()},
+    )
+    outcomes = seed_pairs(
+        ReviewMemory(_store()),
+        scope_for(database, policy),
+        pairs,
+        validator=validator,
+        executor=SQLExecutor(database.engine, row_cap=1),
+        actor=reviewer_identity(),
+    )
+    database.dispose()
+    refused = [o for o in outcomes if o.example is None]
+    if as_json:
+        emit_json(
+            [
+                {
+                    "line": o.pair.line,
+                    "question": o.pair.question,
+                    "accepted": o.example is not None,
+                    "id": o.example.id if o.example else None,
+                    "code": o.code,
+                    "reason": o.refusal,
+                }
+                for o in outcomes
+            ]
+        )
+    else:
+        for o in outcomes:
+            if o.example is not None:
+                err.print(f"[green]added[/] {o.example.id}: {o.pair.question}")
+            else:
+                err.print(f"[red]refused[/] line {o.pair.line} ({o.code}): {o.refusal}")
+        err.print(f"{len(outcomes) - len(refused)} added, {len(refused)} refused")
+    if refused:
+        raise typer.Exit(1)
+
+
+@memory_app.command("list")
+def list_examples(
+    db: DbOpt = None,
+    negatives: Annotated[bool, typer.Option(help="Rejected statements instead.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Positives and negatives.")] = False,
+    notes: Annotated[bool, typer.Option("--notes", help="Business notes instead.")] = False,
+    limit: Annotated[int, typer.Option(help="At most this many rows.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Reviewed examples, newest first (with --notes: the business notes)."""
+    store = _store()
+    database = _database_key(db)
+    if notes:
+        found = store.notes(database)
+        if as_json:
+            emit_json([n.model_dump(mode="json") for n in found])
+            return
+        for n in found:
+            tables = f" [dim](tables: {', '.join(n.tables)})[/]" if n.tables else ""
+            Console().print(f"{n.id}  {n.text}{tables}  [dim]{n.database} by {n.author}[/]")
+        if not found:
+            Console().print("No business notes.")
+        return
+    kind: Literal["positive", "negative"] | None = (
+        None if all_ else ("negative" if negatives else "positive")
+    )
+    examples = store.examples(database=database, kind=kind, limit=limit)
+    if as_json:
+        emit_json([_row(e) for e in examples])
+        return
+    if not examples:
+        Console().print("Memory holds no such examples.")
+        return
+    from orchestrator.render import rows_table
+
+    Console().print(
+        rows_table(
+            ["id", "status", "template", "question", "reviewers", "recorded"],
+            [
+                [
+                    e.id,
+                    e.status,
+                    e.template_id[:10],
+                    e.question[:60],
+                    ", ".join(e.reviewers),
+                    e.created_at.strftime("%Y-%m-%d %H:%M"),
+                ]
+                for e in examples
+            ],
+        )
+    )
+
+
+@memory_app.command()
+def show(
+    example_id: Annotated[int, typer.Argument(help="The example id (from `memory list`).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """One example: question, SQL, template, schema and policy fingerprints, reviewers."""
+    try:
+        e = _store().example(example_id)
+    except SqlgateError as exc:
+        fail(exc.message, 1, as_json=as_json, error_code=exc.code)
+        return
+    if as_json:
+        emit_json(_row(e))
+        return
+    from orchestrator.render import sql_block
+
+    console = Console()
+    console.print(f"[bold]example {e.id}[/] ({e.kind}, {e.status}) on {e.database} ({e.dialect})")
+    console.print(f"question: {e.question}")
+    console.print(sql_block(e.sql))
+    console.print(f"template {e.template_id}: {e.template_text}")
+    console.print(f"schema {e.schema_fp}, policy {e.policy_fp}; reads {', '.join(e.tables)}")
+    console.print(f"by {', '.join(e.reviewers)} at {e.created_at.isoformat()}")
+    if e.reason:
+        console.print(f"reason: {e.reason}")
+
+
+@memory_app.command()
+def remove(
+    item_id: Annotated[int, typer.Argument(help="The example (or, with --note, note) id.")],
+    note: Annotated[bool, typer.Option("--note", help="Remove a business note.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Forget one example or note."""
+    store = _store()
+    try:
+        store.remove_note(item_id) if note else store.remove_example(item_id)
+    except SqlgateError as exc:
+        fail(exc.message, 1, as_json=as_json, error_code=exc.code)
+        return
+    if as_json:
+        emit_json({"removed": item_id, "type": "note" if note else "example"})
+    else:
+        err.print(f"removed {'note' if note else 'example'} {item_id}")
+
+
+@memory_app.command()
+def export() -> None:
+    """Every example and note as JSON Lines on stdout (``{"type": "example" | "note", ...}``)."""
+    for row in _store().export():
+        typer.echo(json.dumps(row, ensure_ascii=False))
+
+
+@memory_app.command()
+def note(
+    text: Annotated[str, typer.Argument(help='The definition, e.g. "Revenue means ...".')],
+    tables: Annotated[
+        str, typer.Option(help="Comma-separated tables it concerns, e.g. orders,order_items.")
+    ] = "",
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add a business note; the reasoning step sees it for questions that match."""
+    from orchestrator.memory.store import ANY_DATABASE
+
+    if not text.strip():
+        fail("the note is empty", as_json=as_json)
+    added = _store().add_note(
+        text,
+        author=reviewer_identity(),
+        tables=tables.split(","),
+        database=_database_key(db) or ANY_DATABASE,
+    )
+    if as_json:
+        emit_json(added.model_dump(mode="json"))
+    else:
+        err.print(f"added note {added.id} for {added.database}")
+
+
+@memory_app.command()
+def revoke(
+    template: Annotated[str, typer.Argument(help="Template id (or a unique prefix of one).")],
+    db: DbOpt = None,
+    reason: Annotated[str | None, typer.Option(help="Why, for the record.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Revoke a template: statements of it need review again, whatever was approved before."""
+    from orchestrator.memory.store import ANY_DATABASE
+
+    try:
+        revoked = _store().revoke(
+            template,
+            actor=reviewer_identity(),
+            database=_database_key(db) or ANY_DATABASE,
+            reason=reason,
+        )
+    except SqlgateError as exc:
+        fail(exc.message, 1, as_json=as_json, error_code=exc.code)
+        return
+    if as_json:
+        emit_json(revoked.model_dump(mode="json"))
+    else:
+        err.print(f"revoked template {revoked.template_id} on {revoked.database}")

@@ -1,0 +1,185 @@
+"""``ReviewMemory``: what the pipeline learns from reviews, and what it gives back.
+
+It records every reviewed statement (positives that ran, negatives that were rejected) with its
+template and the schema and policy it was judged under, finds examples for Batch 2 and notes for
+Batch 1 (no LLM call), and is the evidence behind earned auto-approval.
+
+A ``MemoryScope`` says where a statement lives: the database (its URL without password), the
+dialect, the schema (for resolving columns), and the fingerprints of schema and safety policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from approvals.policy import ApprovalEvidence, EarnedApprovalRule, EarnedAutoApproval
+from orchestrator.memory.fingerprint import (
+    policy_fingerprint,
+    schema_fingerprint,
+    shape_of,
+    template_of,
+)
+from orchestrator.memory.models import BusinessNote, ExampleStatus, MemoryExample
+from orchestrator.memory.retriever import (
+    FullTextRetriever,
+    Retriever,
+    choose_examples,
+    choose_notes,
+)
+from orchestrator.memory.store import MemoryStore
+
+__all__ = ["MemoryEvidence", "MemoryScope", "MemorySettings", "ReviewMemory"]
+
+
+class MemorySettings(BaseModel):
+    """How much memory may put into prompts, and whether reviews earn auto-approval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    examples_per_question: int = Field(default=3, ge=0, description="Batch-2 examples at most")
+    example_tokens: int = Field(
+        default=600,
+        ge=0,
+        description="Token budget of one question's examples (about 4 chars each)",
+    )
+    candidates: int = Field(default=12, ge=1, description="Examples ranked before choosing")
+    notes_per_question: int = Field(default=3, ge=0, description="Batch-1 notes at most")
+    note_tokens: int = Field(default=300, ge=0, description="Token budget of one question's notes")
+    auto_approval: EarnedApprovalRule = Field(
+        default_factory=EarnedApprovalRule, description="Earned auto-approval (off by default)"
+    )
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    """One database as memory sees it: identity, dialect, schema and the two fingerprints."""
+
+    database: str
+    dialect: str
+    schema: Mapping[str, Sequence[str]]
+    schema_fp: str
+    policy_fp: str
+
+    @classmethod
+    def of(
+        cls,
+        database: str,
+        dialect: str,
+        columns: Mapping[str, Sequence[tuple[str, str]]],
+        policy: Mapping[str, object],
+    ) -> MemoryScope:
+        """From ``{table: [(column, type), ...]}`` and the safety policy as a dict."""
+        return cls(
+            database=database,
+            dialect=dialect,
+            schema={t: [c for c, _ in cols] for t, cols in columns.items()},
+            schema_fp=schema_fingerprint(columns),
+            policy_fp=policy_fingerprint(policy),
+        )
+
+
+@dataclass
+class MemoryEvidence:
+    """The evidence source of ``EarnedAutoApproval`` for one scope (approvals.policy protocol)."""
+
+    store: MemoryStore
+    scope: MemoryScope
+    used: dict[str, list[int]] = field(default_factory=dict)
+
+    def describe(self, sql: str) -> tuple[str, frozenset[str] | None]:
+        shape = shape_of(sql, self.scope.dialect, self.scope.schema)
+        return shape.template.template_id, shape.columns
+
+    def approvals(self, template_id: str, since: datetime) -> list[ApprovalEvidence]:
+        found = self.store.approvals_of(
+            self.scope.database, template_id, self.scope.schema_fp, self.scope.policy_fp, since
+        )
+        return [
+            ApprovalEvidence(
+                ref=f"memory example {e.id} ({e.status} {e.created_at:%Y-%m-%dT%H:%M:%SZ})",
+                reviewers=frozenset(e.reviewers),
+                at=e.created_at,
+                columns=None if e.columns is None else frozenset(e.columns),
+            )
+            for e in found
+        ]
+
+
+class ReviewMemory:
+    """Reviewed-SQL memory on a ``MemoryStore``, ranked by a ``Retriever`` (full text by default)."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        settings: MemorySettings | None = None,
+        retriever: Retriever | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or MemorySettings()
+        self.retriever: Retriever = retriever or FullTextRetriever(store)
+
+    # -- recording -------------------------------------------------------------------------------
+
+    def record(
+        self,
+        scope: MemoryScope,
+        *,
+        question: str,
+        sql: str,
+        status: ExampleStatus,
+        reviewers: Sequence[str],
+        reason: str | None = None,
+        call_id: str | None = None,
+        clarifications: Sequence[str] = (),
+    ) -> MemoryExample:
+        """Store one reviewed statement; ``status="rejected"`` stores a negative."""
+        return self.store.add_example(
+            database=scope.database,
+            dialect=scope.dialect,
+            question=question,
+            sql=sql,
+            status=status,
+            shape=shape_of(sql, scope.dialect, scope.schema),
+            schema_fp=scope.schema_fp,
+            policy_fp=scope.policy_fp,
+            reviewers=reviewers,
+            reason=reason,
+            call_id=call_id,
+            clarifications=clarifications,
+        )
+
+    # -- retrieval -------------------------------------------------------------------------------
+
+    def examples_for(self, scope: MemoryScope, question: str) -> list[MemoryExample]:
+        """The reviewed examples for a Batch-2 prompt: similar questions on the same database,
+        within the token budget, edited ones preferred."""
+        s = self.settings
+        if s.examples_per_question == 0:
+            return []
+        found = self.retriever.examples(scope.database, question, s.candidates)
+        return choose_examples(found, limit=s.examples_per_question, token_budget=s.example_tokens)
+
+    def notes_for(self, scope: MemoryScope, question: str) -> list[BusinessNote]:
+        """The business notes for a Batch-1 prompt, within the token budget."""
+        s = self.settings
+        if s.notes_per_question == 0:
+            return []
+        found = self.retriever.notes(scope.database, question, s.notes_per_question * 3)
+        return choose_notes(found, limit=s.notes_per_question, token_budget=s.note_tokens)
+
+    # -- earned auto-approval --------------------------------------------------------------------
+
+    def auto_approval(self, scope: MemoryScope) -> EarnedAutoApproval | None:
+        """The gate policy for ``scope``, or None when earned auto-approval is off."""
+        if not self.settings.auto_approval.enabled:
+            return None
+        return EarnedAutoApproval(
+            self.settings.auto_approval, MemoryEvidence(self.store, scope), self.store.clock
+        )
+
+    def template(self, sql: str, dialect: str) -> str:
+        return template_of(sql, dialect).template_id

@@ -1,0 +1,95 @@
+"""``sqlgate memory``: seeding refuses SQL that fails validation or execution; the rest curates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.state_db import StateDatabase
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli_state(state_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("SQLGATE_STATE_URL", state_url)
+    monkeypatch.setenv("SQLGATE_REVIEWER", "alice")
+    return state_url
+
+
+def _json(*args: str) -> object:
+    result = runner.invoke(app, ["memory", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_seeding_validates_and_runs_each_pair(
+    cli_state: str, demo_db: Path, tmp_path: Path
+) -> None:
+    seed = tmp_path / "seed.jsonl"
+    rows = [
+        {
+            "question": "How many customers are there?",
+            "sql": "SELECT COUNT(customer_id) AS n FROM customers",
+        },
+        {
+            "question": "Delete the cancelled orders",
+            "sql": "DELETE FROM orders WHERE status = 'cancelled'",
+        },
+        {"question": "Every customer column", "sql": "SELECT * FROM customers"},
+        {"question": "A column that does not exist", "sql": "SELECT no_such_column FROM customers"},
+    ]
+    seed.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+    result = runner.invoke(
+        app, ["memory", "add", str(seed), "--db", f"sqlite:///{demo_db}", "--json"]
+    )
+
+    assert result.exit_code == 1  # some pairs were refused
+    report = json.loads(result.stdout)
+    assert [r["accepted"] for r in report] == [True, False, False, False]
+    assert [r["code"] for r in report][1:] == ["not_a_query", "select_star", "execution_error"]
+    stored = StateDatabase(cli_state).memory.examples()
+    assert [(e.question, e.status, e.reviewers) for e in stored] == [
+        ("How many customers are there?", "seeded", ["alice"])
+    ]
+    assert stored[0].sql.endswith("LIMIT 1000")  # what is kept is the validated text
+
+
+def test_curation_commands(cli_state: str, demo_db: Path, tmp_path: Path) -> None:
+    seed = tmp_path / "seed.csv"
+    seed.write_text(
+        "question,sql\nHow many orders are there?,SELECT COUNT(order_id) AS n FROM orders\n"
+    )
+    db = f"sqlite:///{demo_db}"
+    assert runner.invoke(app, ["memory", "add", str(seed), "--db", db]).exit_code == 0
+
+    listed = _json("list", "--db", db)
+    assert isinstance(listed, list) and len(listed) == 1
+    example = listed[0]
+    shown = _json("show", str(example["id"]))
+    assert isinstance(shown, dict) and shown["template_id"] == example["template_id"]
+
+    note = _json("note", "Revenue excludes cancelled orders", "--tables", "orders,order_items")
+    assert isinstance(note, dict) and note["tables"] == ["order_items", "orders"]
+    assert len(_json("list", "--notes")) == 1  # type: ignore[arg-type]
+
+    revoked = _json("revoke", example["template_id"][:6], "--reason", "too broad")
+    assert isinstance(revoked, dict) and revoked["template_id"] == example["template_id"]
+
+    exported = runner.invoke(app, ["memory", "export"])
+    assert [json.loads(line)["type"] for line in exported.stdout.splitlines()] == [
+        "example",
+        "note",
+    ]
+
+    assert runner.invoke(app, ["memory", "remove", str(example["id"])]).exit_code == 0
+    assert _json("list") == []
+    missing = runner.invoke(app, ["memory", "remove", str(example["id"]), "--json"])
+    assert (
+        missing.exit_code == 1 and json.loads(missing.stdout)["error"]["code"] == "memory_not_found"
+    )

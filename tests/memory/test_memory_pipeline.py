@@ -1,0 +1,152 @@
+"""Memory inside real runs (cassettes recorded from the scripted server in tests/scripted_llm):
+an approved pair is recorded and then retrieved, within the token budget, into the Batch-2
+request of a paraphrased question; a rejected pair never appears as an example.
+
+Re-record with ``pytest tests/memory/test_memory_pipeline.py --record-mode=rewrite``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from approvals import ApprovalBatch, ApproveAll
+from orchestrator.database import TargetDatabase
+from orchestrator.memory import MemorySettings, MemoryStore, ReviewMemory, approx_tokens
+from orchestrator.pipeline import Pipeline
+from orchestrator.state_db import StateDatabase
+from tests.orchestrator.conftest import SCRIPTED_MODEL, Harness
+from tests.scripted_llm.scenarios import Scenario, ScenarioScript, reasoning
+from tests.scripted_llm.server import ScriptedLLMServer
+
+SHIPPED = "How many orders were shipped in 2025?"
+SHIPPED_SQL = (
+    "SELECT COUNT(order_id) AS shipped_orders FROM orders WHERE status = 'shipped' "
+    "AND order_date >= '2025-01-01' AND order_date < '2026-01-01'"
+)
+SHIPPED_AGAIN = "In 2024, how many orders got shipped?"
+RETURNED = "How many orders were returned in 2025?"
+RETURNED_SQL = "SELECT COUNT(order_id) AS returned_orders FROM orders WHERE status = 'returned'"
+RETURNED_AGAIN = "Count the orders that were returned in 2024"
+
+
+def _scenario(sql: str) -> Scenario:
+    return Scenario(
+        reasoning=reasoning(tables=["orders"], filters=[("orders", "status", "a status")]),
+        sql=sql,
+        answer=lambda p: f"{p['rows'][0][0]} orders." if p["rows"] else "No rows.",
+    )
+
+
+SCENARIOS = {
+    SHIPPED: _scenario(SHIPPED_SQL),
+    SHIPPED_AGAIN: _scenario(SHIPPED_SQL.replace("2025", "2024").replace("2026", "2025")),
+    RETURNED: _scenario(RETURNED_SQL),
+    RETURNED_AGAIN: _scenario(RETURNED_SQL + " AND order_date >= '2024-01-01'"),
+}
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    with ScriptedLLMServer(ScenarioScript(SCENARIOS)) as server:
+        base = os.environ.get("SQLGATE_RECORD_BASE_URL")
+        yield Harness(
+            (base, os.environ.get("SQLGATE_RECORD_MODEL", "gpt-4o-mini"))
+            if base
+            else (server.base_url, SCRIPTED_MODEL)
+        )
+
+
+def _sql_requests(cassette: Any, question: str) -> list[str]:
+    """The user message of each Batch-2 request that carries ``question``."""
+    found = []
+    for request in cassette.requests:
+        body = json.loads(request.body)
+        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+        if "You write SQL" in system and f"Question: {question}" in user:
+            found.append(user)
+    return found
+
+
+def _pipeline(harness: Harness, demo_url: str, state: StateDatabase, reviewer: Any) -> Pipeline:
+    memory = ReviewMemory(MemoryStore(state.engine), MemorySettings(example_tokens=200))
+    return Pipeline(TargetDatabase(demo_url), harness.llm(), reviewer, memory=memory)
+
+
+@pytest.mark.vcr
+def test_an_approved_pair_reaches_the_sql_request_of_a_paraphrase(
+    harness: Harness, demo_url: str, state: StateDatabase, vcr: Any
+) -> None:
+    pipeline = _pipeline(harness, demo_url, state, ApproveAll())
+
+    first = pipeline.ask(SHIPPED)
+    assert first.status == "answered"
+    stored = state.memory.examples()
+    assert [(e.question, e.status, e.reviewers) for e in stored] == [
+        (SHIPPED, "approved", ["reviewer"])
+    ]
+    assert _sql_requests(vcr, SHIPPED) and "Reviewed examples" not in _sql_requests(vcr, SHIPPED)[0]
+
+    second = pipeline.ask(SHIPPED_AGAIN)
+
+    assert second.status == "answered"
+    (request,) = _sql_requests(vcr, SHIPPED_AGAIN)
+    assert "Reviewed examples" in request
+    section = request.split("Reviewed examples", 1)[1]
+    assert f"-- {SHIPPED}\n{stored[0].sql}" in section  # the approved SQL, as it ran
+    assert approx_tokens(f"{SHIPPED}\n{stored[0].sql}") <= 200
+    assert len(vcr.requests) == 6  # retrieval cost no model call: 3 per question
+
+
+def _reject_all(batch: ApprovalBatch) -> Mapping[str, Any]:
+    return {
+        cid: {"action": "reject", "reason": "returns are counted by return date"}
+        for cid in batch.pending_ids
+    }
+
+
+@pytest.mark.vcr
+def test_a_rejected_pair_never_appears_as_an_example(
+    harness: Harness, demo_url: str, state: StateDatabase, vcr: Any
+) -> None:
+    pipeline = _pipeline(harness, demo_url, state, _reject_all)
+
+    assert pipeline.ask(RETURNED).status == "rejected"
+    (negative,) = state.memory.examples(kind="negative")
+    assert negative.reason == "returns are counted by return date"
+
+    pipeline.ask(RETURNED_AGAIN)
+
+    (request,) = _sql_requests(vcr, RETURNED_AGAIN)
+    assert "Reviewed examples" not in request
+    assert negative.sql not in request
+
+
+@pytest.mark.vcr
+def test_business_notes_reach_the_reasoning_request_of_matching_questions(
+    harness: Harness, demo_url: str, state: StateDatabase, vcr: Any
+) -> None:
+    note = state.memory.add_note(
+        "Shipped means status 'shipped'; delivered ones do not count as shipped",
+        author="alice",
+    )
+    pipeline = _pipeline(harness, demo_url, state, ApproveAll())
+
+    pipeline.ask(SHIPPED)
+    pipeline.ask(RETURNED)
+
+    reasoning = {}
+    for request in vcr.requests:
+        body = json.loads(request.body)
+        if "reasoning stage" in body["messages"][0]["content"]:
+            user = body["messages"][1]["content"]
+            reasoning[user.split("Question: ", 1)[1].splitlines()[0]] = user
+    assert (
+        f"Business notes (definitions agreed by the people who own the data):\n- {note.text}"
+        in reasoning[SHIPPED]
+    )
+    assert "Business notes" not in reasoning[RETURNED]
