@@ -12,11 +12,12 @@ processes sharing one state database (PostgreSQL) publish the same stream.
 Needs the ``server`` extra (fastapi, uvicorn).
 """
 
-from orchestrator.server.app import Service, create_app, serve
+from orchestrator.server.app import create_app, serve
 from orchestrator.server.auth import Principal, Role, TokenRegistry, token_digest
 from orchestrator.server.config import ServerConfig
 from orchestrator.server.errors import (
     Forbidden,
+    InvalidLastEventId,
     RunNotFound,
     ServerError,
     TokenConfigError,
@@ -30,6 +31,7 @@ from orchestrator.server.events import (
     ServerEvent,
 )
 from orchestrator.server.runner import PipelineFactory, RunService
+from orchestrator.server.service import Service
 from orchestrator.server.state import ServerState
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "EventHub",
     "EventSource",
     "Forbidden",
+    "InvalidLastEventId",
     "PipelineFactory",
     "Principal",
     "Role",

@@ -96,7 +96,7 @@ class TokenRegistry:
             if not actor:
                 raise TokenConfigError(f"token entry #{index + 1} has no actor")
             try:
-                role = Role(entry.get("role"))
+                role = Role(str(entry.get("role")))
             except ValueError:
                 raise TokenConfigError(
                     f"token entry #{index + 1} ({actor}): role must be analyst, reviewer or admin"

@@ -1,15 +1,16 @@
 """Errors of the HTTP service. Each has a stable ``code`` and the HTTP status it is answered with.
 
     SqlgateError                    (orchestrator.errors)
-     └── ServerError                server_error          500
-          ├── Unauthenticated       unauthenticated       401  (no token, unknown token)
-          ├── Forbidden             forbidden             403  (the token's role may not do this)
-          ├── RunNotFound           run_not_found         404  (no such run, or not the caller's)
-          └── TokenConfigError      token_config_error    500  (the token file or SQLGATE_TOKENS is malformed)
+     └── ServerError                server_error           500
+          ├── InvalidLastEventId    invalid_last_event_id  400  (Last-Event-ID is not ``A-R``)
+          ├── Unauthenticated       unauthenticated        401  (no token, unknown token)
+          ├── Forbidden             forbidden              403  (the token's role may not do this)
+          ├── RunNotFound           run_not_found          404  (no such run, or not the caller's)
+          └── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
 
-Errors of the approvals package keep their own codes; ``orchestrator.server.app`` maps them to
-404 (``batch_not_found``), 409 (``decision_conflict``, ``batch_expired``, ``duplicate_vote``,
-``idempotency_conflict``) and 422 (every ``DecisionError`` code).
+Errors of the approvals package keep their own codes; ``orchestrator.server.error_handlers``
+maps them to 404 (``batch_not_found``), 409 (``decision_conflict``, ``batch_expired``,
+``duplicate_vote``, ``idempotency_conflict``) and 422 (every ``DecisionError`` code).
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from orchestrator.errors import SqlgateError
 class ServerError(SqlgateError):
     code = "server_error"
     status = 500
+
+
+class InvalidLastEventId(ServerError):
+    code = "invalid_last_event_id"
+    status = 400
 
 
 class Unauthenticated(ServerError):

@@ -395,13 +395,15 @@ class EventHub:
                         await asyncio.wait_for(self._condition.wait(), keepalive)
                 latest = self._next_index
                 oldest = self._buffer[0][0] if self._buffer else latest
-                fresh = (
+                buffered = (
                     [event for i, event in self._buffer if i >= index] if index >= oldest else None
                 )
             if self._task is None:
                 return
-            if fresh is None:  # fell out of the buffer: read the backlog again
+            if buffered is None:  # fell out of the buffer: read the backlog again
                 fresh, _ = await asyncio.to_thread(self.source.read, cursor)
+            else:
+                fresh = buffered
             if latest == index and not fresh:
                 yield None
                 continue
