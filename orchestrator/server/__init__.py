@@ -18,9 +18,11 @@ from orchestrator.server.config import ServerConfig
 from orchestrator.server.errors import (
     Forbidden,
     InvalidLastEventId,
+    PayloadTooLarge,
     RunNotFound,
     ServerError,
     TokenConfigError,
+    TokenExpired,
     Unauthenticated,
 )
 from orchestrator.server.events import (
@@ -41,6 +43,7 @@ __all__ = [
     "EventSource",
     "Forbidden",
     "InvalidLastEventId",
+    "PayloadTooLarge",
     "PipelineFactory",
     "Principal",
     "Role",
@@ -52,6 +55,7 @@ __all__ = [
     "ServerState",
     "Service",
     "TokenConfigError",
+    "TokenExpired",
     "TokenRegistry",
     "Unauthenticated",
     "create_app",

@@ -12,6 +12,8 @@
 
 Each area is an ``APIRouter`` in its own module (``routes_*``); errors are raised by the routes and
 answered by one mapping (``error_handlers``) as ``{"error": {"code": ..., "message": ...}}``.
+``security`` checks the token and role before any body is read, refuses oversized bodies (413)
+and puts the security headers (CSP ``frame-ancestors 'none'``, ...) on every response.
 Handlers that touch a database are plain ``def`` (FastAPI runs them in its thread pool); runs
 execute in ``RunService``'s pool; the event stream waits on the ``EventHub``. Nothing blocks the
 event loop.
@@ -34,6 +36,7 @@ from orchestrator.server import (
 )
 from orchestrator.server.config import ServerConfig
 from orchestrator.server.error_handlers import install_error_handlers
+from orchestrator.server.security import BodySizeLimit, SecurityHeaders
 from orchestrator.server.service import Service
 
 ROUTERS = (
@@ -66,6 +69,9 @@ def create_app(config: ServerConfig) -> FastAPI:
     )
     app.state.service = service
     install_error_handlers(app)
+    # Outermost last: headers go on every answer, the 413 included.
+    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
     for router in ROUTERS:
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=routes_pages.STATIC), name="static")

@@ -33,6 +33,7 @@ from approvals import (
     IdempotencyConflict,
 )
 from orchestrator.server.errors import ServerError
+from orchestrator.server.security import security_headers
 
 log = logging.getLogger("sqlgate.server")
 
@@ -113,7 +114,13 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "server_error", "the server failed to answer; see its log")
+    # Answered outside the middleware stack: the security headers are added here.
+    return error_response(
+        500,
+        "server_error",
+        "the server failed to answer; see its log",
+        headers=security_headers(request.url.path),
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -4,8 +4,10 @@
      └── ServerError                server_error           500
           ├── InvalidLastEventId    invalid_last_event_id  400  (Last-Event-ID is not ``A-R``)
           ├── Unauthenticated       unauthenticated        401  (no token, unknown token)
+          │    └── TokenExpired     token_expired          401  (the token's expires has passed)
           ├── Forbidden             forbidden              403  (the token's role may not do this)
           ├── RunNotFound           run_not_found          404  (no such run, or not the caller's)
+          ├── PayloadTooLarge       payload_too_large      413  (the body is over the size limit)
           └── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
 
 Errors of the approvals package keep their own codes; ``orchestrator.server.error_handlers``
@@ -33,6 +35,11 @@ class Unauthenticated(ServerError):
     status = 401
 
 
+class TokenExpired(Unauthenticated):
+    code = "token_expired"
+    status = 401
+
+
 class Forbidden(ServerError):
     code = "forbidden"
     status = 403
@@ -41,6 +48,13 @@ class Forbidden(ServerError):
 class RunNotFound(ServerError):
     code = "run_not_found"
     status = 404
+
+
+class PayloadTooLarge(ServerError):
+    """Answered by ``security.BodySizeLimit`` itself, before the app sees the request."""
+
+    code = "payload_too_large"
+    status = 413
 
 
 class TokenConfigError(ServerError):

@@ -16,15 +16,18 @@ from orchestrator.server.models import (
     DecisionView,
     ErrorResponse,
 )
+from orchestrator.server.security import GuardedRoute, needs
 
-router = APIRouter(prefix="/approvals", tags=["approvals"], responses=ERRORS)
+router = APIRouter(
+    prefix="/approvals", tags=["approvals"], responses=ERRORS, route_class=GuardedRoute
+)
 BatchId = Annotated[str, PathParam(max_length=64)]
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "batch_not_found: no such batch"}
 }
 
 
-@router.get("", response_model=list[BatchSummaryView])
+@router.get("", response_model=list[BatchSummaryView], openapi_extra=needs("review"))
 def list_batches(
     principal: Caller,
     service: ServiceDep,
@@ -33,7 +36,6 @@ def list_batches(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[BatchSummaryView]:
     """Batch summaries, oldest first (without their items)."""
-    principal.require("review")
     summaries = service.approvals.list_summaries(
         status=None if status == "all" else status, run_id=run_id, limit=limit
     )
@@ -54,10 +56,9 @@ def list_batches(
     ]
 
 
-@router.get("/{batch_id}", responses=NOT_FOUND)
+@router.get("/{batch_id}", responses=NOT_FOUND, openapi_extra=needs("review"))
 def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     """One batch as stored: every item (question, SQL, findings, category), status, outcome."""
-    principal.require("review")
     record = service.approvals.get_batch(batch_id)
     data = record.model_dump(mode="json", exclude={"votes"})
     data["batch_id"] = record.batch_id
@@ -82,6 +83,7 @@ def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict
             "missing_call_id, duplicate_call_id, invalid_decision, invalid_edit, ...",
         },
     },
+    openapi_extra=needs("decide"),
 )
 def decide(
     batch_id: BatchId,
@@ -95,7 +97,6 @@ def decide(
     The actor is the token's, never the body's. A retry with the same Idempotency-Key and the
     same decision returns the first result; anything else on a decided batch is a 409.
     """
-    principal.require("decide")
     record = service.approvals.get_batch(batch_id)
     if record.status != "pending" and idempotency_key is None:
         error = BatchExpired if record.status == "expired" else DecisionConflict

@@ -11,10 +11,11 @@ from fastapi.responses import StreamingResponse
 
 from orchestrator.server.dependencies import Caller, ServiceDep
 from orchestrator.server.errors import InvalidLastEventId
-from orchestrator.server.events import Cursor
+from orchestrator.server.events import Cursor, is_ahead, resync_sse
 from orchestrator.server.models import ERRORS, ErrorResponse
+from orchestrator.server.security import GuardedRoute, needs
 
-router = APIRouter(tags=["events"])
+router = APIRouter(tags=["events"], route_class=GuardedRoute)
 
 
 @router.get(
@@ -25,10 +26,12 @@ router = APIRouter(tags=["events"])
         200: {
             "content": {"text/event-stream": {}},
             "description": "approval_requested, approval_decided, approval_expired, "
-            "run_progress, run_finished; id = A-R",
+            "run_progress, run_finished, resync (reload: the Last-Event-ID was ahead of "
+            "the server); id = A-R",
         },
         400: {"model": ErrorResponse, "description": "a malformed Last-Event-ID"},
     },
+    openapi_extra=needs("events"),
 )
 async def events(
     request: Request,
@@ -41,13 +44,18 @@ async def events(
 
     Analysts receive the events of their own runs; reviewers and admins every event.
     """
-    principal.require("events")
     cursor: Cursor | None = None
     if last_event_id or after:
         try:
             cursor = Cursor.parse(last_event_id or after or "")
         except ValueError as exc:
             raise InvalidLastEventId(str(exc)) from exc
+    resync: str | None = None
+    if cursor is not None:
+        head = await asyncio.to_thread(service.hub.source.head)
+        if is_ahead(cursor, head):
+            resync = resync_sse(head, f"Last-Event-ID {cursor} is ahead of the server ({head})")
+            cursor = head
     everything = principal.may("all_events")
     keepalive = service.config.keepalive
 
@@ -61,6 +69,8 @@ async def events(
 
     async def stream() -> AsyncIterator[str]:
         yield f"retry: 1000\n: connected as {principal.actor}\n\n"
+        if resync is not None:
+            yield resync
         async for entry in service.hub.follow(cursor, keepalive=keepalive):
             if await request.is_disconnected():
                 return

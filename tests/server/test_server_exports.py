@@ -18,16 +18,20 @@ def test_every_error_has_a_code_and_an_http_status() -> None:
         errors.ServerError,
         errors.InvalidLastEventId,
         errors.Unauthenticated,
+        errors.TokenExpired,
         errors.Forbidden,
         errors.RunNotFound,
+        errors.PayloadTooLarge,
         errors.TokenConfigError,
     ]
     assert [(e.code, e.status) for e in tree] == [
         ("server_error", 500),
         ("invalid_last_event_id", 400),
         ("unauthenticated", 401),
+        ("token_expired", 401),
         ("forbidden", 403),
         ("run_not_found", 404),
+        ("payload_too_large", 413),
         ("token_config_error", 500),
     ]
     for error in tree:
@@ -37,9 +41,9 @@ def test_every_error_has_a_code_and_an_http_status() -> None:
 def test_the_examples_in_the_docstrings_run() -> None:
     import doctest
 
-    from orchestrator.server import auth, events
+    from orchestrator.server import auth, events, security
 
-    for module in (auth, events):
+    for module in (auth, events, security):
         failed, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert tried > 0 and failed == 0, module.__name__
 

@@ -16,7 +16,7 @@
     el.innerHTML = `
       <h3>Run <span class="meta">${escape(runId)}</span> <span class="status" data-testid="run-status">queued</span></h3>
       <div class="meta stage" data-testid="stage"></div>
-      <div class="progress"><div style="width:0%"></div></div>
+      <div class="progress"><div></div></div>
       <ol class="questions">${questions.map((q) => `<li>${escape(q)}</li>`).join("")}</ol>
       <div class="results" data-testid="results"></div>`;
     document.getElementById("runs").prepend(el);

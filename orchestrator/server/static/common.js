@@ -94,6 +94,10 @@ const sqlgate = (() => {
     document.getElementById("use-token").addEventListener("click", () => {
       localStorage.setItem(KEY, input.value.trim()); location.reload();
     });
+    // Sign out: the token leaves this browser's storage; the page starts over without it.
+    document.getElementById("sign-out").addEventListener("click", () => {
+      localStorage.removeItem(KEY); input.value = ""; location.replace(location.pathname);
+    });
     if (!token()) { who.textContent = "paste a token"; return; }
     const me = await api("GET", "/me");
     if (!me.ok) { who.textContent = "unknown token"; return; }
