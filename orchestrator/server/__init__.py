@@ -16,6 +16,7 @@ from orchestrator.server.app import create_app, serve
 from orchestrator.server.auth import Principal, Role, TokenRegistry, token_digest
 from orchestrator.server.config import ServerConfig
 from orchestrator.server.errors import (
+    CallNotFound,
     Forbidden,
     InvalidLastEventId,
     PayloadTooLarge,
@@ -37,6 +38,7 @@ from orchestrator.server.service import Service
 from orchestrator.server.state import ServerState
 
 __all__ = [
+    "CallNotFound",
     "Cursor",
     "EVENT_TYPES",
     "EventHub",

@@ -7,6 +7,7 @@
           │    └── TokenExpired     token_expired          401  (the token's expires has passed)
           ├── Forbidden             forbidden              403  (the token's role may not do this)
           ├── RunNotFound           run_not_found          404  (no such run, or not the caller's)
+          ├── CallNotFound          call_not_found         404  (no such call_id in the batch)
           ├── PayloadTooLarge       payload_too_large      413  (the body is over the size limit)
           └── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
 
@@ -47,6 +48,11 @@ class Forbidden(ServerError):
 
 class RunNotFound(ServerError):
     code = "run_not_found"
+    status = 404
+
+
+class CallNotFound(ServerError):
+    code = "call_not_found"
     status = 404
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.server.sql_view import DiffLine
 from orchestrator.server.state import RunRow
 
 MAX_QUESTIONS = 1000
@@ -114,6 +115,30 @@ class DecisionView(BaseModel):
     status: str = Field(description="resolved, or pending while a quorum waits for more votes")
     decided_by: str | None = Field(description="The reviewer whose decision resolved it")
     resolutions: dict[str, dict[str, Any]] = Field(description="call_id -> what became of it")
+
+
+class EditCheck(BaseModel):
+    """SQL a reviewer is about to submit as an edit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sql: str = Field(max_length=MAX_SQL_CHARS, description="The edited SQL, as typed")
+
+
+class EditVerdict(BaseModel):
+    """What the decision would say of this edit, checked with the validator the decision uses."""
+
+    call_id: str = Field(description="The item the edit replaces")
+    ok: bool = Field(description="The edit would be accepted")
+    sql: str | None = Field(
+        description="The SQL that would run (LIMIT enforced, ...); None if refused"
+    )
+    sql_pretty: str | None = Field(description="``sql`` pretty-printed for reading")
+    refusal: str | None = Field(description="code: message of the finding that refuses it")
+    findings: list[dict[str, Any]] = Field(description="Every finding, rewrites included")
+    diff: list[DiffLine] = Field(
+        description="Line diff from the model's SQL to what would run (to the edit if refused)"
+    )
 
 
 class ErrorBody(BaseModel):

@@ -1,4 +1,5 @@
-"""``/approvals``: batch summaries, one batch with its items, and the decision on a batch."""
+"""``/approvals``: batch summaries, one batch with its items, the live check of an edit, and the
+decision on a batch."""
 
 from __future__ import annotations
 
@@ -7,16 +8,22 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Query
 from fastapi import Path as PathParam
 
-from approvals import BatchExpired, DecisionConflict
+from approvals import BatchExpired, BatchRecord, DecisionConflict
+from approvals.decisions import refusal_text
 from orchestrator.server.dependencies import Caller, ServiceDep
+from orchestrator.server.errors import CallNotFound
 from orchestrator.server.models import (
     ERRORS,
     BatchSummaryView,
     DecisionRequest,
     DecisionView,
+    EditCheck,
+    EditVerdict,
     ErrorResponse,
 )
 from orchestrator.server.security import GuardedRoute, needs
+from orchestrator.server.service import Service
+from orchestrator.server.sql_view import pretty_sql, sql_diff
 
 router = APIRouter(
     prefix="/approvals", tags=["approvals"], responses=ERRORS, route_class=GuardedRoute
@@ -34,11 +41,18 @@ def list_batches(
     status: Literal["pending", "resolved", "expired", "all"] = "pending",
     run_id: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    order: Literal["oldest", "newest"] = "oldest",
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> list[BatchSummaryView]:
-    """Batch summaries, oldest first (without their items)."""
-    summaries = service.approvals.list_summaries(
-        status=None if status == "all" else status, run_id=run_id, limit=limit
-    )
+    """Batch summaries (without their items), oldest first or newest first, a page at a time."""
+    wanted = None if status == "all" else status
+    if order == "oldest":
+        summaries = service.approvals.list_summaries(
+            status=wanted, run_id=run_id, limit=offset + limit
+        )[offset:]
+    else:  # the store lists oldest first: newest first reads the whole (light) listing
+        listed = service.approvals.list_summaries(status=wanted, run_id=run_id, limit=None)
+        summaries = listed[::-1][offset : offset + limit]
     return [
         BatchSummaryView(
             batch_id=s.batch_id,
@@ -58,13 +72,76 @@ def list_batches(
 
 @router.get("/{batch_id}", responses=NOT_FOUND, openapi_extra=needs("review"))
 def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict[str, Any]:
-    """One batch as stored: every item (question, SQL, findings, category), status, outcome."""
+    """One batch as stored: every item (question, SQL and its pretty form, findings, category),
+    status, outcome; who asked and when; the votes so far; the audit trail (who did what, when)."""
     record = service.approvals.get_batch(batch_id)
+    dialect = _dialect(service, record)
     data = record.model_dump(mode="json", exclude={"votes"})
     data["batch_id"] = record.batch_id
     data["pending_ids"] = record.batch.pending_ids
     data["voters"] = [v.actor for v in record.votes]
+    data["votes"] = [{"actor": v.actor, "at": v.at.isoformat()} for v in record.votes]
+    for item in data["batch"]["items"]:
+        item["sql_pretty"] = pretty_sql(item["sql"], dialect)
+    run = service.state.run(record.batch.run_id)
+    data["asked_by"] = run.owner if run is not None else None
+    data["asked_at"] = run.created_at if run is not None else None
+    data["audit"] = [
+        {
+            "seq": e.seq,
+            "at": e.at.isoformat(),
+            "event": e.event,
+            "actor": e.actor,
+            "call_id": e.call_id,
+            "detail": e.detail,
+        }
+        for e in service.approvals.audit_log(batch_id=batch_id)
+    ]
     return data
+
+
+def _dialect(service: Service, record: BatchRecord) -> str:
+    return str(record.batch.context.get("dialect") or service.database.dialect)
+
+
+@router.post(
+    "/{batch_id}/items/{call_id}/validate",
+    response_model=EditVerdict,
+    responses={
+        404: {"model": ErrorResponse, "description": "batch_not_found or call_not_found"},
+    },
+    openapi_extra=needs("decide"),
+)
+def validate_edit(
+    batch_id: BatchId,
+    call_id: Annotated[str, PathParam(max_length=64)],
+    body: EditCheck,
+    principal: Caller,
+    service: ServiceDep,
+) -> EditVerdict:
+    """Check an edit before submitting it, with the validator the decision would use.
+
+    Nothing is stored and nothing is decided: the same SQL submitted as an edit is accepted or
+    refused exactly as this says (unless the policy changes in between).
+    """
+    record = service.approvals.get_batch(batch_id)
+    try:
+        item = record.batch.item(call_id)
+    except KeyError:
+        raise CallNotFound(f"no item {call_id!r} in batch {batch_id!r}") from None
+    dialect = _dialect(service, record)
+    result = service.edit_validator(record).validate(body.sql)
+    ok = bool(result.ok and result.sql)
+    runs = result.sql if ok and result.sql else body.sql
+    return EditVerdict(
+        call_id=call_id,
+        ok=ok,
+        sql=result.sql if ok else None,
+        sql_pretty=pretty_sql(result.sql, dialect) if ok and result.sql else None,
+        refusal=None if ok else refusal_text(result),  # type: ignore[arg-type]  # see Service.gate_for
+        findings=[f.model_dump(mode="json") for f in result.findings],
+        diff=sql_diff(item.sql, runs, dialect),
+    )
 
 
 @router.post(

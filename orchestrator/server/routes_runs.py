@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
+from approvals import ApprovalError, ApprovalOutcome
 from orchestrator.server.dependencies import Caller, ServiceDep
 from orchestrator.server.errors import RunNotFound
 from orchestrator.server.models import (
@@ -17,6 +18,7 @@ from orchestrator.server.models import (
     RunView,
 )
 from orchestrator.server.security import GuardedRoute, needs
+from orchestrator.server.service import Service
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, route_class=GuardedRoute)
 
@@ -31,11 +33,16 @@ def submit_run(body: AskRequest, principal: Caller, service: ServiceDep) -> RunA
 
 @router.get("", response_model=list[RunView], openapi_extra=needs("read_runs"))
 def list_runs(
-    principal: Caller, service: ServiceDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
+    principal: Caller,
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
 ) -> list[RunView]:
-    """The caller's runs, newest first (an admin's: every run)."""
+    """The caller's runs, newest first (an admin's: every run), a page at a time."""
     owner = None if principal.may("read_any_run") else principal.actor
-    return [RunView.of(row) for row in service.state.runs(owner=owner, limit=limit)]
+    rows = service.state.runs(owner=owner, limit=offset + limit)[offset:]
+    outcomes: dict[str, ApprovalOutcome | None] = {}
+    return [RunView.of(row, _with_reviewers(service, row.results, outcomes)) for row in rows]
 
 
 @router.get(
@@ -51,4 +58,39 @@ def get_run(
     row = service.state.run(run_id)
     if row is None or (row.owner != principal.actor and not principal.may("read_any_run")):
         raise RunNotFound(f"no run {run_id!r}")
-    return RunView.of(row)
+    return RunView.of(row, _with_reviewers(service, row.results, {}))
+
+
+def _with_reviewers(
+    service: Service,
+    results: list[dict[str, Any]] | None,
+    outcomes: dict[str, ApprovalOutcome | None],
+) -> list[dict[str, Any]] | None:
+    """The results with, on each approval, who decided it (``decided_by``) and, for an edit, the
+    model's SQL it replaced (``edited_from``). ``outcomes`` caches batches across runs."""
+    if results is None:
+        return None
+    enriched = []
+    for result in results:
+        approvals = []
+        for approval in result.get("approvals") or []:
+            batch_id = approval.get("batch_id")
+            if batch_id not in outcomes:
+                try:
+                    outcomes[batch_id] = service.approvals.get_batch(batch_id).outcome
+                except ApprovalError:
+                    outcomes[batch_id] = None
+            outcome = outcomes[batch_id]
+            resolution = outcome.resolutions.get(approval.get("call_id", "")) if outcome else None
+            approvals.append(
+                {
+                    **approval,
+                    "decided_by": outcome.decided_by if outcome else None,
+                    "decided_at": outcome.decided_at.isoformat()
+                    if outcome and outcome.decided_at
+                    else None,
+                    "edited_from": resolution.edited_from if resolution else None,
+                }
+            )
+        enriched.append({**result, "approvals": approvals})
+    return enriched

@@ -21,6 +21,7 @@ def test_every_error_has_a_code_and_an_http_status() -> None:
         errors.TokenExpired,
         errors.Forbidden,
         errors.RunNotFound,
+        errors.CallNotFound,
         errors.PayloadTooLarge,
         errors.TokenConfigError,
     ]
@@ -31,6 +32,7 @@ def test_every_error_has_a_code_and_an_http_status() -> None:
         ("token_expired", 401),
         ("forbidden", 403),
         ("run_not_found", 404),
+        ("call_not_found", 404),
         ("payload_too_large", 413),
         ("token_config_error", 500),
     ]
@@ -41,9 +43,9 @@ def test_every_error_has_a_code_and_an_http_status() -> None:
 def test_the_examples_in_the_docstrings_run() -> None:
     import doctest
 
-    from orchestrator.server import auth, events, security
+    from orchestrator.server import auth, events, security, sql_view
 
-    for module in (auth, events, security):
+    for module in (auth, events, security, sql_view):
         failed, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert tried > 0 and failed == 0, module.__name__
 
