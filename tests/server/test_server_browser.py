@@ -19,9 +19,12 @@ from typing import Any
 
 import pytest
 
+from orchestrator.pipeline import PipelineConfig
+from orchestrator.server import create_app
 from tests.conftest import ROOT
 from tests.scripted_llm import scenarios as sc
-from tests.server.conftest import Running
+from tests.scripted_llm.server import ScriptedLLMServer
+from tests.server.conftest import Running, make_config, start_server, stop_server
 from tests.server.server_helpers import pending_batch, wait_for_run
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -323,3 +326,46 @@ def test_both_pages_fit_a_420_px_screen(browser: Any, live: Running) -> None:
         )
         assert overflow <= 0, (name, overflow)
         _shot(page, f"server-{name}-420px.png")
+
+
+@pytest.fixture
+def quorum_of_two(
+    demo_db: Path, state_url: str, scripted_model: ScriptedLLMServer
+) -> Iterator[Running]:
+    config = make_config(
+        demo_db,
+        state_url,
+        scripted_model,
+        pipeline=PipelineConfig(approval_ttl_s=600, approval_quorum=2),
+    )
+    server, thread, base_url = start_server(create_app(config))
+    try:
+        yield Running(base_url, None, state_url)
+    finally:
+        stop_server(server, thread)
+
+
+def test_the_inbox_shows_the_deadline_counting_down_and_the_votes_so_far(
+    browser: Any, quorum_of_two: Running
+) -> None:
+    live = quorum_of_two
+    with live.client("alice") as alice, live.client("rita") as rita:
+        run_id = alice.post("/runs", json={"question": sc.PRODUCT_COUNT}).json()["run_id"]
+        record = pending_batch(rita, run_id)
+        rita.post(
+            f"/approvals/{record['batch_id']}/decision",
+            json={"decisions": {cid: "approve" for cid in record["pending_ids"]}},
+        ).raise_for_status()
+    ravi = _page(browser, live, "/reviewer", "ravi")
+    batch = ravi.locator(".batch")
+    batch.get_by_test_id("item").first.wait_for()
+    assert batch.get_by_test_id("quorum").inner_text() == "votes 1 of 2 (rita)"
+    deadline = batch.get_by_test_id("deadline")
+    first = deadline.inner_text()
+    assert first.startswith("expires in 9m") or first.startswith("expires in 10m"), first
+    ravi.wait_for_timeout(1500)
+    assert deadline.inner_text() != first  # it counts down
+    _shot(ravi, "server-reviewer-quorum.png")
+    rita_page = _page(browser, live, "/reviewer", "rita")
+    mine = rita_page.locator(".batch").get_by_test_id("message")
+    mine.filter(has_text="You voted").wait_for()

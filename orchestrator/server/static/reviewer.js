@@ -31,7 +31,7 @@
     return lines.map((l) => {
       const kind = l.op === "+" ? "add" : l.op === "-" ? "del" : "same";
       return `<span class="${kind}">${escape(l.op)} ${escape(l.text)}</span>`;
-    }).join("\n");
+    }).join(""); // each line is a block: no newline between them
   }
 
   function itemHtml(item, category, note) {
@@ -66,7 +66,7 @@
       `asked by ${record.asked_by || "?"} ${record.asked_at ? `${ago(record.asked_at)} (${when(record.asked_at)})` : ""} · run ${batch.run_id} · cycle ${batch.cycle}`;
     const deadline = card.querySelector(".deadline");
     if (batch.deadline) { deadline.dataset.at = batch.deadline; deadline.textContent = countdown(batch.deadline); }
-    else deadline.textContent = "no deadline";
+    else { deadline.textContent = "no deadline"; deadline.classList.add("none"); }
     const voters = record.voters || [];
     card.querySelector(".quorum").textContent =
       `votes ${voters.length} of ${batch.quorum}${voters.length ? ` (${voters.join(", ")})` : ""}`;
@@ -156,7 +156,7 @@
     } else {
       el.dataset.verdict = "refused";
       verdict.className = "verdict refused";
-      verdict.textContent = `Refused by the validator: ${response.data.refusal}. This edit cannot be submitted.`;
+      verdict.textContent = `Refused by the validator: ${response.data.refusal.replace(/\.+$/, "")}. This edit cannot be submitted.`;
       diff.innerHTML = diffHtml(response.data.diff);
       diff.hidden = false;
     }
