@@ -86,6 +86,7 @@ def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict
     run = service.state.run(record.batch.run_id)
     data["asked_by"] = run.owner if run is not None else None
     data["asked_at"] = run.created_at if run is not None else None
+    data["corrections"] = _corrections(service, record, dialect)
     data["audit"] = [
         {
             "seq": e.seq,
@@ -98,6 +99,56 @@ def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict
         for e in service.approvals.audit_log(batch_id=batch_id)
     ]
     return data
+
+
+def _corrections(service: Service, record: BatchRecord, dialect: str) -> dict[str, Any]:
+    """For a correction cycle: per call_id, the previous cycle's SQL for the same question, the
+    error it failed with, and the diff from it to the corrected SQL."""
+    batch = record.batch
+    if batch.cycle < 2:
+        return {}
+    earlier = [
+        s
+        for s in service.approvals.list_summaries(status=None, run_id=batch.run_id)
+        if s.cycle == batch.cycle - 1
+    ]
+    if not earlier:
+        return {}
+    previous = service.approvals.get_batch(earlier[-1].batch_id)
+    before: dict[str, str] = {}
+    for item in previous.batch.items:
+        resolution = previous.outcome.resolutions.get(item.call_id) if previous.outcome else None
+        before[item.question_id] = resolution.sql if resolution and resolution.sql else item.sql
+    run = service.state.run(batch.run_id)
+    errors = _execution_errors(run.results if run is not None else None)
+    corrections: dict[str, Any] = {}
+    for item in batch.items:
+        if item.question_id in before:
+            corrections[item.call_id] = {
+                "previous_cycle": previous.batch.cycle,
+                "previous_batch_id": previous.batch_id,
+                "previous_sql": before[item.question_id],
+                "error": errors.get(item.question),
+                "diff": [
+                    line.model_dump()
+                    for line in sql_diff(before[item.question_id], item.sql, dialect)
+                ],
+            }
+    return corrections
+
+
+def _execution_errors(results: list[dict[str, Any]] | None) -> dict[str, str]:
+    """question -> the last execution error its trace records (what the correction answers)."""
+    errors: dict[str, str] = {}
+    for result in results or []:
+        failed = [
+            t
+            for t in result.get("trace") or []
+            if t.get("agent") == "SQLExecutor" and not t.get("ok", True)
+        ]
+        if failed:
+            errors[str(result.get("question"))] = str(failed[-1].get("output_summary"))
+    return errors
 
 
 def _dialect(service: Service, record: BatchRecord) -> str:

@@ -7,7 +7,7 @@ import httpx
 
 from tests.scripted_llm import scenarios as sc
 from tests.server.conftest import Running
-from tests.server.server_helpers import pending_batch, wait_for_run
+from tests.server.server_helpers import pending_batch, wait_for_run, wait_until
 
 EDITED = "SELECT c.name AS category, COUNT(*) AS products FROM categories AS c GROUP BY c.name"
 
@@ -138,3 +138,36 @@ def test_runs_and_batches_come_a_page_at_a_time(live: Running) -> None:
         ]
     assert sorted(oldest) == sorted(asked)  # in the order the runs reached the gate
     assert newest == oldest[::-1][1:3]
+
+
+def test_a_correction_cycle_shows_what_failed_and_what_changed(live: Running) -> None:
+    with live.client("alice") as alice, live.client("rita") as rita:
+        run_id = alice.post("/runs", json={"question": sc.SALES_BY_REGION}).json()["run_id"]
+        first = pending_batch(rita, run_id)
+        assert first["batch"]["cycle"] == 1 and first["corrections"] == {}
+        rita.post(
+            f"/approvals/{first['batch_id']}/decision",
+            json={"decisions": {cid: "approve" for cid in first["pending_ids"]}},
+        ).raise_for_status()
+        second = wait_until(
+            lambda: next(
+                (
+                    rita.get(f"/approvals/{s['batch_id']}").json()
+                    for s in rita.get("/approvals", params={"run_id": run_id}).json()
+                    if s["cycle"] == 2
+                ),
+                None,
+            ),
+            what="the correction cycle's batch",
+        )
+    [(call_id, correction)] = second["corrections"].items()
+    assert call_id == second["pending_ids"][0]
+    assert (
+        correction["previous_cycle"] == 1 and correction["previous_batch_id"] == first["batch_id"]
+    )
+    assert correction["previous_sql"] == first["batch"]["items"][0]["sql"]
+    assert "ambiguous column name: customer_id" in correction["error"]
+    removed = [line["text"] for line in correction["diff"] if line["op"] == "-"]
+    added = [line["text"] for line in correction["diff"] if line["op"] == "+"]
+    assert any("customer_id = customer_id" in t for t in removed), removed
+    assert any("c.customer_id = o.customer_id" in t for t in added), added

@@ -34,13 +34,24 @@
     }).join(""); // each line is a block: no newline between them
   }
 
-  function itemHtml(item, category, note) {
+  // A correction cycle: what failed in the previous cycle, and what the model changed since.
+  function correctionHtml(correction) {
+    if (!correction) return "";
+    return `<div class="correction" data-testid="correction">
+        <b>Correction.</b> The SQL of cycle ${escape(correction.previous_cycle)} failed${correction.error ? `: <span class="error-text">${escape(correction.error)}</span>` : ""}.
+        Changes the model made since:
+        <pre class="diff" data-testid="correction-diff">${diffHtml(correction.diff)}</pre>
+      </div>`;
+  }
+
+  function itemHtml(item, category, note, correction) {
     const decidable = category === "needs_approval";
     const name = `d-${item.call_id}`;
     return `
       <div class="item" data-call-id="${escape(item.call_id)}" data-testid="item">
         <div class="question">${escape(item.question)}</div>
         <div class="meta">${escape(item.question_id)} · ${escape(category.replace(/_/g, " "))}${note ? " · " + escape(note) : ""} · <span class="call-id">${escape(item.call_id)}</span></div>
+        ${correctionHtml(correction)}
         <pre class="sql" data-testid="item-sql">${highlight(item.sql_pretty || item.sql)}</pre>
         ${findingsHtml(item.findings)}
         ${decidable ? `
@@ -82,7 +93,8 @@
     card.querySelector(".batch-id").textContent = batch.batch_id;
     headerOf(card, record);
     card.querySelector(".items").innerHTML =
-      batch.items.map((item) => itemHtml(item, batch.categories[item.call_id], (batch.notes || {})[item.call_id])).join("");
+      batch.items.map((item) => itemHtml(item, batch.categories[item.call_id], (batch.notes || {})[item.call_id],
+        (record.corrections || {})[item.call_id])).join("");
     card.querySelectorAll(".item").forEach((el) => wireItem(card, record, el));
     card.querySelector("[data-testid=approve-all]").addEventListener("click", () => chooseAll(card, record, "approve"));
     card.querySelector("[data-testid=reject-all]").addEventListener("click", () => chooseAll(card, record, "reject"));
