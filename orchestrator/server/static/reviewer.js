@@ -121,6 +121,7 @@
     el.querySelector(".reason").addEventListener("input", () => refreshSubmit(card, record));
     let timer = null;
     el.querySelector(".edit-sql").addEventListener("input", () => {
+      el.dataset.seq = String(Number(el.dataset.seq || 0) + 1); // a check still in flight is stale
       el.dataset.verdict = "checking";
       el.querySelector(".verdict").textContent = "checking…";
       refreshSubmit(card, record);
