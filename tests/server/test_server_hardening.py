@@ -95,7 +95,6 @@ def test_every_page_and_api_answer_carries_the_security_headers(live: Running) -
             "GET /approvals": rita.get("/approvals"),
             "GET /nowhere 404": anonymous.get("/nowhere"),
             "DELETE /runs 405": alice.delete("/runs"),
-            "POST /runs 413": alice.post("/runs", content=b"x" * 2_000_000),
             "GET /events 400": rita.get("/events", headers={"Last-Event-ID": "nope"}),
         }
         with rita.stream("GET", "/events") as stream:
@@ -103,7 +102,7 @@ def test_every_page_and_api_answer_carries_the_security_headers(live: Running) -
     for what, response in answers.items():
         assert_secured(dict(response.headers), what)
     assert answers["GET /analyst"].headers["content-type"].startswith("text/html")
-    assert answers["POST /runs 413"].status_code == 413
+    # the 413 is checked on a raw socket below (a client may see the close before the answer)
 
 
 def test_an_unexpected_failure_is_a_500_with_the_error_body_and_the_headers(
