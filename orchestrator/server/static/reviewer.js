@@ -302,18 +302,24 @@
     </details>`;
   }
 
+  let historySeq = 0;
+
   async function loadHistory(fromStart) {
     if (!me) return;
+    const seq = ++historySeq; // only the latest load renders
     if (fromStart) historyOffset = 0;
     const status = document.getElementById("history-status").value;
     const listed = await api("GET", `/approvals?status=${status}&order=newest&limit=${PAGE + 1}&offset=${historyOffset}`);
     if (!listed.ok) return;
     const page = listed.data.slice(0, PAGE);
     const loaded = await Promise.all(page.map((s) => api("GET", `/approvals/${encodeURIComponent(s.batch_id)}`)));
+    if (seq !== historySeq) return;
     const html = loaded.filter((r) => r.ok).map((r) => historyHtml(r.data)).join("");
     const list = document.getElementById("history-list");
+    const open = new Set([...list.querySelectorAll("details.past[open]")].map((el) => el.dataset.batchId));
     if (fromStart) list.innerHTML = html || `<p class="empty">Nothing ${status === "expired" ? "expired" : "decided"} yet.</p>`;
     else list.insertAdjacentHTML("beforeend", html);
+    list.querySelectorAll("details.past").forEach((el) => { if (open.has(el.dataset.batchId)) el.open = true; });
     historyOffset += page.length;
     document.getElementById("history-more").hidden = listed.data.length <= PAGE;
     filterHistory();
