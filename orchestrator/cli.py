@@ -89,10 +89,10 @@ def _mount_subcommands() -> None:
     from orchestrator.cli_batch import batch
     from orchestrator.cli_demo import demo
     from orchestrator.cli_inspect import limits, schema, validate
-    from orchestrator.cli_runs import runs_app
-    from orchestrator.cli_worker import worker
     from orchestrator.cli_mcp import mcp
     from orchestrator.cli_memory import memory_app
+    from orchestrator.cli_runs import runs_app
+    from orchestrator.cli_worker import worker
 
     app.command()(batch)
     app.command()(demo)

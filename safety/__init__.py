@@ -17,11 +17,11 @@ from .functions import FunctionAllowlist
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
 from .policy_file import Policy, RolePolicy, load_policy
+from .privileges import check_privileges
 from .readonly import ReadOnlySettings, open_readonly_engine
 from .rules import RULES, RuleContext
-from .schema_reader import DatabaseSchema, read_schema
-from .privileges import check_privileges
 from .sandbox import QuerySandbox, SandboxRows, sandbox_for
+from .schema_reader import DatabaseSchema, read_schema
 from .validator import SqlValidator
 
 __all__ = [

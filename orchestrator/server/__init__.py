@@ -12,14 +12,18 @@ processes sharing one state database (PostgreSQL) publish the same stream.
 Needs the ``server`` extra (fastapi, uvicorn).
 """
 
-from orchestrator.server.app import Service, create_app, serve
+from orchestrator.server.app import create_app, serve
 from orchestrator.server.auth import Principal, Role, TokenRegistry, token_digest
 from orchestrator.server.config import ServerConfig
 from orchestrator.server.errors import (
+    CallNotFound,
     Forbidden,
+    InvalidLastEventId,
+    PayloadTooLarge,
     RunNotFound,
     ServerError,
     TokenConfigError,
+    TokenExpired,
     Unauthenticated,
 )
 from orchestrator.server.events import (
@@ -30,14 +34,18 @@ from orchestrator.server.events import (
     ServerEvent,
 )
 from orchestrator.server.runner import RunService, shared_pipeline
+from orchestrator.server.service import Service
 from orchestrator.server.state import ServerState
 
 __all__ = [
+    "CallNotFound",
     "Cursor",
     "EVENT_TYPES",
     "EventHub",
     "EventSource",
     "Forbidden",
+    "InvalidLastEventId",
+    "PayloadTooLarge",
     "Principal",
     "Role",
     "RunNotFound",
@@ -48,6 +56,7 @@ __all__ = [
     "ServerState",
     "Service",
     "TokenConfigError",
+    "TokenExpired",
     "TokenRegistry",
     "Unauthenticated",
     "create_app",

@@ -3,11 +3,14 @@
 Tokens come from a JSON file (``SQLGATE_TOKENS_FILE``) or from ``SQLGATE_TOKENS`` itself::
 
     [{"token": "s3cret-a", "actor": "alice", "role": "reviewer"},
-     {"sha256": "<hex digest of a token>", "actor": "bob", "role": "analyst"}]
+     {"sha256": "<hex digest of a token>", "actor": "bob", "role": "analyst",
+      "expires": "2026-12-31T23:59:59Z"}]
 
-(or the same list under a ``"tokens"`` key). Only digests are kept in memory; a token is compared
-by its SHA-256 digest in constant time. The actor recorded in the audit log is the token's
-``actor``, never anything from a request body.
+(or the same list under a ``"tokens"`` key). Only digests are kept in memory; a token's SHA-256
+digest is compared with every known digest by ``hmac.compare_digest`` (the time taken does not
+depend on which entry matches, or how much of it). ``expires`` (optional, ISO 8601 with a time
+zone) ends a token: from then on it is refused as ``token_expired``. The actor recorded in the
+audit log is the token's ``actor``, never anything from a request body.
 
 Roles: ``analyst`` asks questions and reads their own runs; ``reviewer`` lists, shows and decides
 approval batches; ``admin`` does both and reads every run. Anyone with a token may follow
@@ -27,13 +30,14 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from orchestrator.server.errors import Forbidden, TokenConfigError, Unauthenticated
+from orchestrator.server.errors import Forbidden, TokenConfigError, TokenExpired, Unauthenticated
 
 TOKENS_ENV = "SQLGATE_TOKENS"
 TOKENS_FILE_ENV = "SQLGATE_TOKENS_FILE"
@@ -47,6 +51,7 @@ class Role(StrEnum):
 
 #: permission -> the roles that have it
 PERMISSIONS: dict[str, frozenset[Role]] = {
+    "identify": frozenset({Role.ANALYST, Role.REVIEWER, Role.ADMIN}),
     "ask": frozenset({Role.ANALYST, Role.ADMIN}),
     "read_runs": frozenset({Role.ANALYST, Role.ADMIN}),
     "read_any_run": frozenset({Role.ADMIN}),
@@ -76,19 +81,38 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 class TokenRegistry:
     """Known tokens (by digest) and the principal each stands for."""
 
-    def __init__(self, principals: Mapping[str, Principal]) -> None:
-        """``principals``: SHA-256 hex digest of a token -> its principal."""
+    def __init__(
+        self,
+        principals: Mapping[str, Principal],
+        *,
+        expires: Mapping[str, datetime] | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        """``principals``: SHA-256 hex digest of a token -> its principal; ``expires``: digest ->
+        the moment the token stops being accepted; ``clock``: now, as an aware datetime."""
         self._by_digest = dict(principals)
+        self._expires = dict(expires or {})
+        self.clock = clock
 
     def __len__(self) -> int:
         return len(self._by_digest)
 
     @classmethod
-    def from_entries(cls, entries: Iterable[Mapping[str, Any]]) -> TokenRegistry:
+    def from_entries(
+        cls, entries: Iterable[Mapping[str, Any]], *, clock: Clock = utc_now
+    ) -> TokenRegistry:
         principals: dict[str, Principal] = {}
+        expires: dict[str, datetime] = {}
         for index, entry in enumerate(entries):
             if not isinstance(entry, Mapping):
                 raise TokenConfigError(f"token entry #{index + 1} is not an object")
@@ -96,7 +120,7 @@ class TokenRegistry:
             if not actor:
                 raise TokenConfigError(f"token entry #{index + 1} has no actor")
             try:
-                role = Role(entry.get("role"))
+                role = Role(str(entry.get("role")))
             except ValueError:
                 raise TokenConfigError(
                     f"token entry #{index + 1} ({actor}): role must be analyst, reviewer or admin"
@@ -114,10 +138,12 @@ class TokenRegistry:
                     f"token entry #{index + 1} ({actor}) repeats another entry's token"
                 )
             principals[digest] = Principal(actor=actor, role=role)
-        return cls(principals)
+            if entry.get("expires") is not None:
+                expires[digest] = _expiry(entry["expires"], f"token entry #{index + 1} ({actor})")
+        return cls(principals, expires=expires, clock=clock)
 
     @classmethod
-    def from_json(cls, text: str) -> TokenRegistry:
+    def from_json(cls, text: str, *, clock: Clock = utc_now) -> TokenRegistry:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -126,7 +152,7 @@ class TokenRegistry:
             data = data.get("tokens")
         if not isinstance(data, list):
             raise TokenConfigError('tokens must be a JSON list, or an object with a "tokens" list')
-        return cls.from_entries(data)
+        return cls.from_entries(data, clock=clock)
 
     @classmethod
     def from_file(cls, path: str | Path) -> TokenRegistry:
@@ -154,10 +180,24 @@ class TokenRegistry:
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("the Authorization header must be: Bearer <token>")
         digest = token_digest(token)
-        found: Principal | None = None
-        for known, principal in self._by_digest.items():  # constant time per entry
+        found: str | None = None
+        for known in self._by_digest:  # every entry is compared: no early exit
             if hmac.compare_digest(known, digest):
-                found = principal
+                found = known
         if found is None:
             raise Unauthenticated("unknown token")
-        return found
+        expiry = self._expires.get(found)
+        if expiry is not None and self.clock() >= expiry:
+            raise TokenExpired(f"the token expired at {expiry.isoformat()}")
+        return self._by_digest[found]
+
+
+def _expiry(value: Any, where: str) -> datetime:
+    """An aware datetime from an ISO 8601 text (``Z`` allowed); ``TokenConfigError`` otherwise."""
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise TokenConfigError(f"{where}: expires is not an ISO 8601 date and time") from None
+    if moment.tzinfo is None:
+        raise TokenConfigError(f"{where}: expires needs a time zone, e.g. 2026-12-31T23:59:59Z")
+    return moment

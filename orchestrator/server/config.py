@@ -6,6 +6,7 @@ SQLGATE_STATE_URL          state database shared by every server process (defaul
 SQLGATE_TOKENS_FILE / SQLGATE_TOKENS   bearer tokens with roles (see ``orchestrator.server.auth``)
 OPENAI_BASE_URL, OPENAI_API_KEY, SQLGATE_MODEL, SQLGATE_RATE_LIMIT, ...   as for ``sqlgate ask``
 SQLGATE_SERVER_WORKERS     runs executed at once per process (default 4)
+SQLGATE_MAX_BODY_BYTES     largest request body accepted, in bytes (default 1 MiB); larger: 413
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class ServerConfig:
     sweep_interval: float = 1.0
     keepalive: float = 15.0
     http_client: Any = None
+    max_body_bytes: int = 1_048_576
 
     @classmethod
     def from_env(
@@ -74,4 +76,18 @@ class ServerConfig:
             pipeline=settings.pipeline,
             workers=workers or int(env.get("SQLGATE_SERVER_WORKERS", "4")),
             statement_timeout_s=settings.statement_timeout_s,
+            max_body_bytes=_positive_int(env, "SQLGATE_MAX_BODY_BYTES", 1_048_576),
         )
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    text = env.get(name)
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise ConfigurationError(f"{name} must be at least 1, not {value}")
+    return value

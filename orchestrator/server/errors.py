@@ -1,15 +1,19 @@
 """Errors of the HTTP service. Each has a stable ``code`` and the HTTP status it is answered with.
 
     SqlgateError                    (orchestrator.errors)
-     └── ServerError                server_error          500
-          ├── Unauthenticated       unauthenticated       401  (no token, unknown token)
-          ├── Forbidden             forbidden             403  (the token's role may not do this)
-          ├── RunNotFound           run_not_found         404  (no such run, or not the caller's)
-          └── TokenConfigError      token_config_error    500  (the token file or SQLGATE_TOKENS is malformed)
+     └── ServerError                server_error           500
+          ├── InvalidLastEventId    invalid_last_event_id  400  (Last-Event-ID is not ``A-R``)
+          ├── Unauthenticated       unauthenticated        401  (no token, unknown token)
+          │    └── TokenExpired     token_expired          401  (the token's expires has passed)
+          ├── Forbidden             forbidden              403  (the token's role may not do this)
+          ├── RunNotFound           run_not_found          404  (no such run, or not the caller's)
+          ├── CallNotFound          call_not_found         404  (no such call_id in the batch)
+          ├── PayloadTooLarge       payload_too_large      413  (the body is over the size limit)
+          └── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
 
-Errors of the approvals package keep their own codes; ``orchestrator.server.app`` maps them to
-404 (``batch_not_found``), 409 (``decision_conflict``, ``batch_expired``, ``duplicate_vote``,
-``idempotency_conflict``) and 422 (every ``DecisionError`` code).
+Errors of the approvals package keep their own codes; ``orchestrator.server.error_handlers``
+maps them to 404 (``batch_not_found``), 409 (``decision_conflict``, ``batch_expired``,
+``duplicate_vote``, ``idempotency_conflict``) and 422 (every ``DecisionError`` code).
 """
 
 from __future__ import annotations
@@ -22,8 +26,18 @@ class ServerError(SqlgateError):
     status = 500
 
 
+class InvalidLastEventId(ServerError):
+    code = "invalid_last_event_id"
+    status = 400
+
+
 class Unauthenticated(ServerError):
     code = "unauthenticated"
+    status = 401
+
+
+class TokenExpired(Unauthenticated):
+    code = "token_expired"
     status = 401
 
 
@@ -35,6 +49,18 @@ class Forbidden(ServerError):
 class RunNotFound(ServerError):
     code = "run_not_found"
     status = 404
+
+
+class CallNotFound(ServerError):
+    code = "call_not_found"
+    status = 404
+
+
+class PayloadTooLarge(ServerError):
+    """Answered by ``security.BodySizeLimit`` itself, before the app sees the request."""
+
+    code = "payload_too_large"
+    status = 413
 
 
 class TokenConfigError(ServerError):

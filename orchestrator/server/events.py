@@ -14,6 +14,8 @@ Event types (the SSE ``event:`` field and ``data.type``):
 - ``approval_expired``: the deadline applied the batch's expiry action (``batch_expired``)
 - ``run_progress``: a stage of a run moved (``stage``, ``done``, ``total``)
 - ``run_finished``: a run ended; per question its status
+- ``resync``: the client's ``Last-Event-ID`` is ahead of every source (the state database was
+  replaced, or the id came from elsewhere): reload your state; the stream goes on from ``id``
 
 Every event's data has ``run_id``, ``batch_id`` (None before a run reached the gate) and
 ``items``: one entry per statement with its ``call_id``.
@@ -49,6 +51,7 @@ EVENT_TYPES = (
     "approval_expired",
     "run_progress",
     "run_finished",
+    "resync",
 )
 SYSTEM_ACTOR = "sqlgate"  # the approvals gate's own actor: batches resolved with nothing to review
 
@@ -115,6 +118,22 @@ class ServerEvent:
         """The event in the text/event-stream format."""
         data = json.dumps(self.payload(event_id), ensure_ascii=False, default=str)
         return f"id: {event_id}\nevent: {self.type}\ndata: {data}\n\n"
+
+
+def resync_sse(head: Cursor, reason: str) -> str:
+    """The ``resync`` event: the client must reload its state; the stream resumes at ``head``.
+
+    Example:
+        >>> resync_sse(Cursor(3, 4), "ahead").splitlines()
+        ['id: 3-4', 'event: resync', 'data: {"id": "3-4", "type": "resync", "reason": "ahead"}', '']
+    """
+    data = json.dumps({"id": str(head), "type": "resync", "reason": reason})
+    return f"id: {head}\nevent: resync\ndata: {data}\n\n"
+
+
+def is_ahead(cursor: Cursor, head: Cursor) -> bool:
+    """True when ``cursor`` names a position neither source has reached."""
+    return cursor.audit > head.audit or cursor.run > head.run
 
 
 # -- from the sources to events ------------------------------------------------------------------
@@ -395,13 +414,15 @@ class EventHub:
                         await asyncio.wait_for(self._condition.wait(), keepalive)
                 latest = self._next_index
                 oldest = self._buffer[0][0] if self._buffer else latest
-                fresh = (
+                buffered = (
                     [event for i, event in self._buffer if i >= index] if index >= oldest else None
                 )
             if self._task is None:
                 return
-            if fresh is None:  # fell out of the buffer: read the backlog again
+            if buffered is None:  # fell out of the buffer: read the backlog again
                 fresh, _ = await asyncio.to_thread(self.source.read, cursor)
+            else:
+                fresh = buffered
             if latest == index and not fresh:
                 yield None
                 continue

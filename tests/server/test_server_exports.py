@@ -16,16 +16,24 @@ def test_all_is_sorted_and_importable() -> None:
 def test_every_error_has_a_code_and_an_http_status() -> None:
     tree = [
         errors.ServerError,
+        errors.InvalidLastEventId,
         errors.Unauthenticated,
+        errors.TokenExpired,
         errors.Forbidden,
         errors.RunNotFound,
+        errors.CallNotFound,
+        errors.PayloadTooLarge,
         errors.TokenConfigError,
     ]
     assert [(e.code, e.status) for e in tree] == [
         ("server_error", 500),
+        ("invalid_last_event_id", 400),
         ("unauthenticated", 401),
+        ("token_expired", 401),
         ("forbidden", 403),
         ("run_not_found", 404),
+        ("call_not_found", 404),
+        ("payload_too_large", 413),
         ("token_config_error", 500),
     ]
     for error in tree:
@@ -35,8 +43,20 @@ def test_every_error_has_a_code_and_an_http_status() -> None:
 def test_the_examples_in_the_docstrings_run() -> None:
     import doctest
 
-    from orchestrator.server import auth, events
+    from orchestrator.server import auth, events, security, sql_view
 
-    for module in (auth, events):
+    for module in (auth, events, security, sql_view):
         failed, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert tried > 0 and failed == 0, module.__name__
+
+
+def test_routes_raise_and_one_mapping_answers() -> None:
+    """No route module builds an error response itself: errors are raised and mapped once."""
+    from pathlib import Path
+
+    package = Path(server.__file__).parent
+    routes = sorted(package.glob("routes_*.py"))
+    assert len(routes) >= 5
+    for module in routes:
+        text = module.read_text()
+        assert "JSONResponse" not in text and "error_response" not in text, module.name

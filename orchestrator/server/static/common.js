@@ -1,4 +1,5 @@
-// Shared by the analyst and reviewer pages: the token, API calls, the live event stream, SQL highlighting.
+// Shared by the analyst and reviewer pages: the token, API calls, the live event stream, SQL
+// highlighting, times, numbers and file downloads.
 "use strict";
 
 const sqlgate = (() => {
@@ -73,7 +74,12 @@ const sqlgate = (() => {
                 const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
                 if (field === "id") id = value; else if (field === "event") type = value; else if (field === "data") data += value;
               }
-              if (data) { if (id) lastId = id; try { onEvent(type, JSON.parse(data)); } catch (e) { console.error(e); } }
+              if (data) {
+                if (id) lastId = id;
+                // resync: our position is unknown to the server; reload the page's state from scratch.
+                if (type === "resync") { location.reload(); return; }
+                try { onEvent(type, JSON.parse(data)); } catch (e) { console.error(e); }
+              }
             }
           }
         } catch (e) { /* network gone: reconnect below */ }
@@ -86,17 +92,33 @@ const sqlgate = (() => {
 
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-  // The header: token box, who is signed in, the live indicator.
+  // The header: token box, who is signed in, the live indicator; a plain message when the token
+  // is missing or refused, so nothing on the page is silently dead.
   async function signIn(onReady) {
     const input = document.getElementById("token");
     const who = document.getElementById("who");
+    const notice = document.getElementById("signin-message");
+    const refuse = (text) => {
+      who.textContent = "not signed in";
+      notice.textContent = text;
+      notice.hidden = false;
+      document.querySelectorAll("[data-needs-token]").forEach((el) => { el.disabled = true; });
+    };
     input.value = token();
     document.getElementById("use-token").addEventListener("click", () => {
       localStorage.setItem(KEY, input.value.trim()); location.reload();
     });
-    if (!token()) { who.textContent = "paste a token"; return; }
+    // Sign out: the token leaves this browser's storage; the page starts over without it.
+    document.getElementById("sign-out").addEventListener("click", () => {
+      localStorage.removeItem(KEY); input.value = ""; location.replace(location.pathname);
+    });
+    if (!token()) { refuse("Paste your token above and press Use to sign in."); return; }
     const me = await api("GET", "/me");
-    if (!me.ok) { who.textContent = "unknown token"; return; }
+    if (!me.ok) {
+      const why = me.data && me.data.error ? me.data.error.message : `HTTP ${me.status}`;
+      refuse(`This token was not accepted (${why}). Paste a valid token above, or ask an admin for one.`);
+      return;
+    }
     who.textContent = `${me.data.actor} (${me.data.role})`;
     onReady(me.data);
   }
@@ -107,5 +129,50 @@ const sqlgate = (() => {
     badge.textContent = text;
   }
 
-  return { api, escape, highlight, follow, signIn, setLive };
+  // "3 min ago", "in 4m 12s": a moment relative to now, for people.
+  function ago(iso) {
+    const seconds = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
+    if (seconds < 60) return "just now";
+    if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+    if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+    return `${Math.floor(seconds / 86400)} d ago`;
+  }
+
+  function countdown(iso) {
+    const left = Math.round((new Date(iso).getTime() - Date.now()) / 1000);
+    if (left <= 0) return "deadline passed";
+    const h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
+    return `expires in ${h ? `${h}h ` : ""}${h || m ? `${m}m ` : ""}${s}s`;
+  }
+
+  const when = (iso) => (iso ? new Date(iso).toLocaleString() : "");
+
+  const isNumber = (v) => typeof v === "number" || (typeof v === "string" && v.trim() !== "" && !isNaN(Number(v)));
+  const NUMBER = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
+  const formatValue = (v) => (v === null || v === undefined ? "∅" : isNumber(v) && typeof v === "number" ? NUMBER.format(v) : String(v));
+
+  function csv(columns, rows) {
+    const cell = (v) => {
+      const text = v === null || v === undefined ? "" : String(v);
+      return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+    };
+    return [columns, ...rows].map((r) => r.map(cell).join(",")).join("\r\n") + "\r\n";
+  }
+
+  function download(name, text, type) {
+    const url = URL.createObjectURL(new Blob([text], { type }));
+    const link = document.createElement("a");
+    link.href = url; link.download = name; document.body.appendChild(link); link.click(); link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+
+  async function copy(text) {
+    try { await navigator.clipboard.writeText(text); return true; } catch (_) {
+      const area = document.createElement("textarea");
+      area.value = text; document.body.appendChild(area); area.select();
+      const done = document.execCommand("copy"); area.remove(); return done;
+    }
+  }
+
+  return { api, escape, highlight, follow, signIn, setLive, ago, countdown, when, isNumber, formatValue, csv, download, copy };
 })();

@@ -1,60 +1,200 @@
-// The reviewer page: pending batches live, one decision per batch (approve / reject with reason / edit per item).
+// The reviewer's inbox: pending batches live, an explicit decision per statement (nothing is
+// pre-selected), edits checked by the server as they are typed, decided batches in a history with
+// their audit trail.
 "use strict";
 
 (() => {
-  const { api, escape, highlight, follow, signIn, setLive } = sqlgate;
+  const { api, escape, highlight, follow, signIn, setLive, ago, countdown, when } = sqlgate;
   const cards = new Map(); // batch_id -> section element
+  const records = new Map(); // batch_id -> the batch as last loaded
+  const PAGE = 10;
   let me = null;
+  let historyOffset = 0;
 
   const container = () => document.getElementById("batches");
-  const updateEmpty = () => {
-    document.getElementById("no-batches").style.display = container().querySelector(".batch") ? "none" : "";
-  };
 
-  function itemHtml(item, category, note) {
-    const findings = (item.findings || []).map((f) =>
-      `<li class="sev-${escape(f.severity)}"><b>${escape(f.code)}</b> (${escape(f.severity)}): ${escape(f.message)}</li>`).join("");
+  // -- the inbox count: in the page and in the tab's title ------------------------------------
+  function updateCount() {
+    const open = [...cards.values()].filter((card) => !card.classList.contains("closed")).length;
+    document.getElementById("pending-count").textContent = String(open);
+    document.title = `${open ? `(${open}) ` : ""}sqlgate · reviewer`;
+    document.getElementById("no-batches").style.display = open || container().querySelector(".batch") ? "none" : "";
+  }
+
+  function findingsHtml(findings) {
+    if (!findings || !findings.length) return `<div class="meta">no findings</div>`;
+    return `<ul class="findings">${findings.map((f) =>
+      `<li class="sev-${escape(f.severity)}"><b>${escape(f.code)}</b> (${escape(f.severity)}): ${escape(f.message)}</li>`).join("")}</ul>`;
+  }
+
+  function diffHtml(lines) {
+    return lines.map((l) => {
+      const kind = l.op === "+" ? "add" : l.op === "-" ? "del" : "same";
+      return `<span class="${kind}">${escape(l.op)} ${escape(l.text)}</span>`;
+    }).join(""); // each line is a block: no newline between them
+  }
+
+  // A correction cycle: what failed in the previous cycle, and what the model changed since.
+  function correctionHtml(correction) {
+    if (!correction) return "";
+    return `<div class="correction" data-testid="correction">
+        <b>Correction.</b> The SQL of cycle ${escape(correction.previous_cycle)} failed${correction.error ? `: <span class="error-text">${escape(correction.error)}</span>` : ""}.
+        Changes the model made since:
+        <pre class="diff" data-testid="correction-diff">${diffHtml(correction.diff)}</pre>
+      </div>`;
+  }
+
+  function itemHtml(item, category, note, correction) {
     const decidable = category === "needs_approval";
     const name = `d-${item.call_id}`;
     return `
       <div class="item" data-call-id="${escape(item.call_id)}" data-testid="item">
         <div class="question">${escape(item.question)}</div>
-        <div class="meta">${escape(item.call_id)} · ${escape(item.question_id)} · ${escape(category)}${note ? " · " + escape(note) : ""}</div>
-        <pre class="sql">${highlight(item.sql)}</pre>
-        ${findings ? `<ul class="findings">${findings}</ul>` : `<div class="meta">no findings</div>`}
+        <div class="meta">${escape(item.question_id)} · ${escape(category.replace(/_/g, " "))}${note ? " · " + escape(note) : ""} · <span class="call-id">${escape(item.call_id)}</span></div>
+        ${correctionHtml(correction)}
+        <pre class="sql" data-testid="item-sql">${highlight(item.sql_pretty || item.sql)}</pre>
+        ${findingsHtml(item.findings)}
         ${decidable ? `
-        <div class="choices">
-          <label><input type="radio" name="${name}" value="approve" checked data-testid="approve"> approve</label>
+        <fieldset class="choices" data-testid="choices">
+          <legend class="meta">Your decision</legend>
+          <label><input type="radio" name="${name}" value="approve" data-testid="approve"> approve</label>
           <label><input type="radio" name="${name}" value="reject" data-testid="reject"> reject</label>
           <label><input type="radio" name="${name}" value="edit" data-testid="edit"> edit</label>
-        </div>
-        <textarea class="reason" rows="2" placeholder="why it must not run" hidden data-testid="reason"></textarea>
-        <textarea class="edit-sql" rows="4" hidden data-testid="edit-sql">${escape(item.sql)}</textarea>` : ""}
+        </fieldset>
+        <textarea class="reason" rows="2" placeholder="why it must not run (the analyst sees this)" hidden data-testid="reason"></textarea>
+        <div class="edit-box" hidden>
+          <textarea class="edit-sql" rows="8" spellcheck="false" data-testid="edit-sql">${escape(item.sql_pretty || item.sql)}</textarea>
+          <div class="verdict meta" data-testid="verdict" role="status"></div>
+          <pre class="diff" data-testid="diff" hidden></pre>
+        </div>` : ""}
       </div>`;
+  }
+
+  // -- a pending batch ------------------------------------------------------------------------
+  function headerOf(card, record) {
+    const batch = record.batch;
+    card.querySelector(".asked").textContent =
+      `asked by ${record.asked_by || "?"} ${record.asked_at ? `${ago(record.asked_at)} (${when(record.asked_at)})` : ""} · run ${batch.run_id} · cycle ${batch.cycle}`;
+    const deadline = card.querySelector(".deadline");
+    if (batch.deadline) { deadline.dataset.at = batch.deadline; deadline.textContent = countdown(batch.deadline); }
+    else { deadline.textContent = "no deadline"; deadline.classList.add("none"); }
+    const voters = record.voters || [];
+    card.querySelector(".quorum").textContent =
+      `votes ${voters.length} of ${batch.quorum}${voters.length ? ` (${voters.join(", ")})` : ""}`;
   }
 
   function render(record) {
     const batch = record.batch;
+    records.set(batch.batch_id, record);
     if (cards.has(batch.batch_id)) return;
     const card = document.getElementById("batch-template").content.firstElementChild.cloneNode(true);
     card.dataset.batchId = batch.batch_id;
     card.dataset.testid = "batch";
     card.querySelector(".batch-id").textContent = batch.batch_id;
-    card.querySelector(".batch-meta").textContent =
-      `run ${batch.run_id} · cycle ${batch.cycle} · ${record.pending_ids.length} to decide · opened ${batch.created_at}` +
-      (batch.deadline ? ` · deadline ${batch.deadline}` : "");
+    headerOf(card, record);
     card.querySelector(".items").innerHTML =
-      batch.items.map((item) => itemHtml(item, batch.categories[item.call_id], (batch.notes || {})[item.call_id])).join("");
-    card.querySelectorAll(".item").forEach((el) => {
-      el.querySelectorAll("input[type=radio]").forEach((radio) => radio.addEventListener("change", () => {
-        el.querySelector(".reason").hidden = radio.value !== "reject" || !radio.checked;
-        el.querySelector(".edit-sql").hidden = radio.value !== "edit" || !radio.checked;
-      }));
-    });
+      batch.items.map((item) => itemHtml(item, batch.categories[item.call_id], (batch.notes || {})[item.call_id],
+        (record.corrections || {})[item.call_id])).join("");
+    card.querySelectorAll(".item").forEach((el) => wireItem(card, record, el));
+    card.querySelector("[data-testid=approve-all]").addEventListener("click", () => chooseAll(card, record, "approve"));
+    card.querySelector("[data-testid=reject-all]").addEventListener("click", () => chooseAll(card, record, "reject"));
     card.querySelector(".submit").addEventListener("click", () => submit(card, record));
     cards.set(batch.batch_id, card);
     container().appendChild(card);
-    updateEmpty();
+    if (me && me.actor && (record.voters || []).includes(me.actor)) {
+      close(card, "ok", `You voted on this batch; it waits for ${batch.quorum - record.voters.length} more reviewer(s).`);
+    }
+    refreshSubmit(card, record);
+    updateCount();
+  }
+
+  function wireItem(card, record, el) {
+    const radios = el.querySelectorAll("input[type=radio]");
+    if (!radios.length) return;
+    radios.forEach((radio) => radio.addEventListener("change", () => {
+      const choice = el.querySelector("input[type=radio]:checked").value;
+      el.querySelector(".reason").hidden = choice !== "reject";
+      el.querySelector(".edit-box").hidden = choice !== "edit";
+      if (choice === "edit") check(card, record, el);
+      refreshSubmit(card, record);
+    }));
+    el.querySelector(".reason").addEventListener("input", () => refreshSubmit(card, record));
+    let timer = null;
+    el.querySelector(".edit-sql").addEventListener("input", () => {
+      el.dataset.seq = String(Number(el.dataset.seq || 0) + 1); // a check still in flight is stale
+      el.dataset.verdict = "checking";
+      el.querySelector(".verdict").textContent = "checking…";
+      refreshSubmit(card, record);
+      clearTimeout(timer);
+      timer = setTimeout(() => check(card, record, el), 300);
+    });
+  }
+
+  function chooseAll(card, record, choice) {
+    const reason = card.querySelector(".bulk-reason").value.trim();
+    card.querySelectorAll(".item").forEach((el) => {
+      const radio = el.querySelector(`input[value=${choice}]`);
+      if (!radio || radio.disabled) return;
+      radio.checked = true;
+      radio.dispatchEvent(new Event("change"));
+      const box = el.querySelector(".reason");
+      if (choice === "reject" && reason && !box.value.trim()) box.value = reason;
+    });
+    refreshSubmit(card, record);
+  }
+
+  // The server checks the edit with the validator the decision uses; the answer decides whether
+  // the batch can be submitted. Only the latest check of an item counts.
+  async function check(card, record, el) {
+    const seq = (Number(el.dataset.seq || 0) + 1).toString();
+    el.dataset.seq = seq;
+    el.dataset.verdict = "checking";
+    const sql = el.querySelector(".edit-sql").value;
+    const response = await api("POST",
+      `/approvals/${encodeURIComponent(record.batch.batch_id)}/items/${encodeURIComponent(el.dataset.callId)}/validate`, { sql });
+    if (el.dataset.seq !== seq) return;
+    const verdict = el.querySelector(".verdict");
+    const diff = el.querySelector(".diff");
+    if (!response.ok) {
+      el.dataset.verdict = "refused";
+      verdict.className = "verdict refused";
+      verdict.textContent = `Cannot check this edit: ${response.data && response.data.error ? response.data.error.message : response.status}`;
+      diff.hidden = true;
+    } else if (response.data.ok) {
+      el.dataset.verdict = "ok";
+      verdict.className = "verdict accepted";
+      verdict.textContent = "Accepted by the validator. Changes from the model's SQL, as it would run:";
+      diff.innerHTML = diffHtml(response.data.diff);
+      diff.hidden = false;
+    } else {
+      el.dataset.verdict = "refused";
+      verdict.className = "verdict refused";
+      verdict.textContent = `Refused by the validator: ${response.data.refusal.replace(/\.+$/, "")}. This edit cannot be submitted.`;
+      diff.innerHTML = diffHtml(response.data.diff);
+      diff.hidden = false;
+    }
+    refreshSubmit(card, record);
+  }
+
+  // Submit only when every pending statement has an explicit, complete decision.
+  function refreshSubmit(card, record) {
+    if (card.classList.contains("closed")) return;
+    const missing = [], reasons = [], refused = [], checking = [];
+    for (const callId of record.pending_ids) {
+      const el = card.querySelector(`.item[data-call-id="${CSS.escape(callId)}"]`);
+      const chosen = el.querySelector("input[type=radio]:checked");
+      if (!chosen) missing.push(callId);
+      else if (chosen.value === "reject" && !el.querySelector(".reason").value.trim()) reasons.push(callId);
+      else if (chosen.value === "edit" && el.dataset.verdict === "refused") refused.push(callId);
+      else if (chosen.value === "edit" && el.dataset.verdict !== "ok") checking.push(callId);
+    }
+    const hint = [];
+    if (missing.length) hint.push(`${missing.length} statement(s) without a decision`);
+    if (reasons.length) hint.push(`${reasons.length} rejection(s) without a reason`);
+    if (refused.length) hint.push(`${refused.length} edit(s) refused by the validator`);
+    if (checking.length) hint.push(`${checking.length} edit(s) being checked`);
+    card.querySelector(".hint").textContent = hint.length ? `To submit: ${hint.join(", ")}.` : "Ready to submit.";
+    card.querySelector(".submit").disabled = hint.length > 0 || card.dataset.submitted === "1";
   }
 
   function say(card, kind, text) {
@@ -63,10 +203,14 @@
     box.textContent = text;
   }
 
+  // A decided card stays where it was, collapsed, with what happened; the history gets it too.
   function close(card, kind, text) {
     card.classList.add("closed");
     card.querySelectorAll("input, textarea, button").forEach((el) => { el.disabled = true; });
+    card.querySelector(".hint").textContent = "";
     say(card, kind, text);
+    updateCount();
+    loadHistory(true);
   }
 
   function decisionsOf(card, record) {
@@ -89,7 +233,9 @@
     const response = await api("POST", `/approvals/${encodeURIComponent(record.batch.batch_id)}/decision`,
       { decisions: decisionsOf(card, record) }, { "Idempotency-Key": key });
     const error = response.data && response.data.error;
-    if (response.ok) {
+    if (response.ok && response.data.status === "pending") {
+      close(card, "ok", "Your vote is recorded; the batch waits for more reviewers (quorum).");
+    } else if (response.ok) {
       const counts = {};
       Object.values(response.data.resolutions).forEach((r) => { counts[r.status] = (counts[r.status] || 0) + 1; });
       const summary = Object.entries(counts).map(([s, n]) => `${n} ${s}`).join(", ");
@@ -99,9 +245,9 @@
     } else {
       delete card.dataset.submitted;
       card.dataset.key = "";
-      button.disabled = false;
       const problems = (error && error.problems || []).map((p) => `${p.call_id}: ${p.message}`).join("; ");
       say(card, "error", `Refused (${error ? error.code : response.status}): ${problems || (error && error.message) || ""}`);
+      refreshSubmit(card, record);
     }
   }
 
@@ -118,6 +264,75 @@
     if (response.ok && response.data.status === "pending") render(response.data);
   }
 
+  // -- history: decided batches, newest first, each with its audit trail -----------------------
+  const EVENT_WORDS = {
+    batch_opened: "opened the batch", vote_cast: "voted", item_resolved: "resolved a statement",
+    batch_resolved: "resolved the batch", batch_expired: "expired the batch", execution_started: "started running",
+    execution_done: "ran it", execution_failed: "ran it and it failed",
+  };
+
+  function auditHtml(audit) {
+    return `<table class="audit" data-testid="audit"><thead><tr><th>when</th><th>who</th><th>what</th></tr></thead><tbody>${
+      audit.map((e) => {
+        const detail = e.event === "item_resolved"
+          ? `${e.detail.status || ""}${e.detail.reason ? `: ${e.detail.reason}` : ""} (${e.call_id || ""})` : "";
+        return `<tr><td>${escape(when(e.at))}</td><td>${escape(e.actor)}</td><td>${escape(EVENT_WORDS[e.event] || e.event)} ${escape(detail)}</td></tr>`;
+      }).join("")}</tbody></table>`;
+  }
+
+  function historyHtml(record) {
+    const batch = record.batch;
+    const outcome = record.outcome || {};
+    const counts = {};
+    Object.values(outcome.resolutions || {}).forEach((r) => { counts[r.status] = (counts[r.status] || 0) + 1; });
+    const summary = Object.entries(counts).map(([s, n]) => `${n} ${s}`).join(", ");
+    const by = record.status === "expired" ? "expired (deadline)" : `decided by ${outcome.decided_by || "?"}`;
+    const items = batch.items.map((item) => {
+      const r = (outcome.resolutions || {})[item.call_id] || {};
+      return `<li><span class="status ${escape(r.status || "")}">${escape((r.status || "").replace(/_/g, " "))}</span> ${escape(item.question)}${
+        r.reason ? ` <span class="meta">— ${escape(r.reason)}</span>` : ""}${
+        r.status === "edited" ? `<pre class="sql">${highlight(r.sql || "")}</pre>` : ""}</li>`;
+    }).join("");
+    const text = [outcome.decided_by, record.asked_by, batch.run_id, ...batch.items.map((i) => i.question)].join(" ").toLowerCase();
+    return `<details class="past" data-testid="history-item" data-batch-id="${escape(batch.batch_id)}" data-text="${escape(text)}">
+      <summary><b data-testid="decided-by">${escape(by)}</b> · ${escape(summary)} · ${escape(when(outcome.decided_at || batch.created_at))}
+        <span class="meta">· asked by ${escape(record.asked_by || "?")} · ${escape(batch.batch_id)}</span></summary>
+      <ul class="past-items">${items}</ul>
+      ${auditHtml(record.audit || [])}
+    </details>`;
+  }
+
+  let historySeq = 0;
+
+  async function loadHistory(fromStart) {
+    if (!me) return;
+    const seq = ++historySeq; // only the latest load renders
+    if (fromStart) historyOffset = 0;
+    const status = document.getElementById("history-status").value;
+    const listed = await api("GET", `/approvals?status=${status}&order=newest&limit=${PAGE + 1}&offset=${historyOffset}`);
+    if (!listed.ok) return;
+    const page = listed.data.slice(0, PAGE);
+    const loaded = await Promise.all(page.map((s) => api("GET", `/approvals/${encodeURIComponent(s.batch_id)}`)));
+    if (seq !== historySeq) return;
+    const html = loaded.filter((r) => r.ok).map((r) => historyHtml(r.data)).join("");
+    const list = document.getElementById("history-list");
+    const open = new Set([...list.querySelectorAll("details.past[open]")].map((el) => el.dataset.batchId));
+    if (fromStart) list.innerHTML = html || `<p class="empty">Nothing ${status === "expired" ? "expired" : "decided"} yet.</p>`;
+    else list.insertAdjacentHTML("beforeend", html);
+    list.querySelectorAll("details.past").forEach((el) => { if (open.has(el.dataset.batchId)) el.open = true; });
+    historyOffset += page.length;
+    document.getElementById("history-more").hidden = listed.data.length <= PAGE;
+    filterHistory();
+  }
+
+  function filterHistory() {
+    const needle = document.getElementById("history-filter").value.trim().toLowerCase();
+    document.querySelectorAll("#history-list .past").forEach((el) => {
+      el.hidden = Boolean(needle) && !el.dataset.text.includes(needle);
+    });
+  }
+
+  // -- live --------------------------------------------------------------------------------------
   function onEvent(type, event) {
     const card = cards.get(event.batch_id);
     if (type === "approval_requested") load(event.batch_id);
@@ -125,8 +340,18 @@
       if (event.decided_by !== me.actor || !card.dataset.submitted) conflict(card, event.decided_by);
     } else if (type === "approval_expired" && card && !card.classList.contains("closed")) {
       conflict(card, null, "batch_expired");
+    } else if (type === "approval_decided" || type === "approval_expired") {
+      loadHistory(true);
     }
   }
+
+  setInterval(() => {
+    document.querySelectorAll(".batch:not(.closed) .deadline[data-at]").forEach((el) => { el.textContent = countdown(el.dataset.at); });
+  }, 1000);
+
+  document.getElementById("history-status").addEventListener("change", () => loadHistory(true));
+  document.getElementById("history-filter").addEventListener("input", filterHistory);
+  document.getElementById("history-more").addEventListener("click", () => loadHistory(false));
 
   signIn(async (who) => {
     me = who;
@@ -134,5 +359,7 @@
     const pending = await api("GET", "/approvals?status=pending");
     if (pending.ok) for (const summary of pending.data) await load(summary.batch_id);
     else document.getElementById("no-batches").textContent = `Cannot list batches: ${pending.data.error.message}`;
+    updateCount();
+    loadHistory(true);
   });
 })();

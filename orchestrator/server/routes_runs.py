@@ -1,0 +1,96 @@
+"""``/runs``: ask one question or many, list the caller's runs, read one run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi import Path as PathParam
+
+from approvals import ApprovalError, ApprovalOutcome
+from orchestrator.server.dependencies import Caller, ServiceDep
+from orchestrator.server.errors import RunNotFound
+from orchestrator.server.models import (
+    ERRORS,
+    AskRequest,
+    ErrorResponse,
+    RunAccepted,
+    RunView,
+)
+from orchestrator.server.security import GuardedRoute, needs
+from orchestrator.server.service import Service
+
+router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, route_class=GuardedRoute)
+
+
+@router.post("", status_code=202, response_model=RunAccepted, openapi_extra=needs("ask"))
+def submit_run(body: AskRequest, principal: Caller, service: ServiceDep) -> RunAccepted:
+    """Ask one question or many. The run starts in the background; follow it on /events."""
+    questions = body.all()
+    run_id = service.runs.submit(questions, principal.actor)
+    return RunAccepted(run_id=run_id, status="queued", questions=questions)
+
+
+@router.get("", response_model=list[RunView], openapi_extra=needs("read_runs"))
+def list_runs(
+    principal: Caller,
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
+) -> list[RunView]:
+    """The caller's runs, newest first (an admin's: every run), a page at a time."""
+    owner = None if principal.may("read_any_run") else principal.actor
+    rows = service.state.runs(owner=owner, limit=offset + limit)[offset:]
+    outcomes: dict[str, ApprovalOutcome | None] = {}
+    return [RunView.of(row, _with_reviewers(service, row.results, outcomes)) for row in rows]
+
+
+@router.get(
+    "/{run_id}",
+    response_model=RunView,
+    responses={404: {"model": ErrorResponse, "description": "no such run of the caller's"}},
+    openapi_extra=needs("read_runs"),
+)
+def get_run(
+    run_id: Annotated[str, PathParam(max_length=64)], principal: Caller, service: ServiceDep
+) -> RunView:
+    """A run's status and, once known, one result per question."""
+    row = service.state.run(run_id)
+    if row is None or (row.owner != principal.actor and not principal.may("read_any_run")):
+        raise RunNotFound(f"no run {run_id!r}")
+    return RunView.of(row, _with_reviewers(service, row.results, {}))
+
+
+def _with_reviewers(
+    service: Service,
+    results: list[dict[str, Any]] | None,
+    outcomes: dict[str, ApprovalOutcome | None],
+) -> list[dict[str, Any]] | None:
+    """The results with, on each approval, who decided it (``decided_by``) and, for an edit, the
+    model's SQL it replaced (``edited_from``). ``outcomes`` caches batches across runs."""
+    if results is None:
+        return None
+    enriched = []
+    for result in results:
+        approvals = []
+        for approval in result.get("approvals") or []:
+            batch_id = approval.get("batch_id")
+            if batch_id not in outcomes:
+                try:
+                    outcomes[batch_id] = service.approvals.get_batch(batch_id).outcome
+                except ApprovalError:
+                    outcomes[batch_id] = None
+            outcome = outcomes[batch_id]
+            resolution = outcome.resolutions.get(approval.get("call_id", "")) if outcome else None
+            approvals.append(
+                {
+                    **approval,
+                    "decided_by": outcome.decided_by if outcome else None,
+                    "decided_at": outcome.decided_at.isoformat()
+                    if outcome and outcome.decided_at
+                    else None,
+                    "edited_from": resolution.edited_from if resolution else None,
+                }
+            )
+        enriched.append({**result, "approvals": approvals})
+    return enriched

@@ -1,0 +1,91 @@
+"""What every route shares: the tokens, the stores, the run service and the event hub.
+
+One ``Service`` per app (``app.state.service``), built from a ``ServerConfig`` when the app is
+created and closed when it stops. Routes reach it through ``orchestrator.server.dependencies``.
+"""
+
+from __future__ import annotations
+
+from approvals import ApprovalGate, BatchRecord, ExpirySweeper, SqlApprovalStore
+from orchestrator.runs import RunStore
+from orchestrator.server.auth import TokenRegistry
+from orchestrator.server.config import ServerConfig
+from orchestrator.server.events import EventHub, EventSource
+from orchestrator.server.runner import RunService, shared_pipeline
+from orchestrator.server.state import ServerState
+from orchestrator.tasks import broker_url, enqueue
+from safety import SafetyPolicy, SqlValidator
+
+
+class Service:
+    """Everything the handlers share: tokens, stores, the run service and the event hub."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        from orchestrator.database import TargetDatabase
+        from orchestrator.state_db import StateDatabase
+
+        self.config = config
+        self.tokens: TokenRegistry = config.tokens
+        self.state_db = StateDatabase(config.state_url)
+        self.state_db.setup()
+        self.approvals: SqlApprovalStore = self.state_db.approvals
+        self.run_store: RunStore = self.state_db.runs
+        self.state: ServerState = self.state_db.server
+        self.database = TargetDatabase(
+            config.database_url, statement_timeout_s=config.statement_timeout_s
+        )
+        limiter = config.limiter
+        if limiter is None:
+            from orchestrator.config import Settings
+            from orchestrator.limits import build_limiter
+
+            limiter = build_limiter(Settings(), mode="wait")
+        self.hub = EventHub(
+            EventSource(self.approvals, self.state),
+            poll_interval=config.poll_interval,
+            sweeper=ExpirySweeper(self.approvals),
+            sweep_interval=config.sweep_interval,
+        )
+        pipeline = shared_pipeline(
+            self.database,
+            config.llm,
+            limiter,
+            self.approvals,
+            self.run_store,
+            config=config.pipeline,
+            http_client=config.http_client,
+        )
+        self.runs = RunService(
+            self.state,
+            self.approvals,
+            self.run_store,
+            pipeline,
+            workers=config.workers,
+            notify=self.hub.poke,
+            dispatch=enqueue if broker_url() else None,
+        )
+        self.hub.listeners.append(self.runs.on_event)
+        self.runs.start_recovery()
+
+    def close(self) -> None:
+        self.runs.close()
+        self.database.dispose()
+        self.approvals.close()
+
+    def edit_validator(self, record: BatchRecord) -> SqlValidator:
+        """The validator a reviewer's edit of ``record`` is checked with: the batch's dialect and
+        the served policy. The decision route and the live edit check both use this one."""
+        dialect = record.batch.context.get("dialect") or self.database.dialect
+        return SqlValidator(
+            dialect=dialect, policy=SafetyPolicy(max_limit=self.config.pipeline.max_limit)
+        )
+
+    def gate_for(self, record: BatchRecord, actor: str) -> ApprovalGate:
+        """A gate that validates edits with ``edit_validator(record)``."""
+        return ApprovalGate(
+            reviewer=None,
+            validate=self.edit_validator(record).validate,
+            store=self.approvals,
+            run_id=record.batch.run_id,
+            actor=actor,
+        )
