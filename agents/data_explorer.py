@@ -193,10 +193,12 @@ class DataExplorer:
             ).first()
             is not None
         )
+        column_info = info.column(column_name)
+        assert column_info is not None  # the column was found in the table above
         result = ColumnValues(
             table=info.name,
             column=column_name,
-            type=info.column(column_name).type,
+            type=column_info.type,
             values=[self._value(v) for v in found[: self.max_distinct]],
             truncated=truncated,
             has_nulls=has_nulls,

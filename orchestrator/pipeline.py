@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from agents import SchemaInspectionError, SQLExecutor
+from agents.catalogue import LARGE_SCHEMA_TABLES
 from approvals import ApprovalCancelled, ApprovalGate, ApprovalOutcome, ApprovalStore, Reviewer
 from approvals.expiry import supersede
 from orchestrator import stages
@@ -51,10 +52,6 @@ from safety import SafetyPolicy, SqlValidator
 #: Where a run carries on from: the start (None), a decided gate (cycle, pending statements,
 #: outcome), or results whose answers are still to be written ("executed").
 Resumed = tuple[int, dict[str, PendingStatement], ApprovalOutcome] | Literal["executed"] | None
-
-#: Above this many tables, Batch 1 sees a ranked, pruned catalogue and Batch 2 only the planned
-#: tables plus the tables they refer to.
-LARGE_SCHEMA_TABLES = 40
 
 
 class PipelineConfig(BaseModel):

@@ -189,7 +189,7 @@ def validate_edit(
         ok=ok,
         sql=result.sql if ok else None,
         sql_pretty=pretty_sql(result.sql, dialect) if ok and result.sql else None,
-        refusal=None if ok else refusal_text(result),  # type: ignore[arg-type]  # see Service.gate_for
+        refusal=None if ok else refusal_text(result),
         findings=[f.model_dump(mode="json") for f in result.findings],
         diff=sql_diff(item.sql, runs, dialect),
     )

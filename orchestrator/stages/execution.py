@@ -55,7 +55,7 @@ def execute(
         try:
             with gate.ledger.executing(outcome, call_id) as sql:
                 q.sql = sql  # byte-for-byte what was approved (or edited)
-                return _Ran(q, executor.run(sql), None, started)
+                return _Ran(q, executor.run(sql, dialect=p.db.dialect), None, started)
         except ExecutionError as exc:
             return _Ran(q, None, exc, started)
         except (AlreadyExecuted, ExecutionInDoubt) as exc:

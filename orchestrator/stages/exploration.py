@@ -20,7 +20,7 @@ def explore(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
     """The planned tables (and their neighbours) for each question; sampled values if asked."""
     if not qs:
         return
-    from orchestrator.pipeline import LARGE_SCHEMA_TABLES
+    from agents.catalogue import LARGE_SCHEMA_TABLES
 
     all_tables = p.db.schema.tables()
     large = len(all_tables) > LARGE_SCHEMA_TABLES

@@ -66,7 +66,7 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
     """Batch 1: intent, clarification, decomposition and plan, in one call per chunk."""
     if not qs:
         return
-    from orchestrator.pipeline import LARGE_SCHEMA_TABLES
+    from agents.catalogue import LARGE_SCHEMA_TABLES
 
     started = p.clock()
     tables = p.db.schema.tables()
