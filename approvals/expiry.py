@@ -64,37 +64,7 @@ def expire(
     batch = record.batch
     if record.status != "pending" or batch.deadline is None or now < batch.deadline:
         return None
-    resolutions = expiry_resolutions(batch)
-    outcome = ApprovalOutcome(
-        batch_id=batch.batch_id,
-        run_id=batch.run_id,
-        cycle=batch.cycle,
-        status="expired",
-        resolutions=resolutions,
-        decided_by=actor,
-        decided_at=now,
-        votes=len(record.votes),
-        quorum=batch.quorum,
-    )
-    events = resolution_events(
-        batch,
-        resolutions,
-        actor=actor,
-        at=now,
-        event="batch_expired",
-        detail={"action": batch.on_expiry},
-    )
-    try:
-        stored = store.resolve(
-            batch.batch_id,
-            expected_version=record.version,
-            outcome=outcome,
-            events=events,
-            status="expired",
-        )
-    except DecisionConflict:
-        return None
-    return stored.outcome
+    return _close(store, record, expiry_resolutions(batch), now, actor, {"action": batch.on_expiry})
 
 
 def supersede(
@@ -120,6 +90,21 @@ def supersede(
         )
         for item in batch.items
     }
+    return _close(
+        store, record, resolutions, now, actor, {"action": "superseded", "reason": reason}
+    )
+
+
+def _close(
+    store: ApprovalStore,
+    record: BatchRecord,
+    resolutions: dict[str, Resolution],
+    now: datetime,
+    actor: str,
+    detail: dict[str, str],
+) -> ApprovalOutcome | None:
+    """End a pending batch as ``expired`` with ``resolutions`` (one conditional update)."""
+    batch = record.batch
     outcome = ApprovalOutcome(
         batch_id=batch.batch_id,
         run_id=batch.run_id,
@@ -132,12 +117,7 @@ def supersede(
         quorum=batch.quorum,
     )
     events = resolution_events(
-        batch,
-        resolutions,
-        actor=actor,
-        at=now,
-        event="batch_expired",
-        detail={"action": "superseded", "reason": reason},
+        batch, resolutions, actor=actor, at=now, event="batch_expired", detail=detail
     )
     try:
         stored = store.resolve(

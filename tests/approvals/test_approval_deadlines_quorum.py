@@ -274,3 +274,23 @@ def test_concurrent_distinct_votes_all_count(backend):
     assert sorted(o.status for o in results) == ["pending", "pending", "resolved"]
     record = gate.store.get_batch(batch.batch_id)
     assert sorted(v.actor for v in record.votes) == ["ann", "ben", "cy"] and record.version == 4
+
+
+def test_a_superseded_batch_is_closed_once_with_its_reason(store):
+    from approvals.expiry import supersede
+
+    clock = ManualClock()
+    gate = gate_on(store, clock)
+    a, d = item(), item("DELETE FROM t")
+    batch = gate.open([a, d])
+    record = store.get_batch(batch.batch_id)
+
+    closed = supersede(store, record, clock.now, reason="run taken over", actor="host:1")
+
+    assert closed is not None and closed.status == "expired" and closed.decided_by == "host:1"
+    assert closed.resolutions[a.call_id].reason == "superseded: run taken over"
+    assert closed.resolutions[d.call_id].status == "denied"
+    assert (
+        supersede(store, store.get_batch(batch.batch_id), clock.now, reason="x", actor="y") is None
+    )
+    assert [e.event for e in store.audit_log(batch_id=batch.batch_id)].count("batch_expired") == 1
