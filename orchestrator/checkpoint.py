@@ -125,6 +125,9 @@ class StartedCheckpoint(BaseModel):
     version: int = CHECKPOINT_VERSION
     run_id: str
     questions: list[str]
+    policy: dict[str, Any] | None = Field(
+        default=None, description="The policy the run is judged under (a role's, if it has one)."
+    )
 
 
 class ExecutedCheckpoint(BaseModel):

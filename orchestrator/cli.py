@@ -32,7 +32,9 @@ from orchestrator.cli_common import (
     JsonOpt,
     MaxLimitOpt,
     ModelOpt,
+    PolicyOpt,
     RateOpt,
+    RoleOpt,
     RowCapOpt,
     Spinner,
     TimeoutOpt,
@@ -118,9 +120,11 @@ def ask(
     wait: Annotated[
         bool, typer.Option("--wait", help="Wait for the rate limiter instead of failing fast.")
     ] = False,
-    row_cap: RowCapOpt = 1000,
-    max_limit: MaxLimitOpt = 1000,
+    row_cap: RowCapOpt = None,
+    max_limit: MaxLimitOpt = None,
     timeout: TimeoutOpt = None,
+    policy: PolicyOpt = None,
+    role: RoleOpt = None,
     trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
     defer: Annotated[
         bool,
@@ -148,8 +152,6 @@ def ask(
     if (ttl is not None or quorum != 1) and not defer:
         fail("--ttl and --quorum apply to a deferred approval: add --defer", as_json=as_json)
     config = PipelineConfig(
-        row_cap=row_cap,
-        max_limit=max_limit,
         admission=not wait,
         approval_ttl_s=ttl,
         approval_quorum=quorum,
@@ -165,6 +167,9 @@ def ask(
         wait=wait,
         timeout=timeout,
         as_json=as_json,
+        policy=policy,
+        row_cap=row_cap,
+        max_limit=max_limit,
     )
     with Spinner(enabled=True) as spinner:
         pipeline = Pipeline(
@@ -176,7 +181,11 @@ def ask(
             approval_store=approval_store,
             run_store=run_store,
         )
-        result = pipeline.ask(question)
+        try:
+            result = pipeline.ask(question, role=role)
+        except SqlgateError as exc:  # an unknown --role
+            fail(exc.message, as_json=as_json, error_code=exc.code)
+            raise
     database.dispose()
     _show(result, as_json=as_json, trace=trace)
     raise typer.Exit(result.exit_code)
@@ -278,6 +287,7 @@ def serve(
     workers: Annotated[
         int | None, typer.Option(help="Runs executed at once by this process (default 4).")
     ] = None,
+    policy: PolicyOpt = None,
 ) -> None:
     """Serve the HTTP API, live events (SSE) and the analyst and reviewer pages.
 
@@ -293,7 +303,14 @@ def serve(
         fail(f"the server needs fastapi and uvicorn: pip install sqlgate ({exc})")
         return
     try:
-        run_server(host=host, port=port, db=db, tokens_file=tokens, workers=workers)
+        run_server(
+            host=host,
+            port=port,
+            db=db,
+            tokens_file=tokens,
+            workers=workers,
+            policy_file=str(policy) if policy else None,
+        )
     except SqlgateError as exc:
         fail(exc.message, error_code=exc.code)
 

@@ -24,7 +24,7 @@ from rich.console import Console
 
 from approvals import SqlApprovalStore, reviewer_identity
 from orchestrator.cli_common import emit_json, err, fail
-from orchestrator.errors import SqlgateError
+from orchestrator.errors import ConfigurationError, SqlgateError
 from orchestrator.runs import RunStore
 
 approvals_app = typer.Typer(
@@ -51,22 +51,37 @@ def stores() -> tuple[SqlApprovalStore, RunStore]:
     return state.approvals, state.runs
 
 
-def _gate_for(record: Any, approvals: Any, runs: Any) -> Any:
-    """A gate able to validate edits in the dialect of the batch's database."""
+def _gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> Any:
+    """A gate that validates edits as the batch's own run would: in its dialect, under the
+    policy the batch was created under, and (with ``db``, the run's database) against the real
+    schema. Without ``db`` nothing can be resolved against a schema, so the check fails closed:
+    ``SELECT *`` and, under table or column rules, anything unresolvable is refused."""
     from approvals import ApprovalGate
-    from safety import SafetyPolicy, SqlValidator
+    from orchestrator.database import TargetDatabase, redact_url, validator_without_database
+    from safety import Policy
 
-    dialect = record.batch.context.get("dialect")
-    if dialect is None:
-        try:
-            checkpoint = runs.load(record.batch.run_id).checkpoint
-            dialect = getattr(checkpoint, "dialect", "sqlite")
-        except SqlgateError:
-            dialect = "sqlite"
-    validator = SqlValidator(dialect=dialect, policy=SafetyPolicy())
+    context = dict(record.batch.context)
+    stored_url: str | None = None
+    try:
+        stored = runs.load(record.batch.run_id)
+        stored_url = stored.database
+        context.setdefault("dialect", getattr(stored.checkpoint, "dialect", None))
+    except SqlgateError:
+        pass
+    if db:
+        if stored_url and redact_url(db) != stored_url:
+            raise ConfigurationError(
+                f"--db is {redact_url(db)}, but the batch's run asked {stored_url}: "
+                "edits are checked against the run's own database"
+            )
+        database = TargetDatabase(db)
+        validate = database.validator_for(context).validate
+        database.dispose()
+    else:
+        validate = validator_without_database(context, Policy()).validate
     return ApprovalGate(
         reviewer=None,
-        validate=validator.validate,
+        validate=validate,
         store=approvals,
         run_id=record.batch.run_id,
         actor=reviewer_identity(),
@@ -149,9 +164,21 @@ def decide(
     idempotency_key: Annotated[
         str | None, typer.Option(help="Repeat-safe key: the same decision twice is one.")
     ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            envvar="SQLGATE_DB",
+            help="The run's database (read-only): edits are then checked against its real schema, "
+            "as the run checks them. Without it, an edit using SELECT * (or, under column "
+            "rules, anything not resolvable without the schema) is refused. Env: SQLGATE_DB.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Decide a batch: approve, reject with a reason, or edit each pending statement.
+
+    Edits are validated under the policy the batch was created under (recorded with it).
 
     Exactly one decision wins a batch; a different later one gets a conflict. Then run
     `sqlgate resume RUN_ID` (any machine sharing the state database) to carry on.
@@ -170,7 +197,16 @@ def decide(
     except BatchNotFound:
         fail(f"no batch {batch_id!r}", error_code="batch_not_found", as_json=as_json)
         return
-    gate = _gate_for(record, approvals, runs)
+    try:
+        gate = _gate_for(record, approvals, runs, db)
+    except SqlgateError as exc:
+        fail(
+            exc.message,
+            10 if exc.code.startswith("database") else 2,
+            error_code=exc.code,
+            as_json=as_json,
+        )
+        return
     if file is not None:
         try:
             decisions = parse_decision_file(file.read_bytes())

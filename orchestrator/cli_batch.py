@@ -12,7 +12,9 @@ from orchestrator.cli_common import (
     DbOpt,
     MaxLimitOpt,
     ModelOpt,
+    PolicyOpt,
     RateOpt,
+    RoleOpt,
     RowCapOpt,
     TimeoutOpt,
     YesOpt,
@@ -57,9 +59,11 @@ def batch(
         bool,
         typer.Option("--fail-fast", help="Stop when the rate limit is reached instead of waiting."),
     ] = False,
-    row_cap: RowCapOpt = 1000,
-    max_limit: MaxLimitOpt = 1000,
+    row_cap: RowCapOpt = None,
+    max_limit: MaxLimitOpt = None,
     timeout: TimeoutOpt = None,
+    policy: PolicyOpt = None,
+    role: RoleOpt = None,
 ) -> None:
     """Answer a file of questions with batched LLM calls and ONE approval for the whole batch.
 
@@ -86,9 +90,7 @@ def batch(
     if not todo:
         raise typer.Exit(0)
     # About four characters a token; half the context for the questions' part of a prompt.
-    config = PipelineConfig(
-        row_cap=row_cap, max_limit=max_limit, k=k, max_prompt_chars=max(1000, context_tokens * 2)
-    )
+    config = PipelineConfig(k=k, max_prompt_chars=max(1000, context_tokens * 2))
     reviewer = reviewer_for(yes, as_json=False)
     database, llm = open_target(
         db=db,
@@ -98,7 +100,14 @@ def batch(
         wait=not fail_fast,
         timeout=timeout,
         as_json=False,
+        policy=policy,
+        row_cap=row_cap,
+        max_limit=max_limit,
     )
+    try:
+        database.policy_for(role)  # an unknown role: one sentence before any call is made
+    except SqlgateError as exc:
+        fail(exc.message, error_code=exc.code)
     counts: dict[str, int] = {}
 
     def written(index: int, result: RunResult) -> None:
@@ -108,7 +117,9 @@ def batch(
     with writer, StageBars() as bars:
         pipeline = Pipeline(database, llm, reviewer, config=config, progress=bars)
         for start in range(0, len(todo), run_size):
-            pipeline.run_batch([q for _, q in todo[start : start + run_size]], on_result=written)
+            pipeline.run_batch(
+                [q for _, q in todo[start : start + run_size]], on_result=written, role=role
+            )
     database.dispose()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     err.print(

@@ -4,7 +4,9 @@ the reviewer, the spinner, and opening the database and the model client."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -97,11 +99,61 @@ RateOpt = Annotated[
 YesOpt = Annotated[
     bool, typer.Option("--yes", "-y", help="Approve the generated SQL without a prompt.")
 ]
-RowCapOpt = Annotated[int, typer.Option(help="Rows fetched at most per query.")]
-MaxLimitOpt = Annotated[int, typer.Option(help="LIMIT added to (or lowered in) every query.")]
-TimeoutOpt = Annotated[
-    float | None, typer.Option(help="Statement timeout in seconds (default 30).")
+RowCapOpt = Annotated[
+    int | None,
+    typer.Option(help="Rows fetched at most per query (default: the policy's, 1000).", min=1),
 ]
+MaxLimitOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="LIMIT added to (or lowered in) every query (default: the policy's, 1000).", min=1
+    ),
+]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(help="Statement timeout in seconds (default: the policy's, 30).", min=0.001),
+]
+PolicyOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        envvar="SQLGATE_POLICY",
+        help="TOML policy file: tables/columns allowed and denied, select_star, max_limit, "
+        "row_cap, statement_timeout, [roles.NAME] sections (see README, 'Safety policy'). "
+        "Env: SQLGATE_POLICY.",
+        show_default=False,
+    ),
+]
+RoleOpt = Annotated[
+    str | None,
+    typer.Option(help="Judge the questions under this [roles.NAME] section of the policy."),
+]
+
+
+def policy_with(
+    path: Path | None,
+    *,
+    row_cap: int | None = None,
+    max_limit: int | None = None,
+    role: str | None = None,
+) -> Any:
+    """The policy file (or the default policy), narrowed to ``role``, with the command's own
+    row cap and LIMIT over it. Raises ``ConfigurationError`` naming the file and key."""
+    from orchestrator.config import policy_from_file
+    from orchestrator.errors import ConfigurationError
+    from safety import PolicyError
+
+    policy = policy_from_file(path)
+    try:
+        policy = policy.for_role(role)
+    except PolicyError as exc:
+        raise ConfigurationError(f"--role {role}: {exc}") from None
+    update: dict[str, Any] = {}
+    if row_cap is not None:
+        update["row_cap"] = row_cap
+    if max_limit is not None:
+        update["max_limit"] = max_limit
+    return policy.model_copy(update=update) if update else policy
 
 
 def open_target(
@@ -113,15 +165,20 @@ def open_target(
     wait: bool,
     timeout: float | None,
     as_json: bool,
+    policy: Path | None = None,
+    row_cap: int | None = None,
+    max_limit: int | None = None,
 ) -> tuple[Any, Any]:
-    """Settings, the read-only database and the model client, or a clear error and exit."""
+    """Settings, the read-only database under its policy and the model client, or a clear error
+    and exit. Checked in the order a person fixes them: options and files, the model's
+    credentials, then the database."""
     from orchestrator.config import Settings, parse_rate
-    from orchestrator.database import TargetDatabase
     from orchestrator.limits import build_limiter
     from orchestrator.llm import LLMClient
 
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env({**os.environ, "SQLGATE_POLICY": ""})
+        settings.policy = policy_with(policy, row_cap=row_cap, max_limit=max_limit)
         settings.db = db or settings.db
         settings.llm.model = model or settings.llm.model
         settings.llm.base_url = base_url or settings.llm.base_url
@@ -130,9 +187,7 @@ def open_target(
         if timeout is not None:
             settings.statement_timeout_s = timeout
         settings.require_credentials()
-        database = TargetDatabase(
-            settings.db or "", statement_timeout_s=settings.statement_timeout_s
-        )
+        database = settings.open_database()
     except SqlgateError as exc:
         fail(
             exc.message,

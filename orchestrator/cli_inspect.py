@@ -12,10 +12,15 @@ from orchestrator.cli_common import (
     BaseUrlOpt,
     DbOpt,
     JsonOpt,
+    MaxLimitOpt,
+    PolicyOpt,
+    RoleOpt,
     emit_json,
     fail,
+    policy_with,
 )
 from orchestrator.errors import SqlgateError
+from safety import SafetyError
 
 
 def schema(
@@ -57,23 +62,65 @@ def schema(
 
 def validate(
     sql: Annotated[str, typer.Argument(help="The SQL to check ('-' reads it from stdin).")],
-    dialect: Annotated[str, typer.Option(help="sqlite, postgres, mysql or duckdb.")] = "sqlite",
-    max_limit: Annotated[
-        int, typer.Option(help="LIMIT added to (or lowered in) the query.")
-    ] = 1000,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="Check against this database's real schema (read-only); the dialect is then "
+            "the URL's. Without it, references cannot be resolved: with table or column rules "
+            "in the policy they are refused, and SELECT * cannot be expanded.",
+        ),
+    ] = None,
+    dialect: Annotated[
+        str | None,
+        typer.Option(
+            help="sqlite, postgres, mysql or duckdb (default: the --db URL's, or sqlite)."
+        ),
+    ] = None,
+    max_limit: MaxLimitOpt = None,
+    policy: PolicyOpt = None,
+    role: RoleOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check SQL against the safety policy and print the SQL that would run.
 
-    Exit 0 when accepted (the rewritten SQL is printed), 1 when refused (a code and a reason).
+    Exit 0 when accepted (the rewritten SQL is printed), 1 when refused (a code and a reason),
+    2 for a bad option or policy file, 10 when the --db database cannot be opened.
+
+    Examples:
+      sqlgate validate "SELECT name FROM customers" --dialect postgres
+      sqlgate validate "SELECT * FROM orders" --db sqlite:///shop.db --policy policy.toml
     """
+    from orchestrator.database import TargetDatabase
     from orchestrator.render import render_validation
-    from safety import SafetyPolicy, SqlValidator
+    from safety import SqlValidator
 
     text = sys.stdin.read() if sql == "-" else sql
     try:
-        validator = SqlValidator(dialect=dialect, policy=SafetyPolicy(max_limit=max_limit))
-    except Exception as exc:  # an unknown dialect
+        rules = policy_with(policy, max_limit=max_limit, role=role)
+        if db:
+            database = TargetDatabase(db, policy=rules)
+            if dialect is not None and dialect != database.dialect:
+                database.dispose()
+                fail(
+                    f"--dialect {dialect} does not match the database, which is "
+                    f"{database.dialect}: leave --dialect out with --db",
+                    as_json=as_json,
+                    error_code="dialect_mismatch",
+                )
+            validator = database.validator()
+            database.dispose()
+        else:
+            validator = SqlValidator(dialect=dialect or "sqlite", policy=rules.safety_policy())
+    except SqlgateError as exc:
+        fail(
+            exc.message,
+            10 if exc.code.startswith("database") else 2,
+            as_json=as_json,
+            error_code=exc.code,
+        )
+        return
+    except SafetyError as exc:  # an unknown dialect
         fail(str(exc), as_json=as_json, error_code="invalid_dialect")
         return
     result = validator.validate(text)

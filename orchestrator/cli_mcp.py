@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from orchestrator.cli_common import DbOpt, fail
+from orchestrator.cli_common import DbOpt, PolicyOpt, fail
 from orchestrator.errors import SqlgateError
 
 
@@ -52,6 +52,7 @@ def mcp(
         ),
     ] = False,
     workers: Annotated[int | None, typer.Option(help="Runs executed at once (default 4).")] = None,
+    policy: PolicyOpt = None,
 ) -> None:
     """Serve sqlgate to AI assistants (MCP): they may ask, only people approve.
 
@@ -74,6 +75,7 @@ def mcp(
             need_tokens=mode == "http",
             elicit=elicit,
             workers=workers,
+            policy_file=str(policy) if policy else None,
         )
         if mode == "http":
             from orchestrator.mcp.http import serve_http

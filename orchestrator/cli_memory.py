@@ -23,7 +23,7 @@ import typer
 from rich.console import Console
 
 from approvals import reviewer_identity
-from orchestrator.cli_common import DbOpt, JsonOpt, emit_json, err, fail
+from orchestrator.cli_common import DbOpt, JsonOpt, PolicyOpt, emit_json, err, fail, policy_with
 from orchestrator.errors import SqlgateError
 from orchestrator.memory import MemoryExample, MemoryStore, ReviewMemory
 
@@ -56,6 +56,7 @@ def _row(e: MemoryExample) -> dict[str, Any]:
 def add(
     file: Annotated[Path, typer.Argument(help="CSV (question,sql header) or JSON Lines file.")],
     db: DbOpt = None,
+    policy: PolicyOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Seed memory with (question, SQL) pairs; each is validated and run once read-only first.
@@ -66,27 +67,19 @@ def add(
     from orchestrator.database import TargetDatabase
     from orchestrator.memory.hooks import scope_for
     from orchestrator.memory.seed import read_pairs, seed_pairs
-    from orchestrator.pipeline import PipelineConfig
-    from safety import SafetyPolicy, SqlValidator
 
     try:
         pairs = read_pairs(file)
-        database = TargetDatabase(db or "")
+        # the policy an `ask` with the same --policy validates under
+        database = TargetDatabase(db or "", policy=policy_with(policy))
     except SqlgateError as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)
         return
-    config = PipelineConfig()  # the policy an `ask` with default options validates under
-    policy = SafetyPolicy(max_limit=config.max_limit, star=config.star)
-    validator = SqlValidator(
-        dialect=database.dialect,
-        policy=policy,
-        schema={name: info.column_names() for name, info in database.schema.tables().items()},
-    )
     outcomes = seed_pairs(
         ReviewMemory(_store()),
-        scope_for(database, policy),
+        scope_for(database, database.policy.safety_policy()),
         pairs,
-        validator=validator,
+        validator=database.validator(),
         executor=SQLExecutor(database.engine, row_cap=1),
         actor=reviewer_identity(),
     )

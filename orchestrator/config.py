@@ -5,7 +5,9 @@ OPENAI_BASE_URL     endpoint, e.g. http://localhost:11434/v1 for Ollama (default
 SQLGATE_MODEL       model name (default gpt-4o-mini)
 SQLGATE_DB          database URL used when --db is not given
 SQLGATE_RATE_LIMIT  requests per window, e.g. "5/60" (5 per 60 s, the default) or "500/min"
-SQLGATE_STATEMENT_TIMEOUT  seconds a query may run (default 30)
+SQLGATE_POLICY      a TOML policy file: which tables and columns may be read, SELECT *, LIMIT,
+                    row cap, timeout, per-role sections (``safety.policy_file``; --policy)
+SQLGATE_STATEMENT_TIMEOUT  seconds a query may run (default: the policy's, 30)
 SQLGATE_TOKEN_LIMIT tokens per rate window as well (estimated, then corrected by the reply)
 SQLGATE_RATE_BACKEND where the window is kept: a SQLite file in the state folder (default),
                     memory, another file path, postgresql://... or redis://...
@@ -21,7 +23,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
@@ -29,6 +32,10 @@ from orchestrator.errors import ConfigurationError
 from orchestrator.lease import DEFAULT_LEASE_S
 from orchestrator.llm import LLMSettings
 from orchestrator.pipeline import PipelineConfig
+from safety import Policy, PolicyError, load_policy
+
+if TYPE_CHECKING:
+    from orchestrator.database import TargetDatabase
 
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
 
@@ -69,7 +76,9 @@ class Settings(BaseModel):
     max_wait_s: float = 600.0
     token_limit: int | None = None
     rate_backend: str | None = None
-    statement_timeout_s: float = 30.0
+    #: replaces the policy's statement timeout when set (SQLGATE_STATEMENT_TIMEOUT, --timeout)
+    statement_timeout_s: float | None = None
+    policy: Policy = Field(default_factory=Policy)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
 
     @classmethod
@@ -77,11 +86,15 @@ class Settings(BaseModel):
         env = os.environ if environ is None else environ
         limit, window = parse_rate(env.get("SQLGATE_RATE_LIMIT", "5/60"))
         try:
-            timeout = float(env.get("SQLGATE_STATEMENT_TIMEOUT", "30"))
+            text = env.get("SQLGATE_STATEMENT_TIMEOUT")
+            timeout = float(text) if text else None
         except ValueError as exc:
             raise ConfigurationError(
                 "SQLGATE_STATEMENT_TIMEOUT must be a number of seconds"
             ) from exc
+        if timeout is not None and timeout <= 0:
+            raise ConfigurationError("SQLGATE_STATEMENT_TIMEOUT must be a positive number")
+        policy = policy_from_file(env.get("SQLGATE_POLICY") or None)
         try:
             ttl = float(env["SQLGATE_APPROVAL_TTL"]) if env.get("SQLGATE_APPROVAL_TTL") else None
             quorum = int(env.get("SQLGATE_APPROVAL_QUORUM") or 1)
@@ -108,9 +121,18 @@ class Settings(BaseModel):
             rate_limit=limit,
             rate_window_s=window,
             statement_timeout_s=timeout,
+            policy=policy,
             token_limit=int(tokens) if tokens else None,
             rate_backend=env.get("SQLGATE_RATE_BACKEND") or None,
             pipeline=pipeline,
+        )
+
+    def open_database(self) -> TargetDatabase:
+        """The target database of these settings, under their policy (and timeout)."""
+        from orchestrator.database import TargetDatabase
+
+        return TargetDatabase(
+            self.db or "", policy=self.policy, statement_timeout_s=self.statement_timeout_s
         )
 
     def require_credentials(self) -> None:
@@ -121,3 +143,14 @@ class Settings(BaseModel):
                 "OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio). "
                 "To try sqlgate without a model, run: sqlgate demo"
             )
+
+
+def policy_from_file(path: str | Path | None) -> Policy:
+    """The policy in ``path`` (``Policy()`` for None); a malformed file is one
+    ``ConfigurationError`` naming the file and the key."""
+    if path is None:
+        return Policy()
+    try:
+        return load_policy(path)
+    except PolicyError as exc:
+        raise ConfigurationError(f"{path}: {exc}") from None

@@ -1,13 +1,52 @@
-"""The target database: URL checks, the read-only engine, the dialect and the schema explorer."""
+"""The target database, and the ONE factory from (database URL, policy) to what a run needs.
+
+``TargetDatabase(url, policy=...)`` checks the URL, opens the read-only engine, takes the dialect
+from the URL (nothing else picks a dialect for execution), reads the real schema once, and then
+builds, for the base policy or a role's narrower one:
+
+- ``validator(policy)``: the ``SqlValidator`` in the engine's dialect, resolving every reference
+  against the real schema (``safety.read_schema``) with the engine's default schema explicit;
+- ``executor(policy)``: the ``SQLExecutor`` on the read-only engine, with the policy's row cap;
+- ``gate_context(policy)``: what an approval batch records (dialect, the policy, its
+  fingerprint), and ``validator_for(context)``: the validator a later edit of that batch is
+  checked with, from any process, under the policy the batch was created under.
+
+The pipeline, the CLI, the server, the MCP server, the task worker and the approvals commands
+all get their validators and executors here.
+"""
 
 from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 
 from agents.schema_explorer import SchemaExplorer
-from orchestrator.errors import DatabaseUnreachable, DatabaseURLInvalid
-from safety import ReadOnlySettings, dialect_for_url, open_readonly_engine
+from agents.sql_executor import SQLExecutor
+from orchestrator.errors import (
+    ConfigurationError,
+    DatabaseUnreachable,
+    DatabaseURLInvalid,
+    DialectMismatch,
+)
+from safety import (
+    DatabaseSchema,
+    Policy,
+    PolicyError,
+    ReadOnlySettings,
+    SqlValidator,
+    check_privileges,
+    dialect_for_url,
+    open_readonly_engine,
+    read_schema,
+)
+
+__all__ = ["TargetDatabase", "redact_url", "validator_without_database"]
+
+log = logging.getLogger("sqlgate.database")
 
 
 def redact_url(url: str) -> str:
@@ -19,22 +58,37 @@ def redact_url(url: str) -> str:
 
 
 class TargetDatabase:
-    """A database to answer questions from, opened read-only and probed once.
+    """A database to answer questions from, opened read-only and probed once, with its policy.
 
     Example URLs: ``sqlite:///shop.db``, ``postgresql+psycopg://user@host/db``,
     ``mysql+pymysql://user@host/db``, ``duckdb:///warehouse.duckdb``.
+
+    ``policy`` is what every question may read (default: ``Policy()``, star expanded, no table
+    or column lists); ``statement_timeout_s``, when given, replaces the policy's timeout.
+    ``privilege_warnings`` holds one sentence per right the connection's role has beyond reading
+    (also logged as warnings when the database is opened).
     """
 
-    def __init__(self, url: str, *, statement_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        policy: Policy | None = None,
+        statement_timeout_s: float | None = None,
+    ) -> None:
         if not url or not url.strip():
             raise DatabaseURLInvalid("no database URL given: pass --db URL or set SQLGATE_DB")
         try:
-            parsed = make_url(url)
-        except sa_exc.ArgumentError as exc:
+            parsed = make_url(url)  # ValueError for a non-numeric port
+        except (sa_exc.ArgumentError, ValueError) as exc:
             raise DatabaseURLInvalid(
-                f"{url!r} is not a database URL; expected e.g. sqlite:///path/to/file.db or "
-                "postgresql+psycopg://user@host:5432/dbname"
+                f"{redact_url(url)!r} is not a database URL; expected e.g. sqlite:///path/to/file.db "
+                "or postgresql+psycopg://user@host:5432/dbname"
             ) from exc
+        policy = policy or Policy()
+        if statement_timeout_s is not None:
+            policy = policy.model_copy(update={"statement_timeout": float(statement_timeout_s)})
+        self.policy = policy
         self.url = url
         self.safe_url = redact_url(url)
         try:
@@ -46,22 +100,109 @@ class TargetDatabase:
             ) from exc
         try:
             self.engine: Engine = open_readonly_engine(
-                url, ReadOnlySettings(statement_timeout_s=statement_timeout_s)
+                url, ReadOnlySettings(statement_timeout_s=policy.statement_timeout)
             )
             with self.engine.connect() as connection:
                 connection.exec_driver_sql("SELECT 1").fetchall()
-        except (sa_exc.SQLAlchemyError, OSError, ImportError) as exc:
-            raise DatabaseUnreachable(
-                f"cannot open {self.safe_url} read-only: {_one_line(exc)}"
-            ) from exc
         except Exception as exc:  # drivers raise their own types for bad files and hosts
             raise DatabaseUnreachable(
                 f"cannot open {self.safe_url} read-only: {_one_line(exc)}"
             ) from exc
         self.schema = SchemaExplorer(self.engine, cache_key=self.safe_url)
+        self._resolved: DatabaseSchema | None = None
+        self._lock = threading.Lock()
+        try:
+            self.privilege_warnings = check_privileges(self.engine)
+        except Exception as exc:  # a role that may not read the grant tables: say so, go on
+            self.privilege_warnings = [f"could not check the role's privileges: {_one_line(exc)}"]
+        for warning in self.privilege_warnings:
+            log.warning("%s: %s", self.safe_url, warning)
+
+    # -- the factory -----------------------------------------------------------------------------
+
+    def resolved_schema(self, refresh: bool = False) -> DatabaseSchema:
+        """Every table and view with its columns, and the default schema (read once, cached)."""
+        with self._lock:
+            if self._resolved is None or refresh:
+                try:
+                    self._resolved = read_schema(self.engine)
+                except Exception as exc:
+                    raise DatabaseUnreachable(
+                        f"cannot read the schema of {self.safe_url}: {_one_line(exc)}"
+                    ) from exc
+            return self._resolved
+
+    def policy_for(self, role: str | None) -> Policy:
+        """The base policy, or the narrower one of ``role`` (``ConfigurationError`` naming the
+        role when the policy has no such section)."""
+        try:
+            return self.policy.for_role(role)
+        except PolicyError as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    def section_for(self, role: str | None) -> str | None:
+        """``role`` when the policy has a ``[roles.<role>]`` section, else None: a token's role
+        (analyst, reviewer, admin) narrows what its questions may read only where the policy
+        says how."""
+        return role if role is not None and role in self.policy.roles else None
+
+    def validator(self, policy: Policy | None = None) -> SqlValidator:
+        """The validator for ``policy`` (default: the base policy), in the engine's dialect,
+        resolving every reference against the real schema."""
+        schema = self.resolved_schema()
+        return SqlValidator(
+            self.dialect,
+            policy=(policy or self.policy).safety_policy(),
+            schema=schema.tables,
+            default_schema=schema.default_schema,
+        )
+
+    def executor(self, policy: Policy | None = None) -> SQLExecutor:
+        """The executor on the read-only engine, keeping at most the policy's ``row_cap`` rows."""
+        return SQLExecutor(self.engine, row_cap=(policy or self.policy).row_cap)
+
+    def gate_context(self, policy: Policy | None = None) -> dict[str, object]:
+        """What an approval batch records so that later edits are judged the same way."""
+        return batch_context(self.dialect, policy or self.policy)
+
+    def validator_for(self, context: Mapping[str, object]) -> SqlValidator:
+        """The validator for edits of a batch: its dialect (which must be this engine's) and the
+        policy it was created under (the base policy for batches that recorded none)."""
+        dialect = context.get("dialect")
+        if dialect is not None and dialect != self.dialect:
+            raise DialectMismatch(
+                f"the batch was checked as {dialect} but {self.safe_url} is {self.dialect}"
+            )
+        return self.validator(policy_of(context, self.policy))
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def batch_context(dialect: str, policy: Policy) -> dict[str, object]:
+    """``{"dialect", "policy", "policy_fingerprint"}``: stored with an approval batch."""
+    return {
+        "dialect": dialect,
+        "policy": policy.model_dump(mode="json"),
+        "policy_fingerprint": policy.fingerprint(),
+    }
+
+
+def policy_of(context: Mapping[str, object], default: Policy) -> Policy:
+    """The policy a batch context recorded (``default`` when it recorded none)."""
+    stored = context.get("policy")
+    return Policy.from_data(stored) if stored is not None else default
+
+
+def validator_without_database(context: Mapping[str, object], default: Policy) -> SqlValidator:
+    """The validator for edits of a batch when its database is not at hand: the batch's dialect
+    and policy, without a schema. Fail closed: with table or column rules, anything that cannot
+    be resolved without the schema is refused, and ``SELECT *`` cannot be expanded."""
+    dialect = context.get("dialect")
+    return SqlValidator(
+        str(dialect) if dialect else "sqlite",
+        policy=policy_of(context, default).safety_policy(),
+    )
 
 
 def _one_line(exc: BaseException) -> str:

@@ -68,6 +68,12 @@ class DatabaseUnreachable(DatabaseError):
     code = "database_unreachable"
 
 
+class DialectMismatch(DatabaseError):
+    """SQL checked in one dialect was to be judged or run on an engine of another."""
+
+    code = "dialect_mismatch"
+
+
 class LLMError(SqlgateError):
     """A logical model call failed; it still cost ``http_requests`` and had a ``call_index``."""
 

@@ -47,7 +47,7 @@ from orchestrator.run_context import ResultSink, RunContext, no_progress
 from orchestrator.runs import RunStore
 from orchestrator.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
 from ratelimit import RateLimitError
-from safety import SafetyPolicy, SqlValidator
+from safety import Policy, SqlValidator
 
 #: Where a run carries on from: the start (None), a decided gate (cycle, pending statements,
 #: outcome), or results whose answers are still to be written ("executed").
@@ -55,13 +55,11 @@ Resumed = tuple[int, dict[str, PendingStatement], ApprovalOutcome] | Literal["ex
 
 
 class PipelineConfig(BaseModel):
-    row_cap: int = Field(default=1000, ge=1, description="rows fetched at most per query")
-    max_limit: int = Field(default=1000, ge=1, description="LIMIT added or lowered to this")
+    """How runs are carried out. What a query may read and how much (tables, columns, LIMIT,
+    row cap, timeout, ``SELECT *``) is the database's policy (``TargetDatabase.policy``)."""
+
     max_corrections: int = Field(default=2, ge=0, le=2, description="self-corrections per question")
     max_question_chars: int = Field(default=2000, ge=1)
-    star: Literal["reject", "expand"] = Field(
-        default="reject", description="SELECT * policy: reject or expand"
-    )
     preview_rows: int = Field(default=20, ge=0, description="rows kept in the result object")
     k: int = Field(default=10, ge=1, description="questions per LLM call at most")
     max_prompt_chars: int = Field(
@@ -139,24 +137,29 @@ class Pipeline:
 
     # -- shared services -----------------------------------------------------------------------
 
-    def validator(self) -> SqlValidator:
-        return SqlValidator(
-            dialect=self.db.dialect,
-            policy=SafetyPolicy(max_limit=self.config.max_limit, star=self.config.star),
-            schema={name: info.column_names() for name, info in self.db.schema.tables().items()},
-        )
+    def validator(self, policy: Policy | None = None) -> SqlValidator:
+        """The validator of ``policy`` (default: the database's base policy)."""
+        return self.db.validator(policy)
 
-    def executor(self) -> SQLExecutor:
-        return SQLExecutor(self.db.engine, row_cap=self.config.row_cap)
+    def executor(self, policy: Policy | None = None) -> SQLExecutor:
+        return self.db.executor(policy)
 
-    def gate(self, run_id: str, validator: SqlValidator | None = None) -> ApprovalGate:
+    def run_policy(self, ctx: RunContext) -> Policy:
+        """The policy a run is judged under: recorded when it started (a role's narrower one
+        for a role's questions), so a resumed or taken-over run keeps it."""
+        return Policy.from_data(ctx.policy) if ctx.policy is not None else self.db.policy
+
+    def gate(
+        self, run_id: str, validator: SqlValidator | None = None, policy: Policy | None = None
+    ) -> ApprovalGate:
         return ApprovalGate(
             reviewer=self.reviewer,
-            validate=(validator or self.validator()).validate,
+            validate=(validator or self.validator(policy)).validate,
             policy=gate_policy(self),
             store=self.approval_store,
             run_id=run_id,
-            context={"dialect": self.db.dialect},  # so a reviewer elsewhere validates edits alike
+            # dialect and policy: a reviewer in another process validates edits alike
+            context=self.db.gate_context(policy),
             quorum=self.config.approval_quorum,
             ttl=timedelta(seconds=self.config.approval_ttl_s)
             if self.config.approval_ttl_s
@@ -166,9 +169,9 @@ class Pipeline:
 
     # -- public API --------------------------------------------------------------------------------
 
-    def ask(self, question: str) -> RunResult:
+    def ask(self, question: str, *, role: str | None = None) -> RunResult:
         """Answer one question (a batch of one)."""
-        return self.run_batch([question])[0]
+        return self.run_batch([question], role=role)[0]
 
     def run_batch(
         self,
@@ -177,6 +180,7 @@ class Pipeline:
         on_result: ResultSink | None = None,
         run_id: str | None = None,
         progress: Progress | None = None,
+        role: str | None = None,
     ) -> list[RunResult]:
         """Answer many questions with batched LLM calls and ONE approval cycle per round.
 
@@ -188,12 +192,15 @@ class Pipeline:
 
         A pipeline that pauses at the gate (no reviewer) records the run from its start and
         holds its lease while it advances, so another process can take it over if this one
-        stops (``recover``).
+        stops (``recover``). ``role`` narrows the database's policy to that role's section; a
+        run queued with a role keeps the policy it was queued under.
         """
         run_id = run_id or "run_" + uuid.uuid4().hex[:16]
         ctx = self._context(run_id, list(questions), progress, on_result)
+        ctx.policy = self.db.policy_for(role).model_dump(mode="json")
         if self._durable:
-            ctx.stored = self._begin(run_id, list(questions))
+            ctx.stored, queued_policy = self._begin(run_id, list(questions), ctx.policy)
+            ctx.policy = queued_policy or ctx.policy
         for q in ctx.questions:
             stages.check_input(self, q)
         stages.admit(self, ctx)
@@ -201,14 +208,16 @@ class Pipeline:
         results = self._held(ctx, resumed=None)
         return [] if on_result is not None else results
 
-    def queue(self, run_id: str, questions: Sequence[str]) -> None:
+    def queue(self, run_id: str, questions: Sequence[str], *, role: str | None = None) -> None:
         """Record a run nobody advances yet (a service accepted it); ``run_batch`` claims it, and
-        ``recover`` starts it if the service stops first."""
+        ``recover`` starts it if the service stops first. The run keeps the policy of ``role``
+        (checked now: an unknown role is refused before anything is recorded)."""
         assert self.run_store is not None
+        policy = self.db.policy_for(role).model_dump(mode="json")
         self.run_store.create(
             run_id,
             self.db.safe_url,
-            StartedCheckpoint(run_id=run_id, questions=list(questions)),
+            StartedCheckpoint(run_id=run_id, questions=list(questions), policy=policy),
             status="queued",
         )
 
@@ -283,6 +292,7 @@ class Pipeline:
         checkpoint = stored.checkpoint
         if isinstance(checkpoint, StartedCheckpoint):
             ctx = self._context(run_id, checkpoint.questions, progress, None)
+            ctx.policy = checkpoint.policy
             ctx.stored = ("running", version)
             self._supersede(run_id, keep=None, reason=f"run taken over from {previous}")
             if stored.owner is not None:
@@ -373,8 +383,11 @@ class Pipeline:
                 if q.error is not None and q.error.code == "awaiting_approval":
                     q.error = None
 
-    def _begin(self, run_id: str, questions: list[str]) -> tuple[str, int]:
-        """Record the run as running under this process's lease (claiming it if queued)."""
+    def _begin(
+        self, run_id: str, questions: list[str], policy: dict[str, object] | None
+    ) -> tuple[tuple[str, int], dict[str, object] | None]:
+        """Record the run as running under this process's lease (claiming it if queued); the
+        policy a queued run was recorded with comes back with its (status, version)."""
         assert self.run_store is not None
         try:
             stored = self.run_store.load(run_id)
@@ -382,12 +395,12 @@ class Pipeline:
             self.run_store.create(
                 run_id,
                 self.db.safe_url,
-                StartedCheckpoint(run_id=run_id, questions=questions),
+                StartedCheckpoint(run_id=run_id, questions=questions, policy=policy),
                 status="running",
                 owner=self.owner,
                 lease_s=self.config.lease_s,
             )
-            return ("running", 1)
+            return ("running", 1), None
         if stored.status != "queued":
             raise RunConflict(f"run {run_id} already exists ({stored.status})")
         version = self.run_store.transition(
@@ -397,7 +410,10 @@ class Pipeline:
             owner=self.owner,
             lease_s=self.config.lease_s,
         )
-        return ("running", version)
+        queued = stored.checkpoint
+        return ("running", version), (
+            queued.policy if isinstance(queued, StartedCheckpoint) else None
+        )
 
     def _supersede(self, run_id: str, *, keep: str | None, reason: str) -> None:
         """Close the run's pending batches other than ``keep``: nobody will resume them."""

@@ -115,7 +115,11 @@ class _Worker:
             if url not in self.pipelines:
                 self.settings.require_credentials()
                 self.pipelines[url] = Pipeline(
-                    TargetDatabase(url, statement_timeout_s=self.settings.statement_timeout_s),
+                    TargetDatabase(
+                        url,
+                        policy=self.settings.policy,
+                        statement_timeout_s=self.settings.statement_timeout_s,
+                    ),
                     LLMClient(self.settings.llm, limiter=self.limiter),
                     None,
                     config=self.settings.pipeline,

@@ -22,6 +22,7 @@ from orchestrator.errors import ConfigurationError
 from orchestrator.llm import LLMSettings
 from orchestrator.pipeline import PipelineConfig
 from orchestrator.server.auth import TokenRegistry
+from safety import Policy
 
 REVIEWER_URL_ENV = "SQLGATE_REVIEWER_URL"
 ACTOR_ENV = "SQLGATE_MCP_ACTOR"
@@ -53,7 +54,9 @@ class McpConfig:
     #: Ask the human at the client (MCP elicitation) to review, when their token may decide.
     elicit: bool = False
     workers: int = 4
-    statement_timeout_s: float = 30.0
+    policy: Policy = field(default_factory=Policy)
+    #: replaces the policy's statement timeout when set
+    statement_timeout_s: float | None = None
     poll_interval: float = 0.2
     sweep_interval: float = 1.0
     #: ``ask`` returns once the run pauses at the gate or ends, or after this many seconds.
@@ -73,16 +76,19 @@ class McpConfig:
         need_tokens: bool = False,
         elicit: bool = False,
         workers: int | None = None,
+        policy_file: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> McpConfig:
         """Settings as ``sqlgate ask`` reads them. The limiter fails fast (an agent is told
         ``rate_limited`` with ``retry_after``) unless ``wait``."""
-        from orchestrator.config import Settings
+        from orchestrator.config import Settings, policy_from_file
         from orchestrator.limits import build_limiter
         from orchestrator.state_db import default_state_url
 
         env = os.environ if environ is None else environ
         settings = Settings.from_env(env)
+        if policy_file:
+            settings.policy = policy_from_file(policy_file)
         settings.db = db or settings.db
         if not settings.db:
             raise ConfigurationError("no database to serve: pass --db URL or set SQLGATE_DB")
@@ -109,5 +115,6 @@ class McpConfig:
             reviewer_url=reviewer_url or env.get(REVIEWER_URL_ENV) or None,
             elicit=elicit,
             workers=workers or int(env.get("SQLGATE_SERVER_WORKERS", "4")),
+            policy=settings.policy,
             statement_timeout_s=settings.statement_timeout_s,
         )

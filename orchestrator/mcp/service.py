@@ -40,7 +40,9 @@ class McpService:
         self.approvals = self.state_db.approvals
         self.state = self.state_db.server
         self.database = TargetDatabase(
-            config.database_url, statement_timeout_s=config.statement_timeout_s
+            config.database_url,
+            policy=config.policy,
+            statement_timeout_s=config.statement_timeout_s,
         )
         limiter = config.limiter
         if limiter is None:
@@ -99,11 +101,13 @@ class McpService:
             max_rows=self.config.max_rows,
         )
 
-    async def submit(self, questions: list[str], owner: str) -> tuple[str, Cursor]:
+    async def submit(
+        self, questions: list[str], owner: str, role: str | None = None
+    ) -> tuple[str, Cursor]:
         """Start a run; the cursor is the event position before it, for ``watch``."""
         await self.start()
         cursor = self.hub.position
-        run_id = await asyncio.to_thread(self.runs.submit, questions, owner)
+        run_id = await asyncio.to_thread(self.runs.submit, questions, owner, role)
         return run_id, cursor
 
     async def watch(

@@ -136,7 +136,7 @@ class SqlgateTools:
             raise ToolRefusal("invalid_input", "give either question or questions (not both)")
         if any(not q.strip() for q in asked):
             raise ToolRefusal("invalid_input", "questions must not be empty")
-        run_id, cursor = await self.service.submit(asked, principal.actor)
+        run_id, cursor = await self.service.submit(asked, principal.actor, principal.role.value)
         progress = _progress_reporter(ctx)
         row = await self.service.watch(
             run_id,
@@ -224,8 +224,10 @@ class SqlgateTools:
         """Check SQL against sqlgate's safety policy, as the pipeline does before review. Returns
         the SQL that WOULD run (LIMIT enforced); nothing is executed. A refusal is an error with
         code `unsafe` and the validator's reason. Passing validation does not approve anything."""
-        principal_of(ctx, self.service)
-        result = self.service.pipeline.validator().validate(sql)
+        principal = principal_of(ctx, self.service)
+        database = self.service.database
+        policy = database.policy_for(database.section_for(principal.role.value))
+        result = self.service.pipeline.validator(policy).validate(sql)
         findings = [f.model_dump(mode="json") for f in result.findings]
         refusal = result.refusal
         if refusal is not None:
@@ -253,8 +255,8 @@ class SqlgateTools:
                 "statements": "exactly one read-only query (SELECT / WITH ... SELECT / UNION); "
                 "no DML, DDL, SELECT INTO, locking clauses or denylisted functions",
             },
-            row_cap=pipeline.row_cap,
-            statement_timeout_s=config.statement_timeout_s,
+            row_cap=self.service.database.policy.row_cap,
+            statement_timeout_s=self.service.database.policy.statement_timeout,
             approval={
                 "quorum": pipeline.approval_quorum,
                 "deadline_s": pipeline.approval_ttl_s,

@@ -57,7 +57,7 @@ def scope_for(database: TargetDatabase, policy: SafetyPolicy) -> MemoryScope:
 
 def scope_of(p: Pipeline) -> MemoryScope:
     """The pipeline's database under the pipeline's safety policy."""
-    return scope_for(p.db, p.validator().policy)
+    return scope_for(p.db, p.db.policy.safety_policy())
 
 
 def examples_by_question(

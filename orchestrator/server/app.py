@@ -85,11 +85,14 @@ def serve(
     db: str | None = None,
     tokens_file: str | None = None,
     workers: int | None = None,
+    policy_file: str | None = None,
 ) -> None:
     """Build the app from the environment and serve it with uvicorn until interrupted."""
     import uvicorn
 
-    config = ServerConfig.from_env(db=db, tokens_file=tokens_file, workers=workers)
+    config = ServerConfig.from_env(
+        db=db, tokens_file=tokens_file, workers=workers, policy_file=policy_file
+    )
     # Open event streams never end by themselves: give them a few seconds on shutdown, then close.
     uvicorn.run(
         create_app(config), host=host, port=port, log_level="info", timeout_graceful_shutdown=3

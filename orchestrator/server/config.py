@@ -1,6 +1,7 @@
 """What ``sqlgate serve`` needs: the target database, the state database, tokens, the model.
 
 SQLGATE_DB / --db          the database analysts ask about (opened read-only)
+SQLGATE_POLICY / --policy  what questions may read; [roles.analyst] etc. narrow it per token role
 SQLGATE_STATE_URL          state database shared by every server process (default: SQLite file
                            in the state folder); approvals, run checkpoints, run events
 SQLGATE_TOKENS_FILE / SQLGATE_TOKENS   bearer tokens with roles (see ``orchestrator.server.auth``)
@@ -20,6 +21,7 @@ from orchestrator.errors import ConfigurationError
 from orchestrator.llm import LLMSettings
 from orchestrator.pipeline import PipelineConfig
 from orchestrator.server.auth import TokenRegistry
+from safety import Policy
 
 
 @dataclass
@@ -33,7 +35,9 @@ class ServerConfig:
     limiter: Any = None
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     workers: int = 4
-    statement_timeout_s: float = 30.0
+    policy: Policy = field(default_factory=Policy)
+    #: replaces the policy's statement timeout when set
+    statement_timeout_s: float | None = None
     poll_interval: float = 0.2
     sweep_interval: float = 1.0
     keepalive: float = 15.0
@@ -47,14 +51,17 @@ class ServerConfig:
         db: str | None = None,
         tokens_file: str | None = None,
         workers: int | None = None,
+        policy_file: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> ServerConfig:
         from orchestrator.cli_approvals import state_url
-        from orchestrator.config import Settings
+        from orchestrator.config import Settings, policy_from_file
         from orchestrator.limits import build_limiter
 
         env = os.environ if environ is None else environ
         settings = Settings.from_env(env)
+        if policy_file:
+            settings.policy = policy_from_file(policy_file)
         settings.db = db or settings.db
         if not settings.db:
             raise ConfigurationError("no database to serve: pass --db URL or set SQLGATE_DB")
@@ -75,6 +82,7 @@ class ServerConfig:
             limiter=build_limiter(settings, mode="wait"),
             pipeline=settings.pipeline,
             workers=workers or int(env.get("SQLGATE_SERVER_WORKERS", "4")),
+            policy=settings.policy,
             statement_timeout_s=settings.statement_timeout_s,
             max_body_bytes=_positive_int(env, "SQLGATE_MAX_BODY_BYTES", 1_048_576),
         )

@@ -27,7 +27,7 @@ router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, route_class=
 def submit_run(body: AskRequest, principal: Caller, service: ServiceDep) -> RunAccepted:
     """Ask one question or many. The run starts in the background; follow it on /events."""
     questions = body.all()
-    run_id = service.runs.submit(questions, principal.actor)
+    run_id = service.runs.submit(questions, principal.actor, principal.role.value)
     return RunAccepted(run_id=run_id, status="queued", questions=questions)
 
 

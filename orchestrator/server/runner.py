@@ -212,10 +212,13 @@ class RunService:
         self._settle(run_id, results, from_states=OPEN_STATES)
 
     # -- submit ------------------------------------------------------------------------------
-    def submit(self, questions: list[str], owner: str) -> str:
+    def submit(self, questions: list[str], owner: str, role: str | None = None) -> str:
+        """Record and start a run; ``role`` (the caller's token role) picks the policy's section
+        of that name, when it has one, for every statement of the run."""
         run_id = new_run_id()
+        section = self.pipeline.db.section_for(role)
         self.state.create_run(run_id, owner, questions)
-        self.pipeline.queue(run_id, questions)
+        self.pipeline.queue(run_id, questions, role=section)
         self.notify()
         if self.dispatch is not None:
             self.dispatch(run_id)

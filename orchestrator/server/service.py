@@ -14,7 +14,7 @@ from orchestrator.server.events import EventHub, EventSource
 from orchestrator.server.runner import RunService, shared_pipeline
 from orchestrator.server.state import ServerState
 from orchestrator.tasks import broker_url, enqueue
-from safety import SafetyPolicy, SqlValidator
+from safety import SqlValidator
 
 
 class Service:
@@ -32,7 +32,9 @@ class Service:
         self.run_store: RunStore = self.state_db.runs
         self.state: ServerState = self.state_db.server
         self.database = TargetDatabase(
-            config.database_url, statement_timeout_s=config.statement_timeout_s
+            config.database_url,
+            policy=config.policy,
+            statement_timeout_s=config.statement_timeout_s,
         )
         limiter = config.limiter
         if limiter is None:
@@ -74,11 +76,9 @@ class Service:
 
     def edit_validator(self, record: BatchRecord) -> SqlValidator:
         """The validator a reviewer's edit of ``record`` is checked with: the batch's dialect and
-        the served policy. The decision route and the live edit check both use this one."""
-        dialect = record.batch.context.get("dialect") or self.database.dialect
-        return SqlValidator(
-            dialect=dialect, policy=SafetyPolicy(max_limit=self.config.pipeline.max_limit)
-        )
+        the policy the batch was created under, against the database's real schema. The
+        decision route and the live edit check both use this one."""
+        return self.database.validator_for(record.batch.context)
 
     def gate_for(self, record: BatchRecord, actor: str) -> ApprovalGate:
         """A gate that validates edits with ``edit_validator(record)``."""

@@ -47,9 +47,10 @@ def approve_and_execute(
     ``resumed``: (cycle, pending statements, outcome) of a cycle decided while the run was
     paused; it is finished first, then the cycles go on.
     """
-    validator = p.validator()
-    gate = p.gate(ctx.run_id, validator)
-    executor = p.executor()
+    policy = p.run_policy(ctx)
+    validator = p.validator(policy)
+    gate = p.gate(ctx.run_id, validator, policy)
+    executor = p.executor(policy)
     cycle = 0
     if resumed is not None:
         cycle, pending, outcome = resumed

@@ -45,8 +45,13 @@ def test_seeding_validates_and_runs_each_pair(
     ]
     seed.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
+    policy = tmp_path / "policy.toml"
+    policy.write_text('select_star = "refuse"\n')  # the policy `ask --policy` would run under
+
     result = runner.invoke(
-        app, ["memory", "add", str(seed), "--db", f"sqlite:///{demo_db}", "--json"]
+        app,
+        ["memory", "add", str(seed), "--db", f"sqlite:///{demo_db}", "--policy", str(policy)]
+        + ["--json"],
     )
 
     assert result.exit_code == 1  # some pairs were refused
@@ -58,6 +63,21 @@ def test_seeding_validates_and_runs_each_pair(
         ("How many customers are there?", "seeded", ["alice"])
     ]
     assert stored[0].sql.endswith("LIMIT 1000")  # what is kept is the validated text
+
+
+def test_seeding_expands_star_under_the_default_policy(
+    cli_state: str, demo_db: Path, tmp_path: Path
+) -> None:
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text(json.dumps({"question": "Every category", "sql": "SELECT * FROM categories"}))
+
+    result = runner.invoke(
+        app, ["memory", "add", str(seed), "--db", f"sqlite:///{demo_db}", "--json"]
+    )
+
+    assert result.exit_code == 0, result.output
+    (stored,) = StateDatabase(cli_state).memory.examples()
+    assert "*" not in stored.sql and "category_id" in stored.sql  # the columns, spelled out
 
 
 def test_curation_commands(cli_state: str, demo_db: Path, tmp_path: Path) -> None:
