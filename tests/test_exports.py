@@ -28,3 +28,25 @@ def test_nothing_outside_orchestrator_imports_openai() -> None:
         if "import openai" in path.read_text() or "from openai" in path.read_text()
     ]
     assert offenders == []
+
+
+def test_no_exception_class_name_is_defined_twice() -> None:
+    """One exception root per package and no duplicate names across them: ``except RunNotFound``
+    means one thing wherever it is written."""
+    import ast
+    from collections import defaultdict
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    where: dict[str, list[str]] = defaultdict(list)
+    for package in ("orchestrator", "agents", "safety", "ratelimit", "approvals"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef) and any(
+                    isinstance(base, ast.Name)
+                    and (base.id.endswith(("Error", "Exception")) or base.id in where)
+                    for base in node.bases
+                ):
+                    where[node.name].append(str(path.relative_to(root)))
+    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert twice == {}

@@ -3,6 +3,7 @@
 Every error is answered as ``{"error": {"code": ..., "message": ..., [problems], [decided_by]}}``:
 
     ServerError (and subclasses)          its own ``status`` and ``code``
+    orchestrator.errors.RunNotFound       404 ``run_not_found``
     approvals.BatchNotFound               404
     approvals.DecisionError               422, with every problem (code, call_id, message)
     approvals.DecisionConflict (+ BatchExpired, DuplicateVote), IdempotencyConflict
@@ -32,6 +33,7 @@ from approvals import (
     DecisionError,
     IdempotencyConflict,
 )
+from orchestrator.errors import RunNotFound
 from orchestrator.server.errors import ServerError
 from orchestrator.server.security import security_headers
 
@@ -66,6 +68,11 @@ def approval_status(exc: ApprovalError) -> int:
 async def _server_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServerError)
     return error_response(exc.status, exc.code, exc.message)
+
+
+async def _run_not_found(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RunNotFound)
+    return error_response(404, exc.code, exc.message)
 
 
 async def _approval_error(request: Request, exc: Exception) -> JSONResponse:
@@ -127,6 +134,7 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register the mapping above on ``app``."""
     app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(ServerError, _server_error)
+    app.add_exception_handler(RunNotFound, _run_not_found)
     app.add_exception_handler(ApprovalError, _approval_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)

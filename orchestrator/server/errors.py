@@ -6,12 +6,13 @@
           ├── Unauthenticated       unauthenticated        401  (no token, unknown token)
           │    └── TokenExpired     token_expired          401  (the token's expires has passed)
           ├── Forbidden             forbidden              403  (the token's role may not do this)
-          ├── RunNotFound           run_not_found          404  (no such run, or not the caller's)
           ├── CallNotFound          call_not_found         404  (no such call_id in the batch)
           ├── PayloadTooLarge       payload_too_large      413  (the body is over the size limit)
           └── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
 
-Errors of the approvals package keep their own codes; ``orchestrator.server.error_handlers``
+The orchestrator's own errors keep their codes too: ``orchestrator.errors.RunNotFound`` (no such
+run, or not the caller's) is answered 404 ``run_not_found``. Errors of the approvals package keep
+their own codes; ``orchestrator.server.error_handlers``
 maps them to 404 (``batch_not_found``), 409 (``decision_conflict``, ``batch_expired``,
 ``duplicate_vote``, ``idempotency_conflict``) and 422 (every ``DecisionError`` code).
 """
@@ -44,11 +45,6 @@ class TokenExpired(Unauthenticated):
 class Forbidden(ServerError):
     code = "forbidden"
     status = 403
-
-
-class RunNotFound(ServerError):
-    code = "run_not_found"
-    status = 404
 
 
 class CallNotFound(ServerError):

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from approvals import ApprovalError, ApprovalOutcome
+from orchestrator.errors import RunNotFound
 from orchestrator.server.dependencies import Caller, ServiceDep
-from orchestrator.server.errors import RunNotFound
 from orchestrator.server.models import (
     ERRORS,
     AskRequest,
