@@ -12,6 +12,12 @@ each batch packs up to ``k`` questions per call (fewer when the prompt would gro
 
 The stages are plain functions in ``orchestrator.stages``; a run's state is a ``RunContext``
 passed through them, so one ``Pipeline`` (and its one LLM client) serves many runs at once.
+
+This module is over 400 lines on purpose: it is the run's whole lifecycle (start, pause at the
+gate, resume, take over a stopped run, finish), and every transition of the run's record and
+lease is here, so the guarantees (one winner per run, nothing executed twice) read in one place.
+What a run may read is the database's policy: ``TargetDatabase`` is the one factory of the
+validator, the executor and the approval batch's context.
 """
 
 from __future__ import annotations
