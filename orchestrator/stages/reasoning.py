@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agents import ReasoningAgent, batch_catalogue
+from agents import ReasoningAgent
+from agents.catalogue import Catalogue, build_catalogue
 from agents.llm_batch import QuestionInput
 from agents.reasoning import ClarifyingQuestion
 from orchestrator.memory import notes_by_question
@@ -74,11 +75,16 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
     agent = ReasoningAgent()
     notes = notes_by_question(p, qs)  # business notes per question; no LLM call
 
+    seen: dict[str, Catalogue] = {}  # qid -> the catalogue its reasoning call saw
+
     def build(items: list[QuestionInput]) -> list[dict[str, str]]:
-        catalogue = batch_catalogue(
+        catalogue = build_catalogue(
             [i.question for i in items], tables, always_include_all_below=LARGE_SCHEMA_TABLES
         )
-        return agent.build_messages(items, catalogue, p.db.dialect)
+        ctx.catalogue_ms += catalogue.ranking_ms
+        for item in items:
+            seen[item.id] = catalogue
+        return agent.build_messages(items, catalogue.text, p.db.dialect)
 
     def inputs(q: QuestionState) -> QuestionInput:
         return QuestionInput(
@@ -99,7 +105,8 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
             "QueryDecomposer": f"{reasoning.decomposition.complexity}, "
             f"{len(reasoning.decomposition.steps)} step(s)",
             "QueryPlanner": f"tables: {', '.join(reasoning.plan.tables) or '-'}; "
-            f"data context: {'yes' if reasoning.plan.needs_data_context else 'no'}",
+            f"data context: {'yes' if reasoning.plan.needs_data_context else 'no'}"
+            + catalogue_summary(seen.get(q.qid), len(tables)),
         }
         for name in ReasoningAgent.agents:
             q.note(name, q.text, outputs[name], batch=1, call=call)
@@ -107,6 +114,17 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         if not c.resolved:
             q.clarification_questions = unique_questions(c.questions)
             q.finish(RunStatus.NEEDS_CLARIFICATION)
+
+
+def catalogue_summary(catalogue: Catalogue | None, total: int) -> str:
+    """What the planner was shown: the whole schema, or which tables (ranked, and how fast)."""
+    if catalogue is None or catalogue.whole_schema:
+        return ""
+    shown = ", ".join(catalogue.shown[:5]) + (", ..." if len(catalogue.shown) > 5 else "")
+    return (
+        f"; catalogue: {len(catalogue.shown)} of {total} tables shown, "
+        f"{len(catalogue.named)} named, ranked in {catalogue.ranking_ms:.1f} ms ({shown})"
+    )
 
 
 def unique_questions(questions: list[ClarifyingQuestion]) -> list[ClarifyingQuestionOut]:

@@ -333,3 +333,7 @@ def test_large_schema_prompts_carry_a_ranked_catalogue_and_only_the_planned_tabl
     assert len(batch_2) < len(batch_1)  # Batch 2 sees the planned tables and what they refer to
     explorer = next(t for t in result.trace if t.agent == "SchemaExplorer")
     assert "2 planned" in explorer.output_summary
+    # The trace says what the planner was shown, and how long ranking took.
+    planner = next(t for t in result.trace if t.agent == "QueryPlanner")
+    assert "of 300 tables shown, " in planner.output_summary
+    assert "ar_invoices" in planner.output_summary and "ranked in" in planner.output_summary
