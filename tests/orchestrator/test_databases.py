@@ -109,3 +109,39 @@ def test_same_question_on_sqlite_and_postgres(
     assert on_sqlite.rows_preview == on_postgres.rows_preview
     assert on_sqlite.answer == on_postgres.answer
     assert on_sqlite.llm_calls == on_postgres.llm_calls == 3
+
+
+def test_the_factory_on_every_engine_binds_dialect_schema_and_warns_about_privileges(
+    demo_url: str, postgres_demo_url: str, mysql_demo_url: str, duckdb_demo_url: str
+) -> None:
+    """One factory per URL: the dialect is the URL's, references resolve in the engine's default
+    schema, a denied column stays out of an expanded star, and excess rights are named."""
+    from orchestrator.database import TargetDatabase
+    from safety import Policy
+
+    policy = Policy.from_data({"columns": {"deny": ["products.cost"]}})
+    expected = {
+        demo_url: ("sqlite", "main"),
+        postgres_demo_url: ("postgres", SCHEMA),
+        mysql_demo_url: ("mysql", SCHEMA),
+        duckdb_demo_url: ("duckdb", "main"),
+    }
+    for url, (dialect, default_schema) in expected.items():
+        database = TargetDatabase(url, policy=policy)
+        try:
+            validator = database.validator()
+            assert (database.dialect, validator.default_schema) == (dialect, default_schema)
+            result = validator.validate("SELECT * FROM products")
+            assert result.ok and "cost" not in (result.sql or ""), (dialect, result.refusal)
+            refused = validator.validate("SELECT cost FROM products")
+            assert refused.refusal is not None and refused.refusal.code == "column_denied"
+            rows = database.executor().run(result, dialect=None).rows
+            assert len(rows) == 120 and len(rows[0]) == 6  # every product, without its cost
+        finally:
+            database.dispose()
+    # The test servers connect as root: sqlgate names what such a role may do beyond reading.
+    mysql = TargetDatabase(mysql_demo_url)
+    try:
+        assert any("FILE" in w for w in mysql.privilege_warnings), mysql.privilege_warnings
+    finally:
+        mysql.dispose()
