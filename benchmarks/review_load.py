@@ -35,9 +35,8 @@ if str(ROOT) not in sys.path:
 from approvals import ApprovalGate, ApprovalItem, ItemCategory  # noqa: E402
 from approvals.policy import EarnedApprovalRule  # noqa: E402
 from orchestrator.memory import MemoryScope, MemorySettings, ReviewMemory  # noqa: E402
-from orchestrator.pipeline import PipelineConfig  # noqa: E402
 from orchestrator.state_db import StateDatabase  # noqa: E402
-from safety import SafetyPolicy, SqlValidator  # noqa: E402
+from safety import Policy, SqlValidator  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora"
 
@@ -65,8 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     dev = json.loads((CORPORA / "spider_dev" / "dev.json").read_text())
     all_schemas = schemas()
-    config = PipelineConfig()
-    policy = SafetyPolicy(max_limit=config.max_limit, star=config.star)
+    policy = Policy().safety_policy()  # the default policy, as `ask` without --policy
     rule = EarnedApprovalRule(
         enabled=True, min_approvals=args.min_approvals, min_reviewers=args.min_reviewers
     )
