@@ -119,14 +119,13 @@ PolicyOpt = Annotated[
         "--policy",
         envvar="SQLGATE_POLICY",
         help="TOML policy file: tables/columns allowed and denied, select_star, max_limit, "
-        "row_cap, statement_timeout, [roles.NAME] sections (see README, 'Safety policy'). "
-        "Env: SQLGATE_POLICY.",
+        "row_cap, statement_timeout, \\[roles.NAME] sections (see README, 'Safety policy').",
         show_default=False,
     ),
 ]
 RoleOpt = Annotated[
     str | None,
-    typer.Option(help="Judge the questions under this [roles.NAME] section of the policy."),
+    typer.Option(help="Judge the questions under this \\[roles.NAME] section of the policy."),
 ]
 
 

@@ -18,6 +18,7 @@ all get their validators and executors here.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Mapping
 
@@ -50,11 +51,18 @@ log = logging.getLogger("sqlgate.database")
 
 
 def redact_url(url: str) -> str:
-    """The URL with its password hidden, safe for messages, logs and cache keys."""
+    """The URL with its password hidden, safe for messages, logs and cache keys.
+
+    Example:
+        >>> redact_url("postgresql://ann:s3cret@db:5432/shop")
+        'postgresql://ann:***@db:5432/shop'
+        >>> redact_url("postgresql://ann:s3cret@db:port/shop")  # unparseable: still hidden
+        'postgresql://ann:***@db:port/shop'
+    """
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
-        return "<unparseable database URL>"
+        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url.strip())[:200]
 
 
 class TargetDatabase:
@@ -81,9 +89,10 @@ class TargetDatabase:
         try:
             parsed = make_url(url)  # ValueError for a non-numeric port
         except (sa_exc.ArgumentError, ValueError) as exc:
+            port = " (its port is not a number)" if isinstance(exc, ValueError) else ""
             raise DatabaseURLInvalid(
-                f"{redact_url(url)!r} is not a database URL; expected e.g. sqlite:///path/to/file.db "
-                "or postgresql+psycopg://user@host:5432/dbname"
+                f"{redact_url(url)!r} is not a database URL{port}; expected e.g. "
+                "sqlite:///path/to/file.db or postgresql+psycopg://user@host:5432/dbname"
             ) from exc
         policy = policy or Policy()
         if statement_timeout_s is not None:

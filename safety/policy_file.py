@@ -193,6 +193,8 @@ class Policy(BaseModel):
             message = first["msg"].removeprefix("Value error, ")
             if first["type"] == "extra_forbidden":
                 message = "unknown key"
+            elif first["type"] == "tuple_type":
+                message = 'must be a list of strings, e.g. ["orders", "customers"]'
             raise PolicyError(f"invalid policy: {key}: {message}", key=key) from None
         if policy is None:
             raise PolicyError("invalid policy: the top level must be a table of keys")
