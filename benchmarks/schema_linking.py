@@ -412,7 +412,7 @@ def last_lexical_ranker() -> str | None:
 
 
 def erp(max_tables: int, before: str | None) -> None:
-    from orchestrator.erp_db import ERP_QUESTIONS, build_erp_database
+    from tests.fixtures.erp_db import ERP_QUESTIONS, build_erp_database
 
     with tempfile.TemporaryDirectory() as tmp:
         path = build_erp_database(Path(tmp) / "erp.sqlite")
