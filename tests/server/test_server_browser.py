@@ -363,8 +363,11 @@ def test_the_inbox_shows_the_deadline_counting_down_and_the_votes_so_far(
     deadline = batch.get_by_test_id("deadline")
     first = deadline.inner_text()
     assert first.startswith("expires in 9m") or first.startswith("expires in 10m"), first
-    ravi.wait_for_timeout(1500)
-    assert deadline.inner_text() != first  # it counts down
+    for _ in range(40):  # it counts down (a loaded machine may skip a tick: poll, up to 10 s)
+        ravi.wait_for_timeout(250)
+        if deadline.inner_text() != first:
+            break
+    assert deadline.inner_text() != first
     _shot(ravi, "server-reviewer-quorum.png")
     rita_page = _page(browser, live, "/reviewer", "rita")
     mine = rita_page.locator(".batch").get_by_test_id("message")
