@@ -15,7 +15,7 @@ is known, a table outside it is refused (``unresolved_table``).
 
 Example:
     >>> rules = NameRules.from_policy(denied_tables=("audit",), allowed_tables=("users",))
-    >>> rules.table_verdict("public", "users", "public"), rules.table_verdict("crm", "users", "public")
+    >>> rules.table_verdict("public", "users", "public"), rules.table_verdict("sales", "users", "public")
     (None, 'table_not_allowed')
 """
 

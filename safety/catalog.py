@@ -3,15 +3,15 @@
 The validator takes a schema in one of three shapes and turns it into one catalog, built once:
 
 - flat ``{"users": ["id", "email"]}``: every table lives in the engine's default schema;
-- schema-qualified ``{"crm.users": ["id", "email"]}`` (bare keys still mean the default schema);
-- nested ``{"crm": {"users": ["id", "email"]}}``.
+- schema-qualified ``{"sales.users": ["id", "email"]}`` (bare keys still mean the default schema);
+- nested ``{"sales": {"users": ["id", "email"]}}``.
 
 Names are compared lower-cased; column order is kept (alias column lists ``AS c(a, b)`` and
 ``SELECT *`` expansion are positional).
 
 Example:
-    >>> catalog = SchemaCatalog({"users": ["id", "email"], "crm.users": ["id"]}, "postgres")
-    >>> catalog.default_schema, catalog.columns("public", "users"), catalog.columns("crm", "users")
+    >>> catalog = SchemaCatalog({"users": ["id", "email"], "sales.users": ["id"]}, "postgres")
+    >>> catalog.default_schema, catalog.columns("public", "users"), catalog.columns("sales", "users")
     ('public', ['id', 'email'], ['id'])
 """
 

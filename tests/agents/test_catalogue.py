@@ -201,3 +201,26 @@ def test_public_names() -> None:
 
 def test_docstring_examples_run() -> None:
     assert doctest.testmod(agents.catalogue).failed == 0
+
+
+def test_no_product_code_names_a_fixture_table_or_prefix() -> None:
+    """The ranker generalises from what a schema says: no table name of the ERP test fixture, and
+    no module prefix of it used as a word of its own (``"crm"``, ``gl_``), appears in product code."""
+    import re
+    from pathlib import Path
+
+    from tests.fixtures.erp_db import _PREFIXES, erp_tables
+
+    root = Path(__file__).resolve().parents[2]
+    tables = {t.name for t in erp_tables()}
+    names = "|".join(sorted(_PREFIXES))
+    prefix = re.compile(rf"""["']({names})_?["']|\b({names})_\b""")
+    offenders = []
+    for package in ("agents", "orchestrator", "safety", "approvals", "ratelimit"):
+        for path in (root / package).rglob("*.py"):
+            text = path.read_text()
+            words = set(re.findall(r"[a-z][a-z0-9_]+", text))
+            named = sorted(words & tables)
+            if named or prefix.search(text):
+                offenders.append((str(path.relative_to(root)), named[:5]))
+    assert offenders == []
