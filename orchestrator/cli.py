@@ -209,8 +209,7 @@ def ask(
     finally:
         database.dispose()
     _show(result, as_json=as_json, trace=trace)
-    if not as_json:
-        hint(result)
+    hint(result)
     raise typer.Exit(result.exit_code)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -30,12 +31,19 @@ __all__ = ["MAX_ROUNDS", "clarify", "how_to_answer"]
 
 #: Follow-ups one ``ask`` starts at most (each is a full run).
 MAX_ROUNDS = 3
+#: The longest ``ask`` waits for room in a fail-fast rate limit before a follow-up.
+MAX_FOLLOW_UP_WAIT_S = 120.0
 
 
 def how_to_answer(result: RunResult) -> str:
     """The command that answers ``result``'s clarifying questions (placeholders for the answers)."""
     options = " ".join(f"--answer {shlex.quote(q.id + '=...')}" for q in result.clarification_questions)
     return f"sqlgate ask {shlex.quote(result.question)} {options}"
+
+
+def _terminal(as_json: bool) -> bool:
+    """Whether a person at a terminal can be asked (not with --json, not from a pipe)."""
+    return not as_json and sys.stdin.isatty()
 
 
 def _ask_terminal(result: RunResult) -> dict[str, str]:
@@ -48,6 +56,19 @@ def _ask_terminal(result: RunResult) -> dict[str, str]:
         if text:
             answers[q.id] = text
     return answers
+
+
+def _room_for(pipeline: Pipeline) -> None:
+    """The analyst asked for the follow-up: wait (say so, bounded) until its worst case fits a
+    fail-fast rate limit, rather than have admission control refuse it because the run that
+    asked took a slot. Beyond ``MAX_FOLLOW_UP_WAIT_S`` admission refuses it, with the wait."""
+    limiter = pipeline.llm.limiter
+    if not pipeline.config.admission or getattr(limiter, "mode", "") != "fail_fast":
+        return
+    wait = limiter.fits(3 + pipeline.config.max_corrections)
+    if 0 < wait <= MAX_FOLLOW_UP_WAIT_S:
+        err.print(f"[dim]waiting {wait:.0f} s for room in the rate limit before the follow-up[/]")
+        time.sleep(wait)
 
 
 def clarify(
@@ -66,7 +87,7 @@ def clarify(
     Raises:
         ClarificationError: ``answers`` do not fit the clarifying questions asked.
     """
-    terminal = (not as_json and sys.stdin.isatty()) if interactive is None else interactive
+    terminal = _terminal(as_json) if interactive is None else interactive
     if answers and result.status != RunStatus.NEEDS_CLARIFICATION:
         err.print("[yellow]the question needed no clarification: --answer was not used[/]")
         return result
@@ -83,6 +104,7 @@ def clarify(
         text = follow_up_question(result.question, result.clarification_questions, answers)
         if not as_json:
             err.print(f"[dim]asking again with the answers, as a follow-up of {result.run_id}[/]")
+        _room_for(pipeline)
         with Spinner(enabled=True) as spinner:
             pipeline.progress = spinner
             result = pipeline.run_batch([text], follow_up_of=result.run_id)[0]
