@@ -91,7 +91,7 @@ class RunView(BaseModel):
     )
     follow_ups: list[str] = Field(
         default_factory=list,
-        description="Runs started to answer this run's clarifying questions (on GET /runs/{id})",
+        description="Runs started to answer this run's clarifying questions, oldest first",
     )
 
     @classmethod

@@ -54,7 +54,11 @@ def list_runs(
     owner = None if principal.may("read_any_run") else principal.actor
     rows = service.state.runs(owner=owner, limit=limit, offset=offset, q=(q or "").strip() or None)
     outcomes: dict[str, ApprovalOutcome | None] = {}
-    return [RunView.of(row, _with_reviewers(service, row.results, outcomes)) for row in rows]
+    follow_ups = service.state.follow_ups([row.run_id for row in rows])
+    return [
+        RunView.of(row, _with_reviewers(service, row.results, outcomes), follow_ups[row.run_id])
+        for row in rows
+    ]
 
 
 @router.get(
@@ -70,7 +74,7 @@ def get_run(
     (``follow_up_of``) and the follow-ups that answered its clarifying questions."""
     row = _own_run(service, principal, run_id)
     return RunView.of(
-        row, _with_reviewers(service, row.results, {}), service.state.follow_ups(run_id)
+        row, _with_reviewers(service, row.results, {}), service.state.follow_ups([run_id])[run_id]
     )
 
 

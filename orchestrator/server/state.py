@@ -256,15 +256,21 @@ class ServerState:
         with self.engine.connect() as conn:
             return [_run_row(row) for row in conn.execute(query)]
 
-    def follow_ups(self, run_id: str) -> list[str]:
-        """The runs started to answer ``run_id``'s clarifying questions, oldest first."""
+    def follow_ups(self, run_ids: list[str]) -> dict[str, list[str]]:
+        """For each of ``run_ids``, the runs started to answer its clarifying questions, oldest
+        first (one query)."""
+        found: dict[str, list[str]] = {run_id: [] for run_id in run_ids}
+        if not run_ids:
+            return found
         query = (
-            sa.select(server_runs.c.run_id)
-            .where(server_runs.c.follow_up_of == run_id)
+            sa.select(server_runs.c.run_id, server_runs.c.follow_up_of)
+            .where(server_runs.c.follow_up_of.in_(run_ids))
             .order_by(server_runs.c.created_at)
         )
         with self.engine.connect() as conn:
-            return list(conn.execute(query).scalars())
+            for row in conn.execute(query):
+                found[row.follow_up_of].append(row.run_id)
+        return found
 
     def cached_owner(self, run_id: str) -> str | None:
         """The owner if already known in this process (no query)."""
