@@ -116,7 +116,9 @@ def choose_chart(
     if x in numeric:
         return _none("the only label column is a number")
     if len(rows) > MAX_BARS:
-        return _none(f"{len(rows)} categories are too many for a readable chart (at most {MAX_BARS})")
+        return _none(
+            f"{len(rows)} categories are too many for a readable chart (at most {MAX_BARS})"
+        )
     if any(v is not None and v < 0 for v in values):
         return _none("negative values; bars from zero would mislead")
     return ChartChoice("bar", f"{names[y]} by {names[x]}", x, y)

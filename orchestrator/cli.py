@@ -153,8 +153,8 @@ def ask(
     Example: sqlgate ask "Top 5 customers by revenue in 2025" --db sqlite:///shop.db
     """
     from orchestrator.clarify import parse_answers
-    from orchestrator.cli_clarify import ClarificationError, clarify, hint
     from orchestrator.cli_approvals import stores
+    from orchestrator.cli_clarify import ClarificationError, clarify, hint
     from orchestrator.pipeline import Pipeline, PipelineConfig
 
     if not question.strip():

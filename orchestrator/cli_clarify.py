@@ -27,7 +27,7 @@ from orchestrator.result import RunResult, RunStatus
 if TYPE_CHECKING:
     from orchestrator.pipeline import Pipeline
 
-__all__ = ["MAX_ROUNDS", "clarify", "how_to_answer"]
+__all__ = ["MAX_ROUNDS", "ClarificationError", "clarify", "hint", "how_to_answer"]
 
 #: Follow-ups one ``ask`` starts at most (each is a full run).
 MAX_ROUNDS = 3
@@ -37,7 +37,9 @@ MAX_FOLLOW_UP_WAIT_S = 120.0
 
 def how_to_answer(result: RunResult) -> str:
     """The command that answers ``result``'s clarifying questions (placeholders for the answers)."""
-    options = " ".join(f"--answer {shlex.quote(q.id + '=...')}" for q in result.clarification_questions)
+    options = " ".join(
+        f"--answer {shlex.quote(q.id + '=...')}" for q in result.clarification_questions
+    )
     return f"sqlgate ask {shlex.quote(result.question)} {options}"
 
 
@@ -47,9 +49,7 @@ def _terminal(as_json: bool) -> bool:
 
 
 def _ask_terminal(result: RunResult) -> dict[str, str]:
-    err.print(
-        "[bold]Answer the clarifying questions[/] (Enter skips one; skip all to stop here):"
-    )
+    err.print("[bold]Answer the clarifying questions[/] (Enter skips one; skip all to stop here):")
     answers = {}
     for q in result.clarification_questions:
         text = err.input(f"  [cyan]\\[{q.id}][/] {q.text}\n  > ").strip()
@@ -117,5 +117,3 @@ def hint(result: RunResult) -> None:
     if result.status == RunStatus.NEEDS_CLARIFICATION and result.clarification_questions:
         err.print(f"Answer with: [cyan]{how_to_answer(result)}[/]")
 
-
-__all__ += ["ClarificationError", "hint"]

@@ -23,9 +23,9 @@ from orchestrator.server.models import (
     RunAccepted,
     RunView,
 )
-from orchestrator.server.state import RunRow
 from orchestrator.server.security import GuardedRoute, needs
 from orchestrator.server.service import Service
+from orchestrator.server.state import RunRow
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, route_class=GuardedRoute)
 

@@ -221,9 +221,7 @@ class RunService:
         if self.dispatch is not None:
             self.dispatch(run_id)
         else:
-            self._pool.submit(
-                self._guarded, run_id, self._start, run_id, questions, follow_up_of
-            )
+            self._pool.submit(self._guarded, run_id, self._start, run_id, questions, follow_up_of)
         return run_id
 
     def _start(self, run_id: str, questions: list[str], follow_up_of: str | None = None) -> None:

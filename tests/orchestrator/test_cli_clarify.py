@@ -3,7 +3,6 @@ follow-up run linked to the run that asked (cassettes recorded from the scripted
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -91,7 +90,9 @@ def test_a_malformed_answer_is_refused_before_anything_is_asked(demo_db: Path) -
     result = _ask(demo_db, "--json", "--answer", "revenue")
 
     assert result.exit_code == 2
-    assert json.loads(result.stdout)["error"]["message"].startswith("--answer 'revenue' is not ID=TEXT")
+    assert json.loads(result.stdout)["error"]["message"].startswith(
+        "--answer 'revenue' is not ID=TEXT"
+    )
 
 
 @pytest.mark.vcr

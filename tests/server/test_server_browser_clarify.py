@@ -13,9 +13,12 @@ import pytest
 
 from orchestrator.demo import AMBIGUOUS
 from tests.scripted_llm import scenarios as sc
+from tests.server import test_server_browser as pages
 from tests.server.conftest import Running
 from tests.server.server_helpers import pending_batch, wait_for_run
-from tests.server.test_server_browser import _page, _shot, browser  # noqa: F401 - the fixture
+
+browser = pages.browser  # the module's chromium, shared (a fixture)
+_page, _shot = pages._page, pages._shot
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +63,10 @@ def test_an_ambiguous_question_is_answered_on_the_page_through_to_an_answer(
     follow_id = follow.get_attribute("data-run-id")
     assert follow_id != parent_id
     assert analyst.get_by_test_id("clarified").inner_text().endswith(follow_id)
-    assert "Show me the best ones.\n\nThe analyst's answers" in follow.locator(
-        ".questions li"
-    ).inner_text()
+    assert (
+        "Show me the best ones.\n\nThe analyst's answers"
+        in follow.locator(".questions li").inner_text()
+    )
 
     _approve_all(live, follow_id)
     follow.get_by_test_id("answer").wait_for()
@@ -108,7 +112,9 @@ def test_each_result_gets_the_chart_its_shape_deserves(browser: Any, live: Runni
 
 def test_the_history_is_searchable_a_page_at_a_time(browser: Any, live: Running) -> None:
     with live.client("alice") as alice:
-        months = [alice.post("/runs", json={"question": q}).json()["run_id"] for q in sc.MONTH_QUESTIONS]
+        months = [
+            alice.post("/runs", json={"question": q}).json()["run_id"] for q in sc.MONTH_QUESTIONS
+        ]
         other = alice.post("/runs", json={"question": sc.PRODUCT_COUNT}).json()["run_id"]
     with live.client("bob") as bob:
         bob.post("/runs", json={"question": sc.MONTH_QUESTIONS[0]})

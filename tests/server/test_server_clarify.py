@@ -37,9 +37,12 @@ def test_answers_start_a_linked_follow_up_that_is_answered(live: Running) -> Non
     assert wrong.json()["error"]["code"] == "invalid_clarification"
     assert "'metric', 'entity'" in wrong.json()["error"]["message"]
     # Another analyst cannot answer alice's run; a reviewer may not ask at all.
-    assert live.client("bob").post(
-        f"/runs/{asked}/clarify", json={"answers": sc.AMBIGUOUS_ANSWERS}
-    ).status_code == 404
+    assert (
+        live.client("bob")
+        .post(f"/runs/{asked}/clarify", json={"answers": sc.AMBIGUOUS_ANSWERS})
+        .status_code
+        == 404
+    )
     assert rita.post(f"/runs/{asked}/clarify", json={"answers": {}}).status_code == 403
 
     accepted = alice.post(f"/runs/{asked}/clarify", json={"answers": sc.AMBIGUOUS_ANSWERS})
