@@ -141,3 +141,19 @@ def test_the_history_is_searchable_a_page_at_a_time(browser: Any, live: Running)
     analyst.get_by_test_id("search").fill("")
     analyst.get_by_test_id("search-button").click()
     analyst.locator(f"[data-run-id='{other}']").wait_for()
+
+
+def test_the_clarification_form_and_the_search_fit_a_420_px_screen(
+    browser: Any, live: Running
+) -> None:
+    with live.client("alice") as alice:
+        run_id = alice.post("/runs", json={"question": AMBIGUOUS}).json()["run_id"]
+        wait_for_run(alice, run_id, ("finished",))
+    analyst = _page(browser, live, "/analyst", "alice", width=420, height=900)
+    analyst.get_by_test_id("clarify-answer").nth(1).wait_for()
+    overflow = analyst.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0, overflow
+    assert analyst.get_by_test_id("search").is_visible()
+    _shot(analyst, "server-analyst-clarify-420px.png")
