@@ -116,4 +116,3 @@ def hint(result: RunResult) -> None:
     """After a result that still needs clarification: how to answer it."""
     if result.status == RunStatus.NEEDS_CLARIFICATION and result.clarification_questions:
         err.print(f"Answer with: [cyan]{how_to_answer(result)}[/]")
-
