@@ -139,18 +139,37 @@ def ask(
         typer.Option(help="With --defer: seconds the batch may wait; then it is rejected."),
     ] = None,
     quorum: Annotated[int, typer.Option(help="With --defer: distinct reviewers needed.")] = 1,
+    answer: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--answer",
+            metavar="ID=TEXT",
+            help="Answer a clarifying question by its id (repeatable): if the model asks, the "
+            "question is asked again at once with the answers, as a follow-up run.",
+        ),
+    ] = None,
 ) -> None:
     """Answer one question from a database, with ONE approval of the SQL before it runs.
 
+    If the question is ambiguous, the model's clarifying questions are shown with their ids: on a
+    terminal you answer them there; otherwise answer with --answer ID=TEXT (exit 3 until then).
+
     Example: sqlgate ask "Top 5 customers by revenue in 2025" --db sqlite:///shop.db
     """
+    from orchestrator.clarify import parse_answers
     from orchestrator.cli_approvals import stores
+    from orchestrator.cli_clarify import ClarificationError, clarify, hint
     from orchestrator.pipeline import Pipeline, PipelineConfig
 
     if not question.strip():
         fail("the question is empty", as_json=as_json, error_code="empty_question")
     if (ttl is not None or quorum != 1) and not defer:
         fail("--ttl and --quorum apply to a deferred approval: add --defer", as_json=as_json)
+    try:
+        answers = parse_answers(answer or [])
+    except ClarificationError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
     config = PipelineConfig(
         admission=not wait,
         approval_ttl_s=ttl,
@@ -184,10 +203,24 @@ def ask(
         try:
             result = pipeline.ask(question, role=role)
         except SqlgateError as exc:  # an unknown --role
+            database.dispose()
             fail(exc.message, as_json=as_json, error_code=exc.code)
             raise
-    database.dispose()
+    try:
+        result = clarify(
+            pipeline,
+            result,
+            answers,
+            as_json=as_json,
+            show=lambda r: _show(r, as_json=False, trace=trace),
+            role=role,
+        )
+    except ClarificationError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+    finally:
+        database.dispose()
     _show(result, as_json=as_json, trace=trace)
+    hint(result)
     raise typer.Exit(result.exit_code)
 
 

@@ -47,6 +47,7 @@ def _row(entry: dict[str, Any]) -> dict[str, Any]:
         "takeovers": entry["takeovers"],
         "updated_at": entry["updated_at"].isoformat(),
         "database": entry["database"],
+        "follow_up_of": entry["follow_up_of"],
     }
 
 
@@ -117,6 +118,7 @@ def show(
         "updated_at": stored.updated_at.isoformat(),
         "database": stored.database,
         "checkpoint": checkpoint.kind,
+        "follow_up_of": stored.follow_up_of,
     }
     if checkpoint.kind == "paused":
         summary.update(batch_id=checkpoint.batch_id, cycle=checkpoint.cycle)

@@ -187,6 +187,7 @@ class Pipeline:
         run_id: str | None = None,
         progress: Progress | None = None,
         role: str | None = None,
+        follow_up_of: str | None = None,
     ) -> list[RunResult]:
         """Answer many questions with batched LLM calls and ONE approval cycle per round.
 
@@ -194,7 +195,8 @@ class Pipeline:
         questions that stop early), so results can be streamed out before the batch ends. A
         streamed question's state is then let go, and ``run_batch`` returns an empty list.
         ``run_id`` names the run (a service answers with it before the run starts; a run it
-        recorded as ``queued`` is claimed here).
+        recorded as ``queued`` is claimed here). ``follow_up_of`` links a follow-up (the answers
+        to a run's clarifying questions, ``orchestrator.clarify``) to that run.
 
         A pipeline that pauses at the gate (no reviewer) records the run from its start and
         holds its lease while it advances, so another process can take it over if this one
@@ -204,8 +206,11 @@ class Pipeline:
         run_id = run_id or "run_" + uuid.uuid4().hex[:16]
         ctx = self._context(run_id, list(questions), progress, on_result)
         ctx.policy = self.db.policy_for(role).model_dump(mode="json")
+        ctx.follow_up_of = follow_up_of
         if self._durable:
-            ctx.stored, queued_policy = self._begin(run_id, list(questions), ctx.policy)
+            ctx.stored, queued_policy = self._begin(
+                run_id, list(questions), ctx.policy, follow_up_of
+            )
             ctx.policy = queued_policy or ctx.policy
         for q in ctx.questions:
             stages.check_input(self, q)
@@ -214,7 +219,14 @@ class Pipeline:
         results = self._held(ctx, resumed=None)
         return [] if on_result is not None else results
 
-    def queue(self, run_id: str, questions: Sequence[str], *, role: str | None = None) -> None:
+    def queue(
+        self,
+        run_id: str,
+        questions: Sequence[str],
+        *,
+        role: str | None = None,
+        follow_up_of: str | None = None,
+    ) -> None:
         """Record a run nobody advances yet (a service accepted it); ``run_batch`` claims it, and
         ``recover`` starts it if the service stops first. The run keeps the policy of ``role``
         (checked now: an unknown role is refused before anything is recorded)."""
@@ -225,6 +237,7 @@ class Pipeline:
             self.db.safe_url,
             StartedCheckpoint(run_id=run_id, questions=list(questions), policy=policy),
             status="queued",
+            follow_up_of=follow_up_of,
         )
 
     def resume(self, run_id: str, *, progress: Progress | None = None) -> list[RunResult]:
@@ -254,6 +267,7 @@ class Pipeline:
                 f"{until}); once its lease expires it can be taken over"
             )
         ctx = self._restore(checkpoint, progress)
+        ctx.follow_up_of = stored.follow_up_of
         outcome = self.gate(run_id).outcome(checkpoint.batch_id)
         if str(outcome.status) == "pending":
             return ctx.results()
@@ -300,6 +314,7 @@ class Pipeline:
             ctx = self._context(run_id, checkpoint.questions, progress, None)
             ctx.policy = checkpoint.policy
             ctx.stored = ("running", version)
+            ctx.follow_up_of = stored.follow_up_of
             self._supersede(run_id, keep=None, reason=f"run taken over from {previous}")
             if stored.owner is not None:
                 for q in ctx.questions:
@@ -314,9 +329,11 @@ class Pipeline:
         if isinstance(checkpoint, ExecutedCheckpoint):  # only the answers were left
             ctx = self._restore(checkpoint, progress)
             ctx.stored = (stored.status, version)
+            ctx.follow_up_of = stored.follow_up_of
             return self._held(ctx, resumed="executed")
         assert isinstance(checkpoint, PausedCheckpoint)  # resuming: it resumed from a pause
         ctx = self._restore(checkpoint, progress)
+        ctx.follow_up_of = stored.follow_up_of
         self._reopen(ctx)
         ctx.stored = (stored.status, version)
         self._supersede(run_id, keep=checkpoint.batch_id, reason=f"run taken over from {previous}")
@@ -390,7 +407,11 @@ class Pipeline:
                     q.error = None
 
     def _begin(
-        self, run_id: str, questions: list[str], policy: dict[str, object] | None
+        self,
+        run_id: str,
+        questions: list[str],
+        policy: dict[str, object] | None,
+        follow_up_of: str | None = None,
     ) -> tuple[tuple[str, int], dict[str, object] | None]:
         """Record the run as running under this process's lease (claiming it if queued); the
         policy a queued run was recorded with comes back with its (status, version)."""
@@ -405,6 +426,7 @@ class Pipeline:
                 status="running",
                 owner=self.owner,
                 lease_s=self.config.lease_s,
+                follow_up_of=follow_up_of,
             )
             return ("running", 1), None
         if stored.status != "queued":

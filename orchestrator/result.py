@@ -102,6 +102,10 @@ class RunResult(BaseModel):
     dialect: str | None = None
     duration_ms: float = 0.0
     trace: list[TraceEntry] = Field(default_factory=list)
+    follow_up_of: str | None = Field(
+        default=None,
+        description="The run whose clarifying questions this run's question answers, if any",
+    )
 
     @property
     def exit_code(self) -> int:

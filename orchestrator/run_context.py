@@ -51,6 +51,8 @@ class RunContext:
     stored: tuple[str, int] | None = None
     #: The lease this process holds on the run, when it is recorded.
     lease: Lease | None = None
+    #: The run whose clarifying questions this run answers (``orchestrator.clarify``).
+    follow_up_of: str | None = None
 
     def next_call_index(self) -> int:
         """The index of the run's next LLM call (1, 2, ...)."""
@@ -80,10 +82,15 @@ class RunContext:
                 and q.qid not in self.emitted
             ):
                 self.emitted.add(q.qid)
-                self.on_result(index, q.to_result(self.dialect, self.preview_rows))
+                self.on_result(index, self._result(q))
                 if self.release_streamed:
                     q.release()
 
     def results(self) -> list[RunResult]:
         self.emit()
-        return [q.to_result(self.dialect, self.preview_rows) for q in self.questions]
+        return [self._result(q) for q in self.questions]
+
+    def _result(self, q: QuestionState) -> RunResult:
+        result = q.to_result(self.dialect, self.preview_rows)
+        result.follow_up_of = self.follow_up_of
+        return result

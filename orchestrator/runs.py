@@ -42,6 +42,7 @@ runs = sa.Table(
     sa.Column("owner", sa.String(200), nullable=True),
     sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("takeovers", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("follow_up_of", sa.String(64), nullable=True),
 )
 
 
@@ -70,7 +71,12 @@ def _v3(conn: Connection) -> None:
     )
 
 
-MIGRATIONS = (_v1, _v2, _v3)
+def _v4(conn: Connection) -> None:
+    """The run a follow-up answers the clarifying questions of (its parent), if any."""
+    conn.exec_driver_sql("ALTER TABLE sqlgate_runs ADD COLUMN follow_up_of VARCHAR(64)")
+
+
+MIGRATIONS = (_v1, _v2, _v3, _v4)
 
 
 def _adopt(conn: Connection) -> int:
@@ -132,6 +138,7 @@ class StoredRun:
     owner: str | None = None
     lease_expires_at: datetime | None = None
     takeovers: int = 0
+    follow_up_of: str | None = None
 
     def lease_expired(self, now: datetime | None = None) -> bool:
         """True when a process held the run and its lease ran out (it stopped or froze)."""
@@ -174,8 +181,10 @@ class RunStore:
         status: str = "awaiting_approval",
         owner: str | None = None,
         lease_s: float | None = None,
+        follow_up_of: str | None = None,
     ) -> int:
-        """Record a new run (version 1); with ``owner`` and ``lease_s`` it holds the lease."""
+        """Record a new run (version 1); with ``owner`` and ``lease_s`` it holds the lease;
+        ``follow_up_of`` links a follow-up to the run whose clarifying questions it answers."""
         self.setup()
         now = _now()
         with write_transaction(self.engine) as conn:
@@ -190,6 +199,7 @@ class RunStore:
                     owner=owner,
                     lease_expires_at=now + timedelta(seconds=lease_s) if lease_s else None,
                     takeovers=0,
+                    follow_up_of=follow_up_of,
                 )
             )
         return 1
@@ -279,7 +289,8 @@ class RunStore:
             return [_stored(row) for row in conn.execute(query)]
 
     def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        """Runs, newest change first: id, status, database, owner, lease expiry, takeovers."""
+        """Runs, newest change first: id, status, database, owner, lease expiry, takeovers, and
+        the run a follow-up answers (``follow_up_of``)."""
         self.setup()
         query = sa.select(
             runs.c.run_id,
@@ -289,6 +300,7 @@ class RunStore:
             runs.c.owner,
             runs.c.lease_expires_at,
             runs.c.takeovers,
+            runs.c.follow_up_of,
         )
         if status:
             query = query.where(runs.c.status == status)
@@ -315,6 +327,7 @@ def _stored(row: Any) -> StoredRun:
         owner=row.owner,
         lease_expires_at=utc(row.lease_expires_at) if row.lease_expires_at else None,
         takeovers=row.takeovers or 0,
+        follow_up_of=row.follow_up_of,
     )
 
 

@@ -150,7 +150,10 @@ def advance_run(task: Task, run_id: str) -> str:
     try:
         if stored.status == "queued":
             assert isinstance(stored.checkpoint, StartedCheckpoint)
-            _settle(worker, run_id, pipeline.run_batch(stored.checkpoint.questions, run_id=run_id))
+            results = pipeline.run_batch(
+                stored.checkpoint.questions, run_id=run_id, follow_up_of=stored.follow_up_of
+            )
+            _settle(worker, run_id, results)
             return "started"
         if stored.lease_expired():
             _settle(worker, run_id, pipeline.recover(run_id))

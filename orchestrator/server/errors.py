@@ -7,6 +7,8 @@
           │    └── TokenExpired     token_expired          401  (the token's expires has passed)
           ├── Forbidden             forbidden              403  (the token's role may not do this)
           ├── CallNotFound          call_not_found         404  (no such call_id in the batch)
+          ├── NotClarifiable        not_clarifiable        409  (no question of the run awaits answers)
+          ├── InvalidClarification  invalid_clarification  422  (answers that fit no question asked)
           ├── PayloadTooLarge       payload_too_large      413  (the body is over the size limit)
           └── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
 
@@ -50,6 +52,16 @@ class Forbidden(ServerError):
 class CallNotFound(ServerError):
     code = "call_not_found"
     status = 404
+
+
+class NotClarifiable(ServerError):
+    code = "not_clarifiable"
+    status = 409
+
+
+class InvalidClarification(ServerError):
+    code = "invalid_clarification"
+    status = 422
 
 
 class PayloadTooLarge(ServerError):

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.clarify import MAX_ANSWER_CHARS
 from orchestrator.server.sql_view import DiffLine
 from orchestrator.server.state import RunRow
 
@@ -47,6 +48,28 @@ class RunAccepted(BaseModel):
     run_id: str = Field(description="The new run's id; follow it on /events or /runs/{run_id}")
     status: str = Field(description="Always queued: the run starts in the background")
     questions: list[str] = Field(description="The questions, as they will be answered")
+    follow_up_of: str | None = Field(
+        default=None, description="For a follow-up: the run whose clarifying questions it answers"
+    )
+
+
+class ClarifyRequest(BaseModel):
+    """The analyst's answers to a run's clarifying questions, by their ids."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answers: dict[
+        Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=MAX_ANSWER_CHARS)]
+    ] = Field(
+        max_length=50,
+        description="clarifying question id -> answer; at least one; unanswered ids are left out",
+        examples=[{"metric": "revenue", "entity": "products"}],
+    )
+    question_id: str | None = Field(
+        default=None,
+        max_length=20,
+        description="Which of the run's questions (q1, q2, ...); needed only when several wait",
+    )
 
 
 class RunView(BaseModel):
@@ -63,9 +86,21 @@ class RunView(BaseModel):
     error: dict[str, Any] | None = Field(default=None, description="Why the run failed")
     created_at: str = Field(description="When the run was asked (ISO 8601, UTC)")
     updated_at: str = Field(description="When the run last changed (ISO 8601, UTC)")
+    follow_up_of: str | None = Field(
+        default=None, description="The run whose clarifying questions this run answers"
+    )
+    follow_ups: list[str] = Field(
+        default_factory=list,
+        description="Runs started to answer this run's clarifying questions, oldest first",
+    )
 
     @classmethod
-    def of(cls, row: RunRow, results: list[dict[str, Any]] | None = None) -> RunView:
+    def of(
+        cls,
+        row: RunRow,
+        results: list[dict[str, Any]] | None = None,
+        follow_ups: list[str] | None = None,
+    ) -> RunView:
         """The view of a stored run; ``results`` replaces the stored ones (e.g. enriched)."""
         error = {k: v for k, v in row.error.items() if k != "trace"} if row.error else None
         return cls(
@@ -78,6 +113,8 @@ class RunView(BaseModel):
             error=error,
             created_at=row.created_at,
             updated_at=row.updated_at,
+            follow_up_of=row.follow_up_of,
+            follow_ups=follow_ups or [],
         )
 
 

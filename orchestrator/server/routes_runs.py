@@ -1,4 +1,5 @@
-"""``/runs``: ask one question or many, list the caller's runs, read one run."""
+"""``/runs``: ask one question or many, list and search the caller's runs, read one run, answer a
+run's clarifying questions (a follow-up run)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,24 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from approvals import ApprovalError, ApprovalOutcome
+from orchestrator.chart import choose_chart
+from orchestrator.clarify import ClarificationError, follow_up_question
 from orchestrator.errors import RunNotFound
+from orchestrator.result import ClarifyingQuestionOut
+from orchestrator.server.auth import Principal
 from orchestrator.server.dependencies import Caller, ServiceDep
+from orchestrator.server.errors import InvalidClarification, NotClarifiable
 from orchestrator.server.models import (
     ERRORS,
     AskRequest,
+    ClarifyRequest,
     ErrorResponse,
     RunAccepted,
     RunView,
 )
 from orchestrator.server.security import GuardedRoute, needs
 from orchestrator.server.service import Service
+from orchestrator.server.state import RunRow
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, route_class=GuardedRoute)
 
@@ -37,12 +45,21 @@ def list_runs(
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
+    q: Annotated[
+        str | None,
+        Query(max_length=200, description="Only runs whose question or run id contains this"),
+    ] = None,
 ) -> list[RunView]:
-    """The caller's runs, newest first (an admin's: every run), a page at a time."""
+    """The caller's runs, newest first (an admin's: every run), a page at a time; ``q`` searches
+    the questions and run ids (case-insensitive)."""
     owner = None if principal.may("read_any_run") else principal.actor
-    rows = service.state.runs(owner=owner, limit=offset + limit)[offset:]
+    rows = service.state.runs(owner=owner, limit=limit, offset=offset, q=(q or "").strip() or None)
     outcomes: dict[str, ApprovalOutcome | None] = {}
-    return [RunView.of(row, _with_reviewers(service, row.results, outcomes)) for row in rows]
+    follow_ups = service.state.follow_ups([row.run_id for row in rows])
+    return [
+        RunView.of(row, _with_reviewers(service, row.results, outcomes), follow_ups[row.run_id])
+        for row in rows
+    ]
 
 
 @router.get(
@@ -54,11 +71,68 @@ def list_runs(
 def get_run(
     run_id: Annotated[str, PathParam(max_length=64)], principal: Caller, service: ServiceDep
 ) -> RunView:
-    """A run's status and, once known, one result per question."""
+    """A run's status and, once known, one result per question; the run it follows up
+    (``follow_up_of``) and the follow-ups that answered its clarifying questions."""
+    row = _own_run(service, principal, run_id)
+    return RunView.of(
+        row, _with_reviewers(service, row.results, {}), service.state.follow_ups([run_id])[run_id]
+    )
+
+
+@router.post(
+    "/{run_id}/clarify",
+    status_code=202,
+    response_model=RunAccepted,
+    responses={
+        404: {"model": ErrorResponse, "description": "no such run of the caller's"},
+        409: {"model": ErrorResponse, "description": "no question of the run awaits answers"},
+    },
+    openapi_extra=needs("ask"),
+)
+def clarify_run(
+    run_id: Annotated[str, PathParam(max_length=64)],
+    body: ClarifyRequest,
+    principal: Caller,
+    service: ServiceDep,
+) -> RunAccepted:
+    """Answer a run's clarifying questions (by id): a follow-up run starts in the background with
+    the original question plus the answers, linked to this run (``follow_up_of``). It is an
+    ordinary one-question run, with the budget of a normal question."""
+    row = _own_run(service, principal, run_id)
+    waiting = [
+        (f"q{i + 1}", r)
+        for i, r in enumerate(row.results or [])
+        if r.get("status") == "needs_clarification"
+    ]
+    if body.question_id is not None:
+        waiting = [(qid, r) for qid, r in waiting if qid == body.question_id]
+    if not waiting:
+        raise NotClarifiable(
+            f"no question of run {run_id}"
+            f"{f' with id {body.question_id}' if body.question_id else ''} needs clarification"
+        )
+    if len(waiting) > 1:
+        raise NotClarifiable(
+            f"several questions of run {run_id} need clarification "
+            f"({', '.join(q for q, _ in waiting)}): say which with question_id"
+        )
+    result = waiting[0][1]
+    asked = [ClarifyingQuestionOut(**q) for q in result.get("clarification_questions") or []]
+    try:
+        question = follow_up_question(result["question"], asked, body.answers)
+    except ClarificationError as exc:
+        raise InvalidClarification(exc.message) from exc
+    new_id = service.runs.submit(
+        [question], principal.actor, principal.role.value, follow_up_of=run_id
+    )
+    return RunAccepted(run_id=new_id, status="queued", questions=[question], follow_up_of=run_id)
+
+
+def _own_run(service: Service, principal: Principal, run_id: str) -> RunRow:
     row = service.state.run(run_id)
     if row is None or (row.owner != principal.actor and not principal.may("read_any_run")):
         raise RunNotFound(f"no run {run_id!r}")
-    return RunView.of(row, _with_reviewers(service, row.results, {}))
+    return row
 
 
 def _with_reviewers(
@@ -67,7 +141,8 @@ def _with_reviewers(
     outcomes: dict[str, ApprovalOutcome | None],
 ) -> list[dict[str, Any]] | None:
     """The results with, on each approval, who decided it (``decided_by``) and, for an edit, the
-    model's SQL it replaced (``edited_from``). ``outcomes`` caches batches across runs."""
+    model's SQL it replaced (``edited_from``), and the chart the result's shape deserves
+    (``chart``: kind, x, y, reason). ``outcomes`` caches batches across runs."""
     if results is None:
         return None
     enriched = []
@@ -92,5 +167,8 @@ def _with_reviewers(
                     "edited_from": resolution.edited_from if resolution else None,
                 }
             )
-        enriched.append({**result, "approvals": approvals})
+        chart = choose_chart(
+            result.get("columns") or [], result.get("rows_preview") or [], result.get("row_count")
+        )
+        enriched.append({**result, "approvals": approvals, "chart": chart.to_dict()})
     return enriched

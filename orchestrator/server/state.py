@@ -40,6 +40,7 @@ server_runs = sa.Table(
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("follow_up_of", sa.String(64), nullable=True, index=True),
 )
 server_events = sa.Table(
     "sqlgate_server_events",
@@ -91,7 +92,16 @@ def _v2(conn: Connection) -> None:
     to_timestamp(conn, "sqlgate_server_events", "seq", ["at"])
 
 
-MIGRATIONS = (_v1, _v2)
+def _v3(conn: Connection) -> None:
+    """A follow-up run keeps the id of the run whose clarifying questions it answers."""
+    conn.exec_driver_sql("ALTER TABLE sqlgate_server_runs ADD COLUMN follow_up_of VARCHAR(64)")
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_sqlgate_server_runs_follow_up_of "
+        "ON sqlgate_server_runs (follow_up_of)"
+    )
+
+
+MIGRATIONS = (_v1, _v2, _v3)
 
 
 def _adopt(conn: Connection) -> int:
@@ -118,6 +128,7 @@ class RunRow:
     error: dict[str, Any] | None
     created_at: str
     updated_at: str
+    follow_up_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +162,9 @@ class ServerState:
             yield conn
 
     # -- runs --------------------------------------------------------------------------------
-    def create_run(self, run_id: str, owner: str, questions: list[str]) -> RunRow:
+    def create_run(
+        self, run_id: str, owner: str, questions: list[str], *, follow_up_of: str | None = None
+    ) -> RunRow:
         at = _now()
         with self._write() as conn:
             conn.execute(
@@ -160,11 +173,12 @@ class ServerState:
                     owner=owner,
                     status="queued",
                     batch_id=None,
-                    questions=json.dumps(questions),
+                    questions=json.dumps(questions, ensure_ascii=False),  # searchable as typed
                     results=None,
                     error=None,
                     created_at=at,
                     updated_at=at,
+                    follow_up_of=follow_up_of,
                 )
             )
             self._append(
@@ -212,12 +226,51 @@ class ServerState:
             row = conn.execute(sa.select(server_runs).where(server_runs.c.run_id == run_id)).first()
         return _run_row(row) if row is not None else None
 
-    def runs(self, *, owner: str | None = None, limit: int = 50) -> list[RunRow]:
-        query = sa.select(server_runs).order_by(server_runs.c.created_at.desc()).limit(limit)
+    def runs(
+        self,
+        *,
+        owner: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        q: str | None = None,
+    ) -> list[RunRow]:
+        """Runs, newest first, a page at a time; ``q`` keeps those whose questions or run id
+        contain it (case-insensitive)."""
+        query = (
+            sa.select(server_runs)
+            .order_by(server_runs.c.created_at.desc(), server_runs.c.run_id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
         if owner is not None:
             query = query.where(server_runs.c.owner == owner)
+        if q:
+            escaped = q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            pattern = f"%{escaped}%"
+            query = query.where(
+                sa.or_(
+                    sa.func.lower(server_runs.c.questions).like(pattern, escape="\\"),
+                    sa.func.lower(server_runs.c.run_id).like(pattern, escape="\\"),
+                )
+            )
         with self.engine.connect() as conn:
             return [_run_row(row) for row in conn.execute(query)]
+
+    def follow_ups(self, run_ids: list[str]) -> dict[str, list[str]]:
+        """For each of ``run_ids``, the runs started to answer its clarifying questions, oldest
+        first (one query)."""
+        found: dict[str, list[str]] = {run_id: [] for run_id in run_ids}
+        if not run_ids:
+            return found
+        query = (
+            sa.select(server_runs.c.run_id, server_runs.c.follow_up_of)
+            .where(server_runs.c.follow_up_of.in_(run_ids))
+            .order_by(server_runs.c.created_at)
+        )
+        with self.engine.connect() as conn:
+            for row in conn.execute(query):
+                found[row.follow_up_of].append(row.run_id)
+        return found
 
     def cached_owner(self, run_id: str) -> str | None:
         """The owner if already known in this process (no query)."""
@@ -297,4 +350,5 @@ def _run_row(row: Any) -> RunRow:
         error=json.loads(row.error) if row.error else None,
         created_at=utc(row.created_at).isoformat(),
         updated_at=utc(row.updated_at).isoformat(),
+        follow_up_of=row.follow_up_of,
     )

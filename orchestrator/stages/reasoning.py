@@ -8,6 +8,7 @@ from agents import ReasoningAgent
 from agents.catalogue import Catalogue, build_catalogue
 from agents.llm_batch import QuestionInput
 from agents.reasoning import ClarifyingQuestion
+from orchestrator.clarify import answered_context
 from orchestrator.memory import notes_by_question
 from orchestrator.question import QuestionState
 from orchestrator.result import ClarifyingQuestionOut, RunError, RunStatus
@@ -87,9 +88,17 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         return agent.build_messages(items, catalogue.text, p.db.dialect)
 
     def inputs(q: QuestionState) -> QuestionInput:
-        return QuestionInput(
-            q.qid, q.text.strip(), ReasoningAgent.question_context(notes.get(q.qid, ()))
+        # A follow-up carries the analyst's answers in its text; Batch 1 is told to take them
+        # as settled (an ordinary question's prompt is unchanged).
+        context = "\n".join(
+            part
+            for part in (
+                answered_context(q.text),
+                ReasoningAgent.question_context(notes.get(q.qid, ())),
+            )
+            if part
         )
+        return QuestionInput(q.qid, q.text.strip(), context)
 
     calls = ctx.batched_calls(p.llm, k=p.config.k, max_prompt_chars=p.config.max_prompt_chars)
     for q, reasoning, call in calls("reasoning", agent, qs, build, inputs):

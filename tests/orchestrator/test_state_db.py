@@ -17,7 +17,7 @@ from approvals.migrations import schema_versions
 from orchestrator.state_db import StateDatabase, default_state_url
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-LATEST = {"approvals": 3, "memory": 1, "runs": 3, "server": 2}
+LATEST = {"approvals": 3, "memory": 1, "runs": 4, "server": 3}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -87,6 +87,35 @@ def test_timestamps_are_timestamps_and_sort_by_time(state_url: str) -> None:
     state.close()
 
 
+def test_a_follow_up_keeps_its_parent_and_runs_are_searched_literally(state_url: str) -> None:
+    from orchestrator.checkpoint import StartedCheckpoint
+
+    state = StateDatabase(state_url)
+    state.setup()
+    server = state.server
+    server.create_run("run_a", "alice", ["Show me the best ones."])
+    server.create_run("run_b", "alice", ["Show me the best ones.\n\n- [metric] Answer: 100%"])
+    server.create_run("run_c", "alice", ["Prix moyen en été ?"], follow_up_of="run_a")
+    server.create_run("run_d", "bob", ["Show me the BEST ones."])
+    state.runs.create(
+        "run_c",
+        "sqlite:///x",
+        StartedCheckpoint(run_id="run_c", questions=["q"]),
+        follow_up_of="run_a",
+    )
+
+    assert server.run("run_c").follow_up_of == "run_a"
+    assert state.runs.load("run_c").follow_up_of == "run_a"
+    assert server.follow_ups(["run_a", "run_b"]) == {"run_a": ["run_c"], "run_b": []}
+    assert [r.run_id for r in server.runs(owner="alice", q="best ONES")] == ["run_b", "run_a"]
+    assert [r.run_id for r in server.runs(owner="alice", q="best", offset=1)] == ["run_a"]
+    assert [r.run_id for r in server.runs(q="100%")] == ["run_b"]  # % is literal
+    assert server.runs(q="best_ones") == []  # so is _
+    assert [r.run_id for r in server.runs(q="été")] == ["run_c"]
+    assert [r.run_id for r in server.runs(q="RUN_D")] == ["run_d"]  # run ids too
+    state.close()
+
+
 def test_a_state_file_from_before_the_shared_runner_is_adopted_and_migrated(
     tmp_path: Path,
 ) -> None:
@@ -98,7 +127,7 @@ def test_a_state_file_from_before_the_shared_runner_is_adopted_and_migrated(
 
     assert state.versions() == LATEST
     [run] = state.runs.list()
-    assert run["status"] == "awaiting_approval"
+    assert run["status"] == "awaiting_approval" and run["follow_up_of"] is None
     assert run["updated_at"].tzinfo is not None and run["updated_at"] < datetime.now(UTC)
     assert len(state.approvals.pending_batches()) == 1
     state.close()

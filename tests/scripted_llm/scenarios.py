@@ -464,8 +464,64 @@ SCENARIOS[ERP_REVENUE] = Scenario(
     answer=lambda p: f"{len(p['rows'])} customers were invoiced in 2025.",
 )
 
+# -- the clarification loop: the ambiguous demo question, answered -----------------------------------
+
+#: The analyst's answers to the ambiguous question's clarifying questions (ids as the model asks).
+AMBIGUOUS_ANSWERS = {"metric": "revenue", "entity": "products"}
+
+
+def follow_up_text(original: str, answers: dict[str, str]) -> str:
+    """The follow-up question as the prompt's section header shows it (whitespace flattened)."""
+    from orchestrator.clarify import follow_up_question
+    from orchestrator.result import ClarifyingQuestionOut
+
+    asked = [
+        ClarifyingQuestionOut(id=q["id"], text=q["text"])
+        for q in SCENARIOS[original].reasoning["clarification"]["questions"]
+    ]
+    return " ".join(follow_up_question(original, asked, answers).split())
+
+
+AMBIGUOUS_FOLLOW_UP = follow_up_text(AMBIGUOUS, AMBIGUOUS_ANSWERS)
+SCENARIOS[AMBIGUOUS_FOLLOW_UP] = Scenario(
+    reasoning=reasoning(
+        tables=["products", "order_items", "orders"],
+        joins=[
+            ("order_items", "products", "order_items.product_id = products.product_id"),
+            ("order_items", "orders", "order_items.order_id = orders.order_id"),
+        ],
+        filters=[("orders", "status", "not cancelled")],
+        complexity="moderate",
+        assumptions=["Best means the highest revenue; the top 5 products are shown."],
+        aggregations=[_REVENUE],
+        order_by=["revenue DESC"],
+    ),
+    sql=f"SELECT p.name AS product, ROUND({_REVENUE}, 2) AS revenue FROM order_items AS oi "
+    "JOIN products AS p ON p.product_id = oi.product_id "
+    "JOIN orders AS o ON o.order_id = oi.order_id WHERE o.status <> 'cancelled' "
+    "GROUP BY p.name ORDER BY revenue DESC LIMIT 5",
+    answer=lambda p: f"The best product by revenue is {p['rows'][0][0]}." if p["rows"] else "None.",
+)
+
+#: A time series: one row per month (a line chart, not bars).
+MONTHLY_ORDERS = "How many orders were placed each month in 2025?"
+SCENARIOS[MONTHLY_ORDERS] = Scenario(
+    reasoning=reasoning(
+        tables=["orders"],
+        filters=[("orders", "order_date", "in 2025")],
+        aggregations=["COUNT(orders.order_id)"],
+        order_by=["month"],
+    ),
+    sql="SELECT strftime('%Y-%m', order_date) AS month, COUNT(order_id) AS orders FROM orders "
+    "WHERE order_date >= '2025-01-01' AND order_date < '2026-01-01' GROUP BY month ORDER BY month",
+    answer=lambda p: f"Orders were placed in {len(p['rows'])} months of 2025.",
+)
+
 __all__ = [
+    "AMBIGUOUS_ANSWERS",
+    "AMBIGUOUS_FOLLOW_UP",
     "COUNT_QUESTIONS",
+    "MONTHLY_ORDERS",
     "DEMO_QUESTIONS",
     "SCENARIOS",
     "Scenario",

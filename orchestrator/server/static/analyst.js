@@ -1,6 +1,7 @@
 // The analyst page: ask one question or many, follow each run live, read answers, the SQL that ran
-// and who approved it, assumptions and warnings, rows (CSV, copy SQL) and a chart; older runs a
-// page at a time.
+// and who approved it, assumptions and warnings, rows (CSV, copy SQL) and the chart the server
+// chose for the result's shape; answer an ambiguous question's clarifying questions (a follow-up
+// run, linked to the one that asked); search the history, a page at a time.
 "use strict";
 
 (() => {
@@ -8,6 +9,7 @@
   const runs = new Map(); // run_id -> section element
   const PAGE = 10;
   let offset = 0;
+  let search = ""; // the history search in force ("" = every run)
 
   const STAGE_TEXT = { queued: "queued", awaiting_approval: "waiting for a reviewer" };
 
@@ -31,6 +33,7 @@
     el.dataset.testid = "run";
     el.innerHTML = `
       <h3>Run <span class="meta">${escape(runId)}</span> <span class="status" data-testid="run-status">queued</span></h3>
+      <div class="meta link" data-testid="follow-up-of" hidden></div>
       <div class="meta stage" data-testid="stage"></div>
       <div class="progress"><div></div></div>
       <ol class="questions">${questions.map((q) => `<li>${escape(q)}</li>`).join("")}</ol>
@@ -53,24 +56,48 @@
     el.querySelector(".progress > div").style.width = `${total ? Math.round((100 * done) / total) : 0}%`;
   }
 
-  // A bar chart when the result is a simple grouping (a label column and a number column).
-  function chart(columns, rows) {
-    if (columns.length !== 2 || rows.length < 2 || rows.length > 40) return "";
-    if (!rows.every((r) => isNumber(r[1])) || rows.every((r) => isNumber(r[0]) && !/^\d{4}/.test(String(r[0])))) return "";
-    const values = rows.map((r) => Number(r[1]));
+  // The chart the server chose for the result's shape (orchestrator/chart.py): bars for a label and
+  // a number, a line for a time series, none (with the reason) when a chart would mislead.
+  function chart(choice, columns, rows) {
+    if (!choice || !columns.length) return "";
+    if (choice.kind === "none") return `<div class="meta chart-none" data-testid="chart-none">${escape(choice.reason)}</div>`;
+    const labels = rows.map((r) => String(r[choice.x]));
+    const values = rows.map((r) => Number(r[choice.y]));
+    const title = escape(choice.reason);
+    if (choice.kind === "line") return lineChart(labels, values, title);
     const max = Math.max(...values, 0) || 1;
     const bar = 18, gap = 6, label = 150, width = 560;
     const height = rows.length * (bar + gap) + 24;
     const bars = rows.map((r, i) => {
       const y = i * (bar + gap);
       const w = Math.max(1, ((width - label - 70) * Math.max(values[i], 0)) / max);
-      return `<text x="${label - 6}" y="${y + bar - 5}" text-anchor="end">${escape(String(r[0]).slice(0, 24))}</text>
+      return `<text x="${label - 6}" y="${y + bar - 5}" text-anchor="end">${escape(labels[i].slice(0, 24))}</text>
               <rect x="${label}" y="${y}" width="${w.toFixed(1)}" height="${bar}" rx="2"></rect>
               <text x="${(label + w + 4).toFixed(1)}" y="${y + bar - 5}">${escape(formatValue(values[i]))}</text>`;
     }).join("");
-    return `<svg class="chart" data-testid="chart" role="img" aria-label="${escape(columns[1])} by ${escape(columns[0])}"
+    return `<svg class="chart" data-testid="chart" data-kind="bar" role="img" aria-label="${title}"
               viewBox="0 0 ${width} ${height}">${bars}
-              <text x="${label}" y="${height - 4}">${escape(columns[1])} by ${escape(columns[0])}</text></svg>`;
+              <text x="${label}" y="${height - 4}">${title}</text></svg>`;
+  }
+
+  // A line through the points in time order, the lowest and highest value marked on the axis.
+  function lineChart(labels, values, title) {
+    const order = labels.map((_, i) => i).sort((a, b) => (labels[a] < labels[b] ? -1 : labels[a] > labels[b] ? 1 : 0));
+    const width = 560, height = 220, left = 56, right = 12, top = 12, bottom = 44;
+    const lo = Math.min(...values, 0), hi = Math.max(...values) || 1;
+    const px = (k) => left + (order.length > 1 ? (k * (width - left - right)) / (order.length - 1) : 0);
+    const py = (v) => top + (height - top - bottom) * (1 - (v - lo) / (hi - lo || 1));
+    const points = order.map((i, k) => `${px(k).toFixed(1)},${py(values[i]).toFixed(1)}`).join(" ");
+    const dots = order.map((i, k) => `<circle cx="${px(k).toFixed(1)}" cy="${py(values[i]).toFixed(1)}" r="3"><title>${escape(labels[i])}: ${escape(formatValue(values[i]))}</title></circle>`).join("");
+    const first = labels[order[0]], last = labels[order[order.length - 1]];
+    return `<svg class="chart line" data-testid="chart" data-kind="line" role="img" aria-label="${title}" viewBox="0 0 ${width} ${height}">
+      <line x1="${left}" y1="${height - bottom}" x2="${width - right}" y2="${height - bottom}" class="axis"></line>
+      <text x="${left - 6}" y="${py(hi) + 4}" text-anchor="end">${escape(formatValue(hi))}</text>
+      <text x="${left - 6}" y="${py(lo) + 4}" text-anchor="end">${escape(formatValue(lo))}</text>
+      <polyline points="${points}"></polyline>${dots}
+      <text x="${left}" y="${height - bottom + 16}">${escape(first)}</text>
+      <text x="${width - right}" y="${height - bottom + 16}" text-anchor="end">${escape(last)}</text>
+      <text x="${left}" y="${height - 6}">${title}</text></svg>`;
   }
 
   function table(columns, rows) {
@@ -102,19 +129,37 @@
     return `<div class="${kind}" data-testid="${kind}"><b>${escape(title)}</b><ul>${entries.map((e) => `<li>${escape(e)}</li>`).join("")}</ul></div>`;
   }
 
-  function resultHtml(r, index) {
+  // An ambiguous question: each clarifying question with its id and a box for the answer; the
+  // answers start a follow-up run. Once answered, a link to the follow-up instead.
+  function clarifyHtml(run, r, index) {
+    const asked = r.clarification_questions || [];
+    if (r.status !== "needs_clarification" || !asked.length) return "";
+    const followUps = run.follow_ups || [];
+    if (followUps.length) {
+      return `<div class="clarify" data-testid="clarified"><b>Answered in a follow-up:</b> ${followUps.map((id) =>
+        `<a href="#${escape(id)}" data-goto="${escape(id)}">${escape(id)}</a>`).join(", ")}</div>`;
+    }
+    return `<form class="clarify" data-testid="clarify" data-index="${index}">
+        <b>The question is ambiguous; answer what you can and ask again:</b>
+        ${asked.map((q) => `<label class="clarify-q"><span><code>${escape(q.id)}</code> ${escape(q.text)}</span>
+          <input type="text" maxlength="500" data-qid="${escape(q.id)}" data-testid="clarify-answer" aria-label="${escape(q.text)}"></label>`).join("")}
+        <p><button type="submit" data-testid="clarify-submit" data-needs-token>Ask again with these answers</button>
+          <span class="meta" data-testid="clarify-message"></span></p>
+      </form>`;
+  }
+
+  function resultHtml(run, r, index) {
     const rows = r.rows_preview || [];
     const shown = rows.length;
     const partial = r.row_count !== null && r.row_count !== undefined && r.row_count > shown;
     const warnings = [...(r.warnings || [])];
     if (r.truncated) warnings.unshift("The result was cut at the row cap: more rows exist than were returned.");
-    const clarify = (r.clarification_questions || []).map((q) => `${q.id}: ${q.text}`);
     return `
       <div class="item result-item" data-testid="result" data-index="${index}">
         <div class="question">${escape(r.question)} <span class="status ${escape(r.status)}" data-testid="result-status">${escape(r.status.replace(/_/g, " "))}</span></div>
         ${r.answer ? `<p class="answer" data-testid="answer">${escape(r.answer)}</p>` : ""}
         ${r.error && r.status !== "awaiting_approval" ? `<p class="error-text">${escape(r.error.code)}: ${escape(r.error.message)}</p>` : ""}
-        ${listHtml("clarify", "The question is ambiguous; the model asks:", clarify)}
+        ${clarifyHtml(run, r, index)}
         ${listHtml("assumptions", "Assumptions", r.assumptions)}
         ${listHtml("warnings", "Warnings", warnings)}
         ${r.sql ? `<div class="sql-head"><span class="meta">SQL that ran</span>
@@ -122,7 +167,7 @@
           <pre class="sql" data-testid="sql">${highlight(r.sql)}</pre>${provenance(r)}` : provenance(r)}
         ${r.row_count !== null && r.row_count !== undefined ? `<div class="meta rows-line">${escape(formatValue(r.row_count))} row(s)${partial ? `, ${shown} shown` : ""}
           ${r.columns && r.columns.length ? `<button type="button" class="quiet small" data-action="csv" data-testid="csv">${partial ? `CSV of the ${shown} rows shown` : "Download CSV"}</button>` : ""}</div>` : ""}
-        ${chart(r.columns || [], rows)}
+        ${chart(r.chart, r.columns || [], rows)}
         ${table(r.columns || [], rows)}
       </div>`;
   }
@@ -130,8 +175,16 @@
   function renderResults(el, run) {
     const results = run.results || [];
     const box = el.querySelector(".results");
-    box.innerHTML = results.map(resultHtml).join("");
+    box.innerHTML = results.map((r, i) => resultHtml(run, r, i)).join("");
     if (run.error) box.innerHTML += `<p class="error-text">${escape(run.error.code)}: ${escape(run.error.message)}</p>`;
+    box.querySelectorAll("form.clarify").forEach((form) => form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      answer(run, form);
+    }));
+    box.querySelectorAll("[data-goto]").forEach((link) => link.addEventListener("click", (e) => {
+      e.preventDefault();
+      goTo(link.dataset.goto);
+    }));
     box.querySelectorAll("[data-action]").forEach((button) => button.addEventListener("click", async () => {
       const r = results[Number(button.closest(".result-item").dataset.index)];
       if (button.dataset.action === "csv") {
@@ -146,6 +199,7 @@
   function show(run, atBottom) {
     const el = card(run.run_id, run.questions, atBottom);
     el.querySelector(".meta").textContent = `${run.run_id} · ${when(run.created_at)}`;
+    if (run.follow_up_of) linkParent(el, run.follow_up_of);
     if (run.status === "finished" || run.status === "failed") {
       setStatus(el, outcomeOf(run));
       progress(el, run.status, run.questions.length, run.questions.length);
@@ -156,23 +210,69 @@
     }
   }
 
-  async function refresh(runId) {
+  async function refresh(runId, atBottom = false) {
     const response = await api("GET", `/runs/${encodeURIComponent(runId)}`);
-    if (response.ok) show(response.data, false);
+    if (response.ok) show(response.data, atBottom);
   }
 
   async function older() {
-    const listed = await api("GET", `/runs?limit=${PAGE + 1}&offset=${offset}`);
+    const q = search ? `&q=${encodeURIComponent(search)}` : "";
+    const listed = await api("GET", `/runs?limit=${PAGE + 1}&offset=${offset}${q}`);
     if (!listed.ok) return;
     const page = listed.data.slice(0, PAGE);
     for (const run of page) show(run, true);
     offset += page.length;
     document.getElementById("older").hidden = listed.data.length <= PAGE;
+    const note = document.getElementById("search-message");
+    note.textContent = search ? (offset ? `${offset}${listed.data.length > PAGE ? "+" : ""} run(s) match “${search}”` : `No run matches “${search}”.`) : "";
+  }
+
+  // The history search: the list starts over with the runs whose question or id contains it.
+  async function find() {
+    search = document.getElementById("search").value.trim();
+    runs.clear();
+    document.getElementById("runs").innerHTML = "";
+    offset = 0;
+    await older();
+  }
+
+  function linkParent(el, parentId) {
+    const line = el.querySelector("[data-testid=follow-up-of]");
+    line.hidden = false;
+    line.innerHTML = `follow-up of <a href="#${escape(parentId)}">${escape(parentId)}</a>: the answers to its clarifying questions`;
+    line.querySelector("a").addEventListener("click", (e) => { e.preventDefault(); goTo(parentId); });
+  }
+
+  async function goTo(runId) {
+    if (!runs.has(runId)) await refresh(runId, true);
+    const el = runs.get(runId);
+    if (el) { el.scrollIntoView({ behavior: "smooth", block: "start" }); el.classList.add("flash"); setTimeout(() => el.classList.remove("flash"), 1500); }
+  }
+
+  // The analyst's answers to a question's clarifying questions: POST /runs/{id}/clarify starts a
+  // follow-up run (the original question plus the answers), shown at the top and followed live.
+  async function answer(run, form) {
+    const answers = {};
+    form.querySelectorAll("[data-qid]").forEach((input) => { if (input.value.trim()) answers[input.dataset.qid] = input.value.trim(); });
+    const message = form.querySelector("[data-testid=clarify-message]");
+    if (!Object.keys(answers).length) { message.textContent = "Answer at least one question first."; return; }
+    const body = { answers, question_id: `q${Number(form.dataset.index) + 1}` };
+    const response = await api("POST", `/runs/${encodeURIComponent(run.run_id)}/clarify`, body);
+    if (!response.ok) {
+      message.textContent = `Refused: ${response.data && response.data.error ? response.data.error.message : `HTTP ${response.status}`}`;
+      return;
+    }
+    const follow = response.data;
+    const el = card(follow.run_id, follow.questions, false);
+    linkParent(el, run.run_id);
+    offset += 1;
+    run.follow_ups = [...(run.follow_ups || []), follow.run_id];
+    renderResults(runs.get(run.run_id), run);
   }
 
   function onEvent(type, event) {
     const el = runs.get(event.run_id);
-    if (!el) { if (type === "run_progress" && event.stage === "queued") refresh(event.run_id); return; }
+    if (!el) { if (type === "run_progress" && event.stage === "queued" && !search) refresh(event.run_id); return; }
     if (type === "run_progress") {
       if (el.dataset.status === "queued" || event.stage === "awaiting_approval") setStatus(el, event.stage === "awaiting_approval" ? "awaiting_approval" : "running");
       else if (el.dataset.status === "awaiting_approval") setStatus(el, "running");
@@ -211,6 +311,7 @@
 
   document.getElementById("ask").addEventListener("click", ask);
   document.getElementById("older").addEventListener("click", older);
+  document.getElementById("search-form").addEventListener("submit", (e) => { e.preventDefault(); find(); });
 
   signIn(async () => {
     follow(onEvent, setLive);
