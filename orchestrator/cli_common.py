@@ -99,6 +99,12 @@ YesOpt = Annotated[
 ]
 RowCapOpt = Annotated[int, typer.Option(help="Rows fetched at most per query.")]
 MaxLimitOpt = Annotated[int, typer.Option(help="LIMIT added to (or lowered in) every query.")]
+TraceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trace", help="Show the full per-agent trace (default: one line of it per question)."
+    ),
+]
 TimeoutOpt = Annotated[
     float | None, typer.Option(help="Statement timeout in seconds (default 30).")
 ]
@@ -147,3 +153,12 @@ def open_target(
         fail(exc.message, as_json=as_json, error_code=exc.code)
         raise
     return database, LLMClient(settings.llm, limiter=limiter)
+
+
+def check_edits_with(reviewer: Any, pipeline: Any) -> None:
+    """Let a terminal reviewer check an edit on the spot with the pipeline's own validator: an
+    unsafe edit is refused and asked again, not carried to the gate (which checks it again)."""
+    from approvals import TerminalReviewer
+
+    if isinstance(reviewer, TerminalReviewer) and reviewer.validate is None:
+        reviewer.validate = pipeline.validator().validate

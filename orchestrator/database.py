@@ -35,6 +35,11 @@ class TargetDatabase:
                 f"{url!r} is not a database URL; expected e.g. sqlite:///path/to/file.db or "
                 "postgresql+psycopg://user@host:5432/dbname"
             ) from exc
+        except ValueError as exc:  # SQLAlchemy parses the port with int()
+            raise DatabaseURLInvalid(
+                "the database URL's port is not a number; expected e.g. "
+                "postgresql+psycopg://user@host:5432/dbname"
+            ) from exc
         self.url = url
         self.safe_url = redact_url(url)
         try:

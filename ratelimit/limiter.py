@@ -99,6 +99,7 @@ class SlidingWindowLimiter:
         mode: Mode = "fail_fast",
         max_wait: float = 120.0,
         margin: float = 0.0,
+        on_wait: Callable[[float], object] | None = None,
     ) -> None:
         if mode not in ("fail_fast", "wait"):
             raise LimiterConfigError(f"mode must be 'fail_fast' or 'wait', got {mode!r}")
@@ -128,6 +129,8 @@ class SlidingWindowLimiter:
         self._clock = clock
         self._timer: Clock = clock or time.monotonic
         self._sleep = sleep or time.sleep
+        #: Told the seconds of each wait before it starts (a CLI's live line); never sleeps.
+        self.on_wait = on_wait
         if asleep is not None:
             self._asleep = asleep
         elif sleep is None:
@@ -174,6 +177,8 @@ class SlidingWindowLimiter:
                 if verdict.granted:
                     return self._grant(verdict, charge, waited)
                 self._refuse_unless_waiting(verdict, waited)
+                if self.on_wait is not None:
+                    self.on_wait(verdict.retry_after)
                 self._sleep(verdict.retry_after)
                 slept += verdict.retry_after
         finally:
@@ -215,6 +220,8 @@ class SlidingWindowLimiter:
                 if verdict.granted:
                     return self._grant(verdict, charge, waited)
                 self._refuse_unless_waiting(verdict, waited)
+                if self.on_wait is not None:
+                    self.on_wait(verdict.retry_after)
                 await self._asleep(verdict.retry_after)
                 slept += verdict.retry_after
         finally:

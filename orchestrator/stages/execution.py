@@ -59,7 +59,9 @@ def execute(
         try:
             with gate.ledger.executing(outcome, call_id) as sql:
                 q.sql = sql  # byte-for-byte what was approved (or edited)
-                return _Ran(q, executor.run(sql, dialect=p.db.dialect, row_limit=row_limit), None, started)
+                return _Ran(
+                    q, executor.run(sql, dialect=p.db.dialect, row_limit=row_limit), None, started
+                )
         except ExecutionError as exc:
             return _Ran(q, None, exc, started)
         except (AlreadyExecuted, ExecutionInDoubt) as exc:
@@ -85,10 +87,11 @@ def execute(
     )
     for q, result, exc, started in done:
         if result is not None:
+            cut = f" (truncated: more than {result.row_cap})" if result.truncated else ""
             q.note(
                 "SQLExecutor",
                 q.sql or "",
-                f"{result.row_count} row(s)" + (f" (truncated: more than {result.row_cap})" if result.truncated else ""),
+                f"{result.row_count} row(s){cut}",
                 started=started,
             )
             q.result = result
