@@ -77,6 +77,8 @@ class SlidingWindowLimiter:
             its request leaves later still. If every request leaves within ``margin`` of its
             grant's commit, the requests themselves never exceed a limit in any window of its
             length. Default 0: exact on commit stamps only.
+        on_wait: told the seconds of each wait in wait mode before it starts (a live status
+            line); it must not sleep or raise. Settable later as the ``on_wait`` attribute.
 
     Fairness in wait mode: the threads and tasks waiting on one limiter object form a line and
     are admitted in arrival order; only the front of the line waits for a slot, re-checking

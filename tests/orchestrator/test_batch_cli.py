@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.batch_io import ResultWriter, read_questions
 import orchestrator.llm
+from orchestrator.batch_io import ResultWriter, read_questions
 from orchestrator.cli import app
-from orchestrator.result import BATCH_INCOMPLETE_EXIT
 from orchestrator.errors import ConfigurationError
+from orchestrator.result import BATCH_INCOMPLETE_EXIT
 from tests.orchestrator.conftest import requests_so_far
 from tests.scripted_llm import scenarios as sc
 

@@ -121,7 +121,9 @@ def test_a_missing_key_is_reported_before_a_missing_terminal(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
-    result = runner.invoke(app, ["ask", "How many orders?", "--db", f"sqlite:///{demo_db}", "--json"])
+    result = runner.invoke(
+        app, ["ask", "How many orders?", "--db", f"sqlite:///{demo_db}", "--json"]
+    )
 
     assert result.exit_code == 2
     assert "OPENAI_API_KEY" in _json(result.stdout)["error"]["message"]

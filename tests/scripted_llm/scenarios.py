@@ -391,9 +391,7 @@ SCENARIOS.update(
             "CROSS JOIN order_items AS c",
         ),
         ORDERS_2025: Scenario(
-            reasoning=reasoning(
-                tables=["orders"], filters=[("orders", "order_date", "in 2025")]
-            ),
+            reasoning=reasoning(tables=["orders"], filters=[("orders", "order_date", "in 2025")]),
             sql="SELECT o.order_id, o.order_date, o.status FROM orders AS o "
             "WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01' ORDER BY o.order_id",
             answer=lambda p: (
