@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -149,7 +147,7 @@ class StageBars:
     """One progress bar per pipeline stage on stderr, and a live line for retries and rate-limit
     waits; paused while the reviewer decides. Without a terminal: plain log lines instead."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -159,7 +157,6 @@ class StageBars:
         )
 
         self.live = err.is_terminal
-        self.clock = clock
         self.progress = Progress(
             TextColumn("{task.description:<22}"),
             BarColumn(),
