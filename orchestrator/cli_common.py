@@ -97,8 +97,16 @@ RateOpt = Annotated[
 YesOpt = Annotated[
     bool, typer.Option("--yes", "-y", help="Approve the generated SQL without a prompt.")
 ]
-RowCapOpt = Annotated[int, typer.Option(help="Rows fetched at most per query.")]
-MaxLimitOpt = Annotated[int, typer.Option(help="LIMIT added to (or lowered in) every query.")]
+RowCapOpt = Annotated[
+    int, typer.Option(help="Rows kept at most per query; more existing is reported truncated.")
+]
+MaxLimitOpt = Annotated[
+    int,
+    typer.Option(
+        help="Rows the safety policy keeps at most per query: a LIMIT of one more is added (or "
+        "lowered to), and the extra row tells that the result was cut."
+    ),
+]
 TraceOpt = Annotated[
     bool,
     typer.Option(

@@ -59,7 +59,11 @@ def validate(
     sql: Annotated[str, typer.Argument(help="The SQL to check ('-' reads it from stdin).")],
     dialect: Annotated[str, typer.Option(help="sqlite, postgres, mysql or duckdb.")] = "sqlite",
     max_limit: Annotated[
-        int, typer.Option(help="LIMIT added to (or lowered in) the query.")
+        int,
+        typer.Option(
+            help="Rows kept at most: a LIMIT of one more is added (or lowered to), so a cut "
+            "result shows."
+        ),
     ] = 1000,
     as_json: JsonOpt = False,
 ) -> None:
