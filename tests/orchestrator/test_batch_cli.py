@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from collections.abc import Iterator
@@ -200,3 +201,22 @@ def test_a_dead_endpoint_is_told_as_it_happens_and_the_batch_exits_13(
     assert "attempt 2 of 4 in 0.0 s" in shown and "attempt 4 of 4" in shown
     calls = sum(r["llm_calls"] for r in records)
     assert f"{calls} LLM call(s) in the records" in shown and "2 llm_error" in shown
+
+
+def test_on_a_terminal_retries_and_waits_share_one_live_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rich.console import Console
+
+    from orchestrator import cli_batch
+
+    monkeypatch.setattr(cli_batch, "err", Console(file=io.StringIO(), force_terminal=True))
+    with cli_batch.StageBars() as bars:
+        bars("writing SQL", 0, 2)
+        bars.notice("model request failed (HTTP 503); attempt 2 of 4 in 1.0 s")
+        bars.limiter_wait(12.5)
+        lines = [task.description for task in bars.progress.tasks]
+
+    assert bars.live
+    assert lines[0] == "writing SQL" and len(lines) == 2  # one bar, one line that is rewritten
+    assert "rate limit reached: waiting 12.5 s" in lines[1]
