@@ -75,8 +75,23 @@ question; never invent results. Return one result per question id.
         return [self.system_message(), {"role": "user", "content": sections(items)}]
 
 
-def describe_result(sql: str, columns: list[str], rows: list[list[Any]], row_count: int) -> str:
-    return f"SQL that ran:\n{sql}\nRow count: {row_count}\nResult preview:\n{render_preview(columns, rows, row_count)}"
+def describe_result(
+    sql: str,
+    columns: list[str],
+    rows: list[list[Any]],
+    row_count: int,
+    *,
+    truncated: bool = False,
+) -> str:
+    """The outcome of a statement for the answer: the SQL, the row count (said to be cut when
+    the LIMIT or the row cap left rows out) and a bounded preview."""
+    count = f"{row_count}"
+    if truncated:
+        count += (
+            f" (TRUNCATED: the full result has more rows than the {row_count} kept; say that the "
+            "rows were cut, and do not present counts, totals or rankings over them as complete)"
+        )
+    return f"SQL that ran:\n{sql}\nRow count: {count}\nResult preview:\n{render_preview(columns, rows, row_count)}"
 
 
 def describe_failure(sql: str | None, failure: str) -> str:

@@ -59,7 +59,9 @@ class ExecutionResult(BaseModel):
     )
     row_count: int = Field(default=0, description="Number of rows returned (at most row_cap)")
     truncated: bool = Field(
-        default=False, description="True when the statement had more rows than row_cap"
+        default=False,
+        description="True when rows were cut: the statement had more rows than row_cap (the "
+        "executor's cap, or the LIMIT the safety policy added or lowered)",
     )
     row_cap: int = Field(default=1000, description="The most rows kept")
     duration_s: float = Field(default=0.0, description="Wall time to run and fetch, in seconds")
@@ -83,7 +85,8 @@ class SQLExecutor:
 
     Args:
         engine: the database; its URL gives the executor's dialect.
-        row_cap: the most rows kept; ``truncated`` is True exactly when more existed.
+        row_cap: the most rows kept; ``truncated`` is True exactly when more existed. ``run``
+            takes the policy's ``row_limit`` too: the smaller of the two is kept.
         clock: where ``duration_s`` comes from.
         sandbox: the worker pool to run in; default: the engine's own, if it has one.
 
@@ -110,12 +113,23 @@ class SQLExecutor:
         self.dialect = dialect_for_url(engine.url.drivername)
         self.sandbox = sandbox if sandbox is not None else sandbox_for(engine)
 
-    def run(self, statement: str | ValidatedSQL, *, dialect: str | None = None) -> ExecutionResult:
+    def run(
+        self,
+        statement: str | ValidatedSQL,
+        *,
+        dialect: str | None = None,
+        row_limit: int | None = None,
+    ) -> ExecutionResult:
         """Run ``statement`` and return its rows.
 
         ``statement`` is the validator's result (its ``sql`` and ``dialect`` are used), or SQL
         text with the ``dialect`` it was validated in. SQL text without a dialect is run
         unchecked (kept for older callers; the checked forms are the ones to use).
+
+        ``row_limit`` is the validator's ``row_limit``: a LIMIT the safety policy added or
+        lowered is one more than it, so keeping ``min(row_cap, row_limit)`` rows and fetching
+        one more tells whether the policy's LIMIT cut the result (a LIMIT the question asked
+        for, at most ``row_limit``, never reads as cut).
 
         Raises:
             ExecutionError: code ``dialect_mismatch`` (checked in another dialect than the
@@ -125,18 +139,19 @@ class SQLExecutor:
                 ``database_unreachable`` or ``execution_error``.
         """
         sql = self._checked(statement, dialect)
+        keep = self.row_cap if row_limit is None else max(1, min(self.row_cap, row_limit))
         started = self.clock()
         if self.sandbox is not None:
-            columns, fetched, truncated = self._run_sandboxed(self.sandbox, sql)
+            columns, fetched, truncated = self._run_sandboxed(self.sandbox, sql, keep)
         else:
-            columns, fetched, truncated = self._run_here(sql)
+            columns, fetched, truncated = self._run_here(sql, keep)
         rows = [[json_safe(v) for v in row] for row in fetched]
         return ExecutionResult(
             columns=columns,
             rows=rows,
             row_count=len(rows),
             truncated=truncated,
-            row_cap=self.row_cap,
+            row_cap=keep,
             duration_s=max(0.0, self.clock() - started),
         )
 
@@ -163,7 +178,7 @@ class SQLExecutor:
             )
         return sql
 
-    def _run_here(self, sql: str) -> tuple[list[str], list[Any], bool]:
+    def _run_here(self, sql: str, keep: int) -> tuple[list[str], list[Any], bool]:
         try:
             conn = self.engine.connect()
         except sa.exc.SQLAlchemyError as exc:
@@ -173,17 +188,19 @@ class SQLExecutor:
                 result = conn.execution_options(no_parameters=True).exec_driver_sql(sql)
                 if result.returns_rows:
                     columns = [str(k) for k in result.keys()]
-                    fetched = result.fetchmany(self.row_cap + 1)
+                    fetched = result.fetchmany(keep + 1)
                 else:
                     columns, fetched = [], []
                 result.close()
         except sa.exc.SQLAlchemyError as exc:
             raise _execution_error(exc) from exc
-        return columns, list(fetched[: self.row_cap]), len(fetched) > self.row_cap
+        return columns, list(fetched[:keep]), len(fetched) > keep
 
-    def _run_sandboxed(self, sandbox: QuerySandbox, sql: str) -> tuple[list[str], list[Any], bool]:
+    def _run_sandboxed(
+        self, sandbox: QuerySandbox, sql: str, keep: int
+    ) -> tuple[list[str], list[Any], bool]:
         try:
-            got = sandbox.run(sql, self.row_cap)
+            got = sandbox.run(sql, keep)
         except StatementTimeout as exc:
             raise ExecutionError("statement_timeout", exc.message, timed_out=True) from exc
         except ResourceLimitExceeded as exc:

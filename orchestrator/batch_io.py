@@ -37,7 +37,17 @@ FINAL_STATUSES = frozenset(
     }
 )
 
-CSV_FIELDS = ["question", "status", "answer", "sql", "row_count", "warnings", "llm_calls", "error"]
+CSV_FIELDS = [
+    "question",
+    "status",
+    "answer",
+    "sql",
+    "row_count",
+    "truncated",
+    "warnings",
+    "llm_calls",
+    "error",
+]
 
 
 def read_questions(path: Path) -> list[str]:
@@ -182,6 +192,7 @@ def _csv_row(record: dict[str, Any]) -> dict[str, Any]:
         "answer": record.get("answer") or "",
         "sql": record.get("sql") or "",
         "row_count": "" if record.get("row_count") is None else record["row_count"],
+        "truncated": "true" if record.get("truncated") else "false",
         "warnings": "; ".join(record.get("warnings") or []),
         "llm_calls": record.get("llm_calls", 0),
         "error": f"{error.get('code')}: {error.get('message')}" if error else "",

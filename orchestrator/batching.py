@@ -77,9 +77,16 @@ class BatchedCalls:
                 for q in chunk:
                     yield from self._chunk_call(agent, [q], build, prepared)
                 return
-            chunk[0].finish(
-                RunStatus.LLM_ERROR, RunError(code=exc.code, message=redact(exc.message))
-            )
+            q = chunk[0]
+            if q.after_synthesis not in (None, RunStatus.ANSWERED):
+                # Its outcome is known (rejected, failed, timed out): only the answer about it
+                # could not be written, and the outcome is what the person must see.
+                q.warnings.append(
+                    f"the answer could not be written ({exc.code}: {redact(exc.message)})"
+                )
+                q.finish(q.after_synthesis, q.error)
+                return
+            q.finish(RunStatus.LLM_ERROR, RunError(code=exc.code, message=redact(exc.message)))
             return
         for q in chunk:
             q.took_part(call, index, len(chunk))

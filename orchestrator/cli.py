@@ -12,16 +12,20 @@
     sqlgate limits                             the shared LLM rate-limit window
 
 Every command takes ``--json`` for scripts: results go to stdout as JSON, everything else to
-stderr. Exit codes: 0 answered (or accepted), 1 refused by ``validate``, 2 bad input or
-configuration, 3 needs clarification, 4 rejected by the reviewer, 5 unsafe SQL, 6 execution failed,
-7 statement timeout, 8 rate limited, 9 model error, 10 database error, 11 awaiting approval, 12 execution in doubt,
-130 cancelled.
+stderr. Exit codes (the README's table; ``orchestrator.result.EXIT_CODES``): 0 answered (or
+accepted), 1 a command's request refused (``validate``, ``approvals decide``, ``resume``), 2 bad
+input or configuration (a malformed database URL too), 3 needs clarification, 4 rejected by the
+reviewer, 5 unsafe SQL, 6 execution failed, 7 statement timeout, 8 rate limited, 9 model error,
+10 database error, 11 awaiting approval, 12 execution in doubt, 13 ``batch`` with a question
+that did not end answered or needing clarification, 130 cancelled.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -38,7 +42,9 @@ from orchestrator.cli_common import (
     RowCapOpt,
     Spinner,
     TimeoutOpt,
+    TraceOpt,
     YesOpt,
+    check_edits_with,
     dump_result,
     emit_json,
     err,
@@ -48,6 +54,9 @@ from orchestrator.cli_common import (
 )
 from orchestrator.errors import SqlgateError
 from orchestrator.result import RunResult
+
+if TYPE_CHECKING:
+    from orchestrator.result_rows import ResultRowStore
 
 app = typer.Typer(
     name="sqlgate",
@@ -125,7 +134,7 @@ def ask(
     timeout: TimeoutOpt = None,
     policy: PolicyOpt = None,
     role: RoleOpt = None,
-    trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
+    trace: TraceOpt = False,
     defer: Annotated[
         bool,
         typer.Option(
@@ -148,18 +157,29 @@ def ask(
             "question is asked again at once with the answers, as a follow-up run.",
         ),
     ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Also write the full result to FILE (.csv or .jsonl, by extension): every row "
+            "kept, within --row-cap and --max-limit. Written whole or not at all.",
+        ),
+    ] = None,
 ) -> None:
     """Answer one question from a database, with ONE approval of the SQL before it runs.
 
     If the question is ambiguous, the model's clarifying questions are shown with their ids: on a
     terminal you answer them there; otherwise answer with --answer ID=TEXT (exit 3 until then).
 
-    Example: sqlgate ask "Top 5 customers by revenue in 2025" --db sqlite:///shop.db
+    Example: sqlgate ask "Top 5 customers by revenue in 2025" --db sqlite:///shop.db --out rows.csv
     """
     from orchestrator.clarify import parse_answers
     from orchestrator.cli_approvals import stores
     from orchestrator.cli_clarify import ClarificationError, clarify, hint
     from orchestrator.pipeline import Pipeline, PipelineConfig
+    from orchestrator.result_files import check_result_path
+    from orchestrator.result_rows import ResultRowStore
 
     if not question.strip():
         fail("the question is empty", as_json=as_json, error_code="empty_question")
@@ -170,13 +190,22 @@ def ask(
     except ClarificationError as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)
         return
+    if out is not None:
+        if defer:
+            fail(
+                "--out writes the result of this run, and --defer ends it at the gate: use one "
+                "of them (a deferred run's rows are served by GET /runs/{id}/rows)",
+                as_json=as_json,
+            )
+        try:
+            check_result_path(out)
+        except SqlgateError as exc:
+            fail(exc.message, as_json=as_json, error_code=exc.code)
     config = PipelineConfig(
         admission=not wait,
         approval_ttl_s=ttl,
         approval_quorum=quorum,
     )
-    # Before anything is opened: the gate fails closed first.
-    reviewer = None if defer else reviewer_for(yes, as_json)
     approval_store, run_store = stores() if defer else (None, None)
     database, llm = open_target(
         db=db,
@@ -190,38 +219,69 @@ def ask(
         row_cap=row_cap,
         max_limit=max_limit,
     )
-    with Spinner(enabled=True) as spinner:
-        pipeline = Pipeline(
-            database,
-            llm,
-            reviewer,
-            config=config,
-            progress=spinner,
-            approval_store=approval_store,
-            run_store=run_store,
-        )
+    # Settings first (a person fixes the key or the URL first), then the gate fails closed
+    # before anything runs.
+    reviewer = None if defer else reviewer_for(yes, as_json)
+    with tempfile.TemporaryDirectory(prefix="sqlgate-rows-") as spool:
+        rows = ResultRowStore(f"sqlite:///{spool}/rows.sqlite") if out is not None else None
+        with Spinner(enabled=True) as spinner:
+            pipeline = Pipeline(
+                database,
+                llm,
+                reviewer,
+                config=config,
+                progress=spinner,
+                approval_store=approval_store,
+                run_store=run_store,
+                result_rows=rows,
+            )
+            check_edits_with(reviewer, pipeline)
+            try:
+                result = pipeline.ask(question, role=role)
+            except SqlgateError as exc:  # an unknown --role
+                database.dispose()
+                fail(exc.message, as_json=as_json, error_code=exc.code)
+                raise
         try:
-            result = pipeline.ask(question, role=role)
-        except SqlgateError as exc:  # an unknown --role
-            database.dispose()
+            result = clarify(
+                pipeline,
+                result,
+                answers,
+                as_json=as_json,
+                show=lambda r: _show(r, as_json=False, trace=trace),
+                role=role,
+            )
+        except ClarificationError as exc:
             fail(exc.message, as_json=as_json, error_code=exc.code)
-            raise
-    try:
-        result = clarify(
-            pipeline,
-            result,
-            answers,
-            as_json=as_json,
-            show=lambda r: _show(r, as_json=False, trace=trace),
-            role=role,
-        )
-    except ClarificationError as exc:
-        fail(exc.message, as_json=as_json, error_code=exc.code)
-    finally:
-        database.dispose()
-    _show(result, as_json=as_json, trace=trace)
-    hint(result)
+        finally:
+            database.dispose()
+        _show(result, as_json=as_json, trace=trace)
+        hint(result)
+        if out is not None and rows is not None:
+            _write_out(out, rows, result, as_json=as_json)
+            rows.close()
     raise typer.Exit(result.exit_code)
+
+
+def _write_out(out: Path, rows: ResultRowStore, result: RunResult, *, as_json: bool) -> None:
+    """The full result to ``out`` (atomically), or a line saying why there is none."""
+    from orchestrator.result_files import write_result_file
+
+    header = rows.header(result.run_id, "q1")
+    if header is None:
+        err.print(f"[yellow]nothing written to {out}: the run ended {result.status.value}[/]")
+        return
+    try:
+        written = write_result_file(out, header.columns, rows.rows(result.run_id, "q1"))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc}", as_json=as_json, error_code="output_error")
+        return
+    cut = (
+        f" [yellow](truncated: the result has more rows than the {header.row_cap} kept)[/]"
+        if header.truncated
+        else ""
+    )
+    err.print(f"{written} row(s) written to {out}{cut}")
 
 
 def _show(result: RunResult, *, as_json: bool, trace: bool) -> None:
@@ -249,7 +309,7 @@ def resume(
         ),
     ] = None,
     as_json: JsonOpt = False,
-    trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
+    trace: TraceOpt = False,
 ) -> None:
     """Carry on with a run paused at the approval gate, once its batch is decided.
 

@@ -18,13 +18,14 @@ from orchestrator.cli_common import (
     RowCapOpt,
     TimeoutOpt,
     YesOpt,
+    check_edits_with,
     err,
     fail,
     open_target,
     reviewer_for,
 )
 from orchestrator.errors import SqlgateError
-from orchestrator.result import RunResult
+from orchestrator.result import BATCH_INCOMPLETE_EXIT, BATCH_OK_STATUSES, RunResult, RunStatus
 
 
 def batch(
@@ -68,7 +69,9 @@ def batch(
     """Answer a file of questions with batched LLM calls and ONE approval for the whole batch.
 
     Results are written to --out as each question finishes. Run the same command again after an
-    interruption: questions already answered are skipped.
+    interruption: questions already answered are skipped. Exit status: 0 when every question
+    ended answered or needing clarification, 13 when any ended otherwise (see the file), 2 for
+    bad input.
 
     Example: sqlgate batch questions.txt --db sqlite:///shop.db --out results.jsonl
     """
@@ -88,10 +91,9 @@ def batch(
         f"{len(todo)} to go."
     )
     if not todo:
-        raise typer.Exit(0)
+        raise typer.Exit(batch_exit_code([RunStatus(r["status"]) for r in done.values()]))
     # About four characters a token; half the context for the questions' part of a prompt.
     config = PipelineConfig(k=k, max_prompt_chars=max(1000, context_tokens * 2))
-    reviewer = reviewer_for(yes, as_json=False)
     database, llm = open_target(
         db=db,
         model=model,
@@ -108,27 +110,53 @@ def batch(
         database.policy_for(role)  # an unknown role: one sentence before any call is made
     except SqlgateError as exc:
         fail(exc.message, error_code=exc.code)
-    counts: dict[str, int] = {}
+    reviewer = reviewer_for(yes, as_json=False)  # after the settings: the order a person fixes
+    records: list[RunResult] = []
 
     def written(index: int, result: RunResult) -> None:
         writer.write(result)
-        counts[result.status.value] = counts.get(result.status.value, 0) + 1
+        records.append(result)
 
     with writer, StageBars() as bars:
+        llm.on_retry = bars.notice
+        llm.limiter.on_wait = bars.limiter_wait
         pipeline = Pipeline(database, llm, reviewer, config=config, progress=bars)
+        check_edits_with(reviewer, pipeline)
         for start in range(0, len(todo), run_size):
             pipeline.run_batch(
                 [q for _, q in todo[start : start + run_size]], on_result=written, role=role
             )
     database.dispose()
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    err.print(
-        f"[bold]{sum(counts.values())} result(s) written to {out}[/]: {summary}; {llm.calls} LLM call(s)."
+    err.print(summary(records, out, llm.calls))
+    statuses = [r.status for r in records] + [RunStatus(r["status"]) for r in done.values()]
+    raise typer.Exit(batch_exit_code(statuses))
+
+
+def summary(records: list[RunResult], out: Path, model_calls: int) -> str:
+    """One line: results by status, how many were cut, and the LLM calls the records count."""
+    counts: dict[str, int] = {}
+    for result in records:
+        counts[result.status.value] = counts.get(result.status.value, 0) + 1
+    by_status = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    cut = sum(1 for r in records if r.truncated)
+    truncated = f"; [yellow]{cut} truncated (more rows than kept)[/]" if cut else ""
+    calls = sum(r.llm_calls for r in records)
+    return (
+        f"[bold]{len(records)} result(s) written to {out}[/]: {by_status or 'none'}{truncated}; "
+        f"{calls} LLM call(s) in the records (a batched call counts once for each of its "
+        f"questions; {model_calls} distinct call(s) made)."
     )
 
 
+def batch_exit_code(statuses: list[RunStatus]) -> int:
+    """0 when every question ended answered or needing clarification, else
+    ``BATCH_INCOMPLETE_EXIT``."""
+    return 0 if all(s in BATCH_OK_STATUSES for s in statuses) else BATCH_INCOMPLETE_EXIT
+
+
 class StageBars:
-    """One progress bar per pipeline stage, on stderr; paused while the reviewer decides."""
+    """One progress bar per pipeline stage on stderr, and a live line for retries and rate-limit
+    waits; paused while the reviewer decides. Without a terminal: plain log lines instead."""
 
     def __init__(self) -> None:
         from rich.progress import (
@@ -139,6 +167,7 @@ class StageBars:
             TimeElapsedColumn,
         )
 
+        self.live = err.is_terminal
         self.progress = Progress(
             TextColumn("{task.description:<22}"),
             BarColumn(),
@@ -148,21 +177,43 @@ class StageBars:
             transient=False,
         )
         self.tasks: dict[str, Any] = {}
+        self.line: Any = None  # the task whose description is the live notice line
+        self.logged: dict[str, tuple[int, int]] = {}
 
     def __enter__(self) -> StageBars:
-        self.progress.start()
+        if self.live:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.live:
+            self.progress.stop()
 
     def __call__(self, stage: str, done: int = 0, total: int = 0) -> None:
         if stage == "waiting for approval":
-            self.progress.stop()  # the prompt needs the terminal
+            if self.live:
+                self.progress.stop()  # the prompt needs the terminal
             err.print(f"[bold]{total} statement(s) in one approval batch[/]")
+            return
+        if not self.live:
+            if self.logged.get(stage, (-1, -1))[0] != done and (done in (0, total) or not total):
+                self.logged[stage] = (done, total)
+                err.print(f"{stage}: {done}/{total or '?'}", highlight=False)
             return
         if not self.progress.live.is_started:
             self.progress.start()
         if stage not in self.tasks:
             self.tasks[stage] = self.progress.add_task(stage, total=total or None)
         self.progress.update(self.tasks[stage], completed=done, total=total or None)
+
+    def notice(self, message: str) -> None:
+        """A retry or a wait: the live line, or one log line without a terminal."""
+        if not self.live:
+            err.print(f"[yellow]{message}[/]", highlight=False)
+            return
+        if self.line is None:
+            self.line = self.progress.add_task("", total=None, visible=True)
+        self.progress.update(self.line, description=f"[yellow]{message}[/]")
+
+    def limiter_wait(self, seconds: float) -> None:
+        self.notice(f"rate limit reached: waiting {seconds:.1f} s for a free slot")

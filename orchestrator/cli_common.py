@@ -101,12 +101,25 @@ YesOpt = Annotated[
 ]
 RowCapOpt = Annotated[
     int | None,
-    typer.Option(help="Rows fetched at most per query (default: the policy's, 1000).", min=1),
+    typer.Option(
+        help="Rows kept at most per query (default: the policy's, 1000); more existing is "
+        "reported truncated.",
+        min=1,
+    ),
+]
+TraceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trace", help="Show the full per-agent trace (default: one line of it per question)."
+    ),
 ]
 MaxLimitOpt = Annotated[
     int | None,
     typer.Option(
-        help="LIMIT added to (or lowered in) every query (default: the policy's, 1000).", min=1
+        help="Rows the safety policy keeps at most per query (default: the policy's, 1000): a "
+        "LIMIT of one more is added (or lowered to), and the extra row tells that the result "
+        "was cut.",
+        min=1,
     ),
 ]
 TimeoutOpt = Annotated[
@@ -201,3 +214,12 @@ def open_target(
         fail(exc.message, as_json=as_json, error_code=exc.code)
         raise
     return database, LLMClient(settings.llm, limiter=limiter)
+
+
+def check_edits_with(reviewer: Any, pipeline: Any) -> None:
+    """Let a terminal reviewer check an edit on the spot with the pipeline's own validator: an
+    unsafe edit is refused and asked again, not carried to the gate (which checks it again)."""
+    from approvals import TerminalReviewer
+
+    if isinstance(reviewer, TerminalReviewer) and reviewer.validate is None:
+        reviewer.validate = pipeline.validator().validate

@@ -12,6 +12,8 @@ from rich.console import Console
 from orchestrator.cli_common import (
     JsonOpt,
     Spinner,
+    TraceOpt,
+    check_edits_with,
     dump_result,
     emit_json,
     err,
@@ -26,15 +28,16 @@ def demo(
         bool,
         typer.Option(
             "--review",
-            help="Approve or reject each SQL yourself. Replies are recorded for approved SQL, so "
-            "editing or rejecting takes a run off the recording.",
+            help="Approve, reject or edit each SQL yourself. Replies are recorded for approved SQL: "
+            "a rejection ends the question rejected (its answer is not in the recording), and an "
+            "unsafe edit is refused on the spot and asked again.",
         ),
     ] = False,
     workdir: Annotated[
         Path | None,
         typer.Option(help="Where to build the demo database (default: a cache folder)."),
     ] = None,
-    trace: Annotated[bool, typer.Option(help="Show the per-agent trace.")] = True,
+    trace: TraceOpt = False,
 ) -> None:
     """Run sample questions over a generated retail database, offline, with recorded model replies.
 
@@ -57,6 +60,7 @@ def demo(
             TerminalReviewer(console=err) if review else _ShowingApprover(ApproveAll(), console)
         )
         session = DemoSession.replaying(path, reviewer)
+        check_edits_with(reviewer, session.pipeline)
     except SqlgateError as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)
         return

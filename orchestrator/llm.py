@@ -149,6 +149,8 @@ class LLMClient:
         self._lock = threading.Lock()
         self.calls = 0  # logical calls over the client's life, every run together
         self.http_requests = 0
+        #: Told, before each retry's wait, what failed and how long the wait is (a live line).
+        self.on_retry: Callable[[str], object] | None = None
 
     def call(
         self, agent: LLMAgent[Any], messages: list[dict[str, str]], *, index: int = 0
@@ -231,6 +233,7 @@ class LLMClient:
             stop=stop_after_attempt(self.settings.max_attempts),
             wait=self._wait,
             sleep=self._sleep,
+            before_sleep=self._tell_retry,
             reraise=True,
         )
         try:
@@ -245,6 +248,16 @@ class LLMClient:
             raise LLMRequestRejected(_describe(exc)) from exc
         except openai.APIError as exc:
             raise LLMUnavailable(_describe(exc)) from exc
+
+    def _tell_retry(self, state: RetryCallState) -> None:
+        if self.on_retry is None:
+            return
+        exc = state.outcome.exception() if state.outcome else None
+        delay = state.next_action.sleep if state.next_action else 0.0
+        self.on_retry(
+            f"model request failed ({_describe(exc) if exc else 'unknown error'}); "
+            f"attempt {state.attempt_number + 1} of {self.settings.max_attempts} in {delay:.1f} s"
+        )
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

@@ -49,6 +49,7 @@ from orchestrator.llm import LLMClient
 from orchestrator.memory import ReviewMemory, gate_policy
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
+from orchestrator.result_rows import ResultRowStore
 from orchestrator.run_context import ResultSink, RunContext, no_progress
 from orchestrator.runs import RunStore
 from orchestrator.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
@@ -97,6 +98,9 @@ class PipelineConfig(BaseModel):
 class Pipeline:
     """Answers questions about one database, with every SQL statement approved before it runs.
 
+    ``result_rows`` keeps every row a statement kept (the result object carries a preview);
+    by default it is in the run store's database when there is one.
+
     ``reviewer`` is an approvals strategy (``TerminalReviewer``, ``ApproveAll``, ...) asked ONCE
     per approval cycle for every statement waiting. With ``reviewer=None`` the run pauses at the
     gate instead: it is checkpointed in ``run_store``, its statements wait in ``approval_store``
@@ -121,6 +125,7 @@ class Pipeline:
         clock: Callable[[], float] = time.perf_counter,
         owner: str | None = None,
         memory: ReviewMemory | None = None,
+        result_rows: ResultRowStore | None = None,
     ) -> None:
         if reviewer is None and (approval_store is None or run_store is None):
             raise ValueError(
@@ -140,6 +145,10 @@ class Pipeline:
         self.clock = clock
         self.owner = owner or process_owner()  # whose lease this pipeline's runs hold
         self.memory = memory  # reviewed-SQL memory: examples, notes, earned auto-approval
+        # Full results (the result object holds a preview): beside the runs when they are stored.
+        self.result_rows = result_rows or (
+            ResultRowStore(run_store.engine) if run_store is not None else None
+        )
 
     # -- shared services -----------------------------------------------------------------------
 

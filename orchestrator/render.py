@@ -62,8 +62,16 @@ def render_result(console: Console, result: RunResult, *, trace: bool = True) ->
             f", first {shown} shown" if shown < (result.row_count or 0) else ""
         )
         if result.truncated:
-            title += " — row cap reached"
+            title += " — TRUNCATED: the result has more rows than were kept"
         parts.append(rows_table(result.columns, result.rows_preview, title=title))
+        if result.truncated:
+            parts.append(
+                Text(
+                    f"truncated: only {result.row_count} row(s) were kept by the LIMIT or the row "
+                    "cap; raise --max-limit / --row-cap for more",
+                    style="bold yellow",
+                )
+            )
     if result.clarification_questions:
         parts.append(Text("The question needs clarification:", style="bold yellow"))
         parts += [Text(f"  [{q.id}] {q.text}") for q in result.clarification_questions]
@@ -83,6 +91,22 @@ def render_result(console: Console, result: RunResult, *, trace: bool = True) ->
     )
     if trace and result.trace:
         console.print(trace_table(result))
+    elif result.trace:
+        console.print(compact_trace(result))
+
+
+def compact_trace(result: RunResult) -> Text:
+    """The trace in one line: the agents in order (failed ones in red), calls and time."""
+    line = Text("trace: ", style="dim")
+    for i, entry in enumerate(result.trace):
+        if i:
+            line.append(" → ", style="dim")
+        line.append(entry.agent, style="dim" if entry.ok else "red")
+    line.append(
+        f"  ({result.llm_calls} LLM call(s), {result.duration_ms / 1000:.1f} s; --trace for each step)",
+        style="dim",
+    )
+    return line
 
 
 def render_validation(console: Console, result: Any, original: str) -> None:

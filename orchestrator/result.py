@@ -45,6 +45,13 @@ EXIT_CODES: dict[RunStatus, int] = {
 }
 
 
+#: ``sqlgate batch``'s exit status when at least one question of the results file ended other
+#: than answered or needs_clarification (the file says which, and why).
+BATCH_INCOMPLETE_EXIT = 13
+#: The statuses a batch counts as done well: exit 0 only when every question ended in one.
+BATCH_OK_STATUSES = frozenset({RunStatus.ANSWERED, RunStatus.NEEDS_CLARIFICATION})
+
+
 class TraceEntry(BaseModel):
     """One agent that ran. The four Batch-1 agents share one LLM call (same ``llm_call``)."""
 

@@ -1,8 +1,8 @@
 """sqlgate's state database: one location, one engine, one migration runner for every table.
 
 What sqlgate keeps between processes lives here: approval batches, the audit log and the
-execution ledger (``approvals``), run checkpoints (``runs``), the server's runs and events
-(``server``), reviewed-SQL memory (``memory``). Each component has an append-only list of
+execution ledger (``approvals``), run checkpoints (``runs``), full result rows (``results``),
+the server's runs and events (``server``), reviewed-SQL memory (``memory``). Each component has an append-only list of
 migrations applied by the one runner (``approvals.migrations.migrate``), its version recorded
 in ``sqlgate_schema``. Stores talk to their own tables through their own methods, on this
 module's shared engine.
@@ -16,7 +16,7 @@ Example:
     >>> state = StateDatabase("sqlite://")
     >>> state.setup()
     >>> sorted(state.versions())
-    ['approvals', 'memory', 'runs', 'server']
+    ['approvals', 'memory', 'results', 'runs', 'server']
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from approvals import SqlApprovalStore
 from approvals.migrations import schema_versions, state_engine
 from orchestrator.database import redact_url
 from orchestrator.memory import MemoryStore
+from orchestrator.result_rows import ResultRowStore
 from orchestrator.runs import RunStore
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class StateDatabase:
         self.runs.setup()
         self.server.setup()
         self.memory.setup()
+        self.results.setup()
 
     @cached_property
     def approvals(self) -> SqlApprovalStore:
@@ -92,6 +94,10 @@ class StateDatabase:
     @cached_property
     def runs(self) -> RunStore:
         return RunStore(self.engine)
+
+    @cached_property
+    def results(self) -> ResultRowStore:
+        return ResultRowStore(self.engine)
 
     @cached_property
     def memory(self) -> MemoryStore:

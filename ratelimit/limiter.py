@@ -77,6 +77,8 @@ class SlidingWindowLimiter:
             its request leaves later still. If every request leaves within ``margin`` of its
             grant's commit, the requests themselves never exceed a limit in any window of its
             length. Default 0: exact on commit stamps only.
+        on_wait: told the seconds of each wait in wait mode before it starts (a live status
+            line); it must not sleep or raise. Settable later as the ``on_wait`` attribute.
 
     Fairness in wait mode: the threads and tasks waiting on one limiter object form a line and
     are admitted in arrival order; only the front of the line waits for a slot, re-checking
@@ -99,6 +101,7 @@ class SlidingWindowLimiter:
         mode: Mode = "fail_fast",
         max_wait: float = 120.0,
         margin: float = 0.0,
+        on_wait: Callable[[float], object] | None = None,
     ) -> None:
         if mode not in ("fail_fast", "wait"):
             raise LimiterConfigError(f"mode must be 'fail_fast' or 'wait', got {mode!r}")
@@ -128,6 +131,8 @@ class SlidingWindowLimiter:
         self._clock = clock
         self._timer: Clock = clock or time.monotonic
         self._sleep = sleep or time.sleep
+        #: Told the seconds of each wait before it starts (a CLI's live line); never sleeps.
+        self.on_wait = on_wait
         if asleep is not None:
             self._asleep = asleep
         elif sleep is None:
@@ -174,6 +179,8 @@ class SlidingWindowLimiter:
                 if verdict.granted:
                     return self._grant(verdict, charge, waited)
                 self._refuse_unless_waiting(verdict, waited)
+                if self.on_wait is not None:
+                    self.on_wait(verdict.retry_after)
                 self._sleep(verdict.retry_after)
                 slept += verdict.retry_after
         finally:
@@ -215,6 +222,8 @@ class SlidingWindowLimiter:
                 if verdict.granted:
                     return self._grant(verdict, charge, waited)
                 self._refuse_unless_waiting(verdict, waited)
+                if self.on_wait is not None:
+                    self.on_wait(verdict.retry_after)
                 await self._asleep(verdict.retry_after)
                 slept += verdict.retry_after
         finally:

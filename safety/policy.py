@@ -27,7 +27,10 @@ class SafetyPolicy(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     max_limit: int = Field(
-        default=1000, ge=1, description="Row cap: LIMIT added when missing, lowered above this."
+        default=1000,
+        ge=1,
+        description="Row cap: at most this many rows are kept. A LIMIT of max_limit + 1 is added "
+        "when missing or set when above this; the extra row tells that the result was cut.",
     )
     enforce_limit: bool = Field(
         default=True, description="Add or lower LIMIT on the outermost query."

@@ -450,15 +450,27 @@ def handle_star(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
 
 
 def enforce_limit(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
-    """The outermost query returns at most ``policy.max_limit`` rows: LIMIT added or lowered."""
+    """The outermost query keeps at most ``policy.max_limit`` rows: LIMIT added or lowered.
+
+    A LIMIT the policy adds or lowers is ``max_limit + 1``: the executor keeps ``max_limit``
+    rows and the one extra row tells it, honestly, that the result was cut (``truncated``). A
+    LIMIT the question asked for (at most ``max_limit``) is kept as written: those rows are the
+    whole answer. The statement the reviewer approves is the one that runs, so the extra row is
+    in the approved text, never added behind the reviewer's back.
+    """
     if not ctx.policy.enforce_limit or ctx.refused:
         return expression
     cap = ctx.policy.max_limit
+    peek = cap + 1
+    kept = f"at most {cap} rows are kept; the extra row only shows whether there were more"
     limit = expression.args.get("limit")
     if limit is None:
-        expression.set("limit", exp.Limit(expression=exp.Literal.number(cap)))
+        expression.set("limit", exp.Limit(expression=exp.Literal.number(peek)))
         ctx.report(
-            "limit_added", f"LIMIT {cap} was added to the outermost query.", expression, "rewrite"
+            "limit_added",
+            f"LIMIT {peek} was added to the outermost query: {kept}.",
+            expression,
+            "rewrite",
         )
         return expression
     if isinstance(limit, exp.Fetch):
@@ -472,10 +484,10 @@ def enforce_limit(expression: exp.Expression, ctx: RuleContext) -> exp.Expressio
             )
             return expression
         if count is None:
-            limit.set("count", exp.Literal.number(cap))
+            limit.set("count", exp.Literal.number(peek))
             ctx.report(
                 "limit_added",
-                f"FETCH FIRST {cap} ROWS was set on the outermost query.",
+                f"FETCH FIRST {peek} ROWS was set on the outermost query: {kept}.",
                 limit,
                 "rewrite",
             )
@@ -499,10 +511,11 @@ def _lower(
         )
         return
     if int(value.name) > cap:
-        limit.set(arg, exp.Literal.number(cap))
+        limit.set(arg, exp.Literal.number(cap + 1))
         ctx.report(
             "limit_lowered",
-            f"LIMIT {value.name} was lowered to the row cap {cap}.",
+            f"LIMIT {value.name} was lowered to {cap + 1}: the row cap keeps {cap} rows, and the "
+            "extra row shows that the result was cut.",
             limit,
             "rewrite",
         )

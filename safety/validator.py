@@ -36,8 +36,10 @@ class SqlValidator:
 
     Example:
         >>> v = SqlValidator(dialect="sqlite", policy=SafetyPolicy(max_limit=10))
-        >>> v.validate("select name from users").sql
-        'SELECT name FROM users LIMIT 10'
+        >>> v.validate("select name from users").sql  # 10 rows kept, the 11th tells "cut"
+        'SELECT name FROM users LIMIT 11'
+        >>> v.row_limit
+        10
         >>> v.validate("with x as (delete from users returning *) select name from x").refusal.code
         'dml_in_tree'
     """
@@ -84,6 +86,13 @@ class SqlValidator:
             allowlist = allowlist.deny(*self.policy.denied_functions)
         self.functions = allowlist
         self.rules = tuple(rules)
+
+    @property
+    def row_limit(self) -> int | None:
+        """The most rows a statement this validator passed may keep, or None without a LIMIT
+        policy. A LIMIT it added or lowered is one more: the executor keeps ``row_limit`` rows
+        and reports the result ``truncated`` when the extra row came back."""
+        return self.policy.max_limit if self.policy.enforce_limit else None
 
     def validate(self, sql: str) -> ValidationResult:
         """Judge ``sql``; the result's ``sql`` is what may run, or None when refused."""

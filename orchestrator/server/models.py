@@ -72,6 +72,22 @@ class ClarifyRequest(BaseModel):
     )
 
 
+class RowsPage(BaseModel):
+    """A page of a question's full result (``GET /runs/{id}/rows``)."""
+
+    run_id: str = Field(description="The run's id")
+    question_id: str = Field(description="The question the rows answer (q1, q2, ...)")
+    columns: list[str] = Field(description="Column labels in result order")
+    rows: list[list[Any]] = Field(description="Rows offset .. offset+limit-1, JSON-safe values")
+    offset: int = Field(description="Index of the first row of this page")
+    row_count: int = Field(description="Rows in the whole stored result (at most row_cap)")
+    truncated: bool = Field(
+        description="True when the LIMIT the safety policy set or the row cap cut the result"
+    )
+    row_cap: int = Field(description="The most rows kept for this statement")
+    next_offset: int | None = Field(description="Where the next page starts; null on the last")
+
+
 class RunView(BaseModel):
     run_id: str = Field(description="The run's id")
     owner: str = Field(description="The analyst who asked")

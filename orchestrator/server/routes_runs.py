@@ -21,12 +21,16 @@ from orchestrator.server.models import (
     AskRequest,
     ClarifyRequest,
     ErrorResponse,
+    RowsPage,
     RunAccepted,
     RunView,
 )
 from orchestrator.server.security import GuardedRoute, needs
 from orchestrator.server.service import Service
 from orchestrator.server.state import RunRow
+
+#: Rows per page of ``GET /runs/{id}/rows`` at most: a page is built in memory.
+MAX_ROWS_PAGE = 10_000
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, route_class=GuardedRoute)
 
@@ -133,6 +137,46 @@ def _own_run(service: Service, principal: Principal, run_id: str) -> RunRow:
     if row is None or (row.owner != principal.actor and not principal.may("read_any_run")):
         raise RunNotFound(f"no run {run_id!r}")
     return row
+
+
+@router.get(
+    "/{run_id}/rows",
+    response_model=RowsPage,
+    responses={404: {"model": ErrorResponse, "description": "no such run, or no rows stored"}},
+    openapi_extra=needs("read_runs"),
+)
+def get_run_rows(
+    run_id: Annotated[str, PathParam(max_length=64)],
+    principal: Caller,
+    service: ServiceDep,
+    question: Annotated[
+        str, Query(max_length=32, pattern=r"^q[0-9]+$", description="Question id: q1, q2, ...")
+    ] = "q1",
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_ROWS_PAGE)] = 1000,
+) -> RowsPage:
+    """The full result of one question of a run, a page at a time (the run result carries only a
+    preview). The rows are those the statement kept: the same row cap and LIMIT as the result,
+    with ``truncated`` saying whether they cut it."""
+    row = service.state.run(run_id)
+    if row is None or (row.owner != principal.actor and not principal.may("read_any_run")):
+        raise RunNotFound(f"no run {run_id!r}")
+    header = service.state_db.results.header(run_id, question)
+    if header is None:
+        raise RunNotFound(f"run {run_id!r} has no stored rows for {question} (no result yet)")
+    rows = service.state_db.results.page(run_id, question, offset=offset, limit=limit)
+    end = offset + len(rows)
+    return RowsPage(
+        run_id=run_id,
+        question_id=question,
+        columns=header.columns,
+        rows=rows,
+        offset=offset,
+        row_count=header.row_count,
+        truncated=header.truncated,
+        row_cap=header.row_cap,
+        next_offset=end if end < header.row_count else None,
+    )
 
 
 def _with_reviewers(

@@ -55,7 +55,7 @@ def approve_and_execute(
     if resumed is not None:
         cycle, pending, outcome = resumed
         gate.ledger.recover(run_id=ctx.run_id)  # claims of a worker that died mid-run: in doubt
-        _after_review(p, ctx, pending, outcome, cycle, executor, gate)
+        _after_review(p, ctx, pending, outcome, cycle, executor, gate, validator.row_limit)
     while True:
         waiting = [q for q in ctx.questions if q.active and q.pending_sql is not None]
         if not waiting:
@@ -63,7 +63,7 @@ def approve_and_execute(
         cycle += 1
         pending = _validate_all(p, waiting, validator, cycle)
         outcome = _decide(p, ctx, pending, gate, cycle)
-        _after_review(p, ctx, pending, outcome, cycle, executor, gate)
+        _after_review(p, ctx, pending, outcome, cycle, executor, gate, validator.row_limit)
 
 
 def _after_review(
@@ -74,8 +74,9 @@ def _after_review(
     cycle: int,
     executor: SQLExecutor,
     gate: ApprovalGate,
+    row_limit: int | None,
 ) -> None:
-    execute(p, ctx, _apply(p, pending, outcome, cycle), executor, gate)
+    execute(p, ctx, _apply(p, pending, outcome, cycle), executor, gate, row_limit=row_limit)
     remember_rejected(p, pending, outcome, gate)
     needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
     if needing:

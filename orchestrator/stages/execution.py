@@ -41,7 +41,11 @@ def execute(
     runnable: list[Runnable],
     executor: SQLExecutor,
     gate: ApprovalGate,
+    *,
+    row_limit: int | None = None,
 ) -> None:
+    """Run each approved statement once, keeping at most ``min(row_cap, row_limit)`` rows
+    (``row_limit``: the validator's; see ``SQLExecutor.run``), and check its result."""
     if not runnable:
         return
     if ctx.lease is not None:
@@ -55,7 +59,9 @@ def execute(
         try:
             with gate.ledger.executing(outcome, call_id) as sql:
                 q.sql = sql  # byte-for-byte what was approved (or edited)
-                return _Ran(q, executor.run(sql, dialect=p.db.dialect), None, started)
+                return _Ran(
+                    q, executor.run(sql, dialect=p.db.dialect, row_limit=row_limit), None, started
+                )
         except ExecutionError as exc:
             return _Ran(q, None, exc, started)
         except (AlreadyExecuted, ExecutionInDoubt) as exc:
@@ -81,10 +87,11 @@ def execute(
     )
     for q, result, exc, started in done:
         if result is not None:
+            cut = f" (truncated: more than {result.row_cap})" if result.truncated else ""
             q.note(
                 "SQLExecutor",
                 q.sql or "",
-                f"{result.row_count} row(s)" + (" (row cap hit)" if result.truncated else ""),
+                f"{result.row_count} row(s){cut}",
                 started=started,
             )
             q.result = result
@@ -111,6 +118,15 @@ def execute(
 def _check_result(p: Pipeline, q: QuestionState, result: ExecutionResult) -> None:
     started = p.clock()
     q.warnings += ResultValidator().check(result)
+    if p.result_rows is not None:  # every kept row, for `ask --out` and GET /runs/{id}/rows
+        p.result_rows.save(
+            q.run_id,
+            q.qid,
+            result.columns,
+            result.rows,
+            truncated=result.truncated,
+            row_cap=result.row_cap,
+        )
     # Keep what the answer and the result object use, not every fetched row.
     result.rows = result.rows[: max(p.config.preview_rows, PREVIEW_ROWS)]
     q.note(

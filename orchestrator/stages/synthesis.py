@@ -21,7 +21,13 @@ def _outcome(q: QuestionState) -> str:
     if q.meta_outcome is not None:
         return q.meta_outcome
     if q.result is not None:
-        return describe_result(q.sql or "", q.result.columns, q.result.rows, q.result.row_count)
+        return describe_result(
+            q.sql or "",
+            q.result.columns,
+            q.result.rows,
+            q.result.row_count,
+            truncated=bool(q.result.truncated),
+        )
     return describe_failure(q.sql, q.failure or "unknown failure")
 
 

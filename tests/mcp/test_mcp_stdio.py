@@ -80,7 +80,7 @@ def test_tools_resources_and_refusals_over_stdio(
     error = unsafe.structured_content["error"]
     assert error["code"] == "unsafe" and error["reason_code"] == "not_a_query"
     assert "DELETE" in error["reason"]
-    assert got["safe"].structured_content["sql"] == "SELECT name FROM categories LIMIT 1000"
+    assert got["safe"].structured_content["sql"] == "SELECT name FROM categories LIMIT 1001"
     assert got["missing"].structured_content["error"]["code"] == "run_not_found"
     assert "reviewer" in got["policy"].structured_content["who_decides"]
 

@@ -62,7 +62,7 @@ def test_seeding_validates_and_runs_each_pair(
     assert [(e.question, e.status, e.reviewers) for e in stored] == [
         ("How many customers are there?", "seeded", ["alice"])
     ]
-    assert stored[0].sql.endswith("LIMIT 1000")  # what is kept is the validated text
+    assert stored[0].sql.endswith("LIMIT 1001")  # what is kept is the validated text
 
 
 def test_seeding_expands_star_under_the_default_policy(

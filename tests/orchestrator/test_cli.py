@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import orchestrator.llm
 from orchestrator.cli import app
 from tests.scripted_llm import scenarios as sc
 
@@ -98,8 +99,9 @@ def test_ask_without_credentials_says_what_to_set(
         ("not a url", "invalid_database_url", 2),
         ("sqlite:////nonexistent/dir/shop.db", "database_unreachable", 10),
         ("postgresql+psycopg://nobody@127.0.0.1:1/none", "database_unreachable", 10),
+        ("postgresql+psycopg://nobody@localhost:abc/db", "invalid_database_url", 2),
     ],
-    ids=["malformed", "missing-file", "unreachable-server"],
+    ids=["malformed", "missing-file", "unreachable-server", "port-not-a-number"],
 )
 def test_ask_with_a_bad_database_url(
     monkeypatch: pytest.MonkeyPatch, url: str, code: str, exit_code: int
@@ -110,10 +112,44 @@ def test_ask_with_a_bad_database_url(
 
     assert result.exit_code == exit_code, result.output
     assert _json(result.stdout)["error"]["code"] == code
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
+
+
+def test_a_missing_key_is_reported_before_a_missing_terminal(
+    monkeypatch: pytest.MonkeyPatch, demo_db: Path
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+    result = runner.invoke(
+        app, ["ask", "How many orders?", "--db", f"sqlite:///{demo_db}", "--json"]
+    )
+
+    assert result.exit_code == 2
+    assert "OPENAI_API_KEY" in _json(result.stdout)["error"]["message"]
+
+
+def test_the_readme_exit_codes_are_the_cli_exit_codes() -> None:
+    """One truth: every status's exit code in the README's table is the one the CLI exits with."""
+    import re
+
+    from orchestrator.result import BATCH_INCOMPLETE_EXIT, EXIT_CODES
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Exit codes and statuses", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| (\d+) \|", table, re.MULTILINE))
+    assert {status.value: code for status, code in EXIT_CODES.items()} == {
+        status: int(code) for status, code in rows.items()
+    }
+    others = [int(c) for c in re.findall(r"^\| \([^)]*\) \| (\d+) \|", table, re.MULTILINE)]
+    assert sorted(others) == [1, BATCH_INCOMPLETE_EXIT]
 
 
 def test_ask_without_a_terminal_needs_yes(monkeypatch: pytest.MonkeyPatch, demo_db: Path) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    # The settings are checked (and the client built) first; it stops before any request.
+    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
 
     result = runner.invoke(
         app, ["ask", "How many orders?", "--db", f"sqlite:///{demo_db}", "--json"]

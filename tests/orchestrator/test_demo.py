@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from approvals import ApproveAll
-from orchestrator.demo import DEMO_QUESTIONS, DemoSession, demo_cassette
+from approvals import ApproveAll, TerminalReviewer
+from orchestrator.cli_common import check_edits_with
+from orchestrator.demo import DEMO_QUESTIONS, TOP_CATEGORIES, DemoSession, demo_cassette
 from orchestrator.result import RunStatus
 from tests.orchestrator.conftest import interactions
 
@@ -52,3 +55,41 @@ def test_demo_replays_offline_from_the_committed_cassette(demo_db: Path) -> None
     session.transport.assert_all_played()
     assert all(r.answer for r in results[:3])
     assert results[3].clarification_questions
+
+
+def _terminal(*answers: str) -> tuple[TerminalReviewer, io.StringIO]:
+    said = io.StringIO()
+    replies = iter(answers)
+    reviewer = TerminalReviewer(
+        console=Console(file=said, width=200), input=lambda _prompt: next(replies)
+    )
+    return reviewer, said
+
+
+def test_a_rejection_in_the_demo_ends_rejected_with_its_reason(demo_db: Path) -> None:
+    reviewer, _ = _terminal("r", "revenue must exclude returns")
+    session = DemoSession.replaying(demo_db, reviewer)
+    check_edits_with(reviewer, session.pipeline)
+
+    result = session.ask(TOP_CATEGORIES)
+
+    assert result.status == RunStatus.REJECTED and result.exit_code == 4
+    assert result.error is not None
+    assert (result.error.code, result.error.message) == (
+        "rejected_by_reviewer",
+        "revenue must exclude returns",
+    )
+    # The answer about a rejection is not in the recording: said as a warning, not as the status.
+    assert any(w.startswith("the answer could not be written") for w in result.warnings)
+
+
+def test_an_unsafe_edit_in_the_demo_is_refused_on_the_spot_and_asked_again(demo_db: Path) -> None:
+    reviewer, said = _terminal("e", "DELETE FROM orders", "", "a")
+    session = DemoSession.replaying(demo_db, reviewer)
+    check_edits_with(reviewer, session.pipeline)
+
+    result = session.ask(TOP_CATEGORIES)
+
+    assert "Edited SQL refused" in said.getvalue()
+    assert result.status == RunStatus.ANSWERED  # approved when asked again: the recording held
+    assert [a.status for a in result.approvals] == ["approved"]

@@ -17,7 +17,7 @@ from approvals.migrations import schema_versions
 from orchestrator.state_db import StateDatabase, default_state_url
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-LATEST = {"approvals": 3, "memory": 1, "runs": 4, "server": 3}
+LATEST = {"approvals": 3, "memory": 1, "results": 1, "runs": 4, "server": 3}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

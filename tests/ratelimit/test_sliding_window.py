@@ -81,6 +81,16 @@ def test_wait_mode_sleeps_exactly_until_the_slot_frees(clock):
     assert grant.stamp == 1070.0
 
 
+def test_wait_mode_tells_each_wait_before_it_sleeps(clock):
+    told: list[float] = []
+    lim = limiter(clock, limit=1, window=60.0, mode="wait")
+    lim.on_wait = told.append
+    lim.acquire()
+    clock.advance(15)
+    lim.acquire()
+    assert told == clock.slept == [45.0]
+
+
 def test_wait_mode_with_a_recording_sleep_gives_up_after_max_wait(clock):
     calls = []
     lim = SlidingWindowLimiter(

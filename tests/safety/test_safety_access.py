@@ -117,7 +117,7 @@ def test_message_names_table_and_column():
 def test_star_expansion_leaves_denied_columns_out():
     policy = SafetyPolicy(star="expand", denied_columns=("users.email",))
     result = SqlValidator("postgres", policy, schema=SCHEMA).validate("SELECT * FROM users")
-    assert result.sql == "SELECT id, name FROM users LIMIT 1000"
+    assert result.sql == "SELECT id, name FROM users LIMIT 1001"
     assert "star_columns_omitted" in result.codes
     assert (
         "users.email"

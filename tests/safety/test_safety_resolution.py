@@ -164,7 +164,7 @@ def test_sqlite_double_quoted_strings_become_literals_under_resolution():
     result = SqlValidator("sqlite", POLICY, schema=SCHEMA).validate(
         'SELECT name FROM users WHERE name = "Asia"'
     )
-    assert result.sql == "SELECT name FROM users WHERE name = 'Asia' LIMIT 1000"
+    assert result.sql == "SELECT name FROM users WHERE name = 'Asia' LIMIT 1001"
     # A double-quoted name that is a column stays a column (and is judged).
     assert code('SELECT "email" FROM users', "sqlite") == "column_denied"
 
@@ -179,7 +179,7 @@ def test_dialect_rules():
     assert v.validate("SELECT @@hostname, @@x").refusal.code == "server_setting"
     assert v.validate("SELECT @v").ok  # reading a user variable changes nothing
     assert v.validate("SELECT a FROM t WHERE a REGEXP '^x'").sql == (
-        "SELECT a FROM t WHERE (a REGEXP '^x') LIMIT 1000"
+        "SELECT a FROM t WHERE (a REGEXP '^x') LIMIT 1001"
     )
     assert v.validate("SELECT a FROM t WHERE a RLIKE '^x'").sql.count("REGEXP") == 1
     sqlite = SqlValidator("sqlite", SafetyPolicy())
@@ -193,16 +193,16 @@ def test_dialect_rules():
 
 def test_star_expansion_on_schema_qualified_schemas():
     v = SqlValidator("postgres", SafetyPolicy(), schema=SCHEMA)
-    assert v.validate("SELECT * FROM crm.users").sql == "SELECT id, phone FROM crm.users LIMIT 1000"
+    assert v.validate("SELECT * FROM crm.users").sql == "SELECT id, phone FROM crm.users LIMIT 1001"
     assert v.validate("SELECT * FROM users AS c(x)").sql == (
-        "SELECT x, name, email FROM users AS c(x) LIMIT 1000"
+        "SELECT x, name, email FROM users AS c(x) LIMIT 1001"
     )
     # USING / NATURAL merge columns: no per-table expansion, the star is refused.
     assert v.validate("SELECT * FROM users NATURAL JOIN orders").refusal.code == "select_star"
     # Denied columns are left out (by position through an alias column list too).
     denied = SqlValidator("postgres", POLICY, schema=SCHEMA)
     result = denied.validate("SELECT * FROM users AS c(x, y, z)")
-    assert result.sql == "SELECT x, y FROM users AS c(x, y, z) LIMIT 1000"
+    assert result.sql == "SELECT x, y FROM users AS c(x, y, z) LIMIT 1001"
     assert "star_columns_omitted" in result.codes
 
 

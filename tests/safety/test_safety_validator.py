@@ -163,92 +163,92 @@ def test_refused(dialect, sql, code):
 
 # (title, dialect, sql, expected SQL to run)
 ACCEPTED = [
-    ("limit added", "sqlite", "select name from users", "SELECT name FROM users LIMIT 1000"),
+    ("limit added", "sqlite", "select name from users", "SELECT name FROM users LIMIT 1001"),
     ("limit kept", "sqlite", "SELECT name FROM users LIMIT 5", "SELECT name FROM users LIMIT 5"),
     (
         "limit lowered",
         "sqlite",
         "SELECT name FROM users LIMIT 50000",
-        "SELECT name FROM users LIMIT 1000",
+        "SELECT name FROM users LIMIT 1001",
     ),
     (
         "mysql offset limit lowered",
         "mysql",
         "SELECT name FROM users LIMIT 10, 5000",
-        "SELECT name FROM users LIMIT 1000 OFFSET 10",
+        "SELECT name FROM users LIMIT 1001 OFFSET 10",
     ),
     (
         "union gets one outer limit",
         "sqlite",
         "SELECT id FROM users UNION SELECT id FROM orders",
-        "SELECT id FROM users UNION SELECT id FROM orders LIMIT 1000",
+        "SELECT id FROM users UNION SELECT id FROM orders LIMIT 1001",
     ),
     (
         "union limit lowered",
         "postgres",
         "SELECT id FROM users UNION ALL SELECT id FROM orders LIMIT 99999",
-        "SELECT id FROM users UNION ALL SELECT id FROM orders LIMIT 1000",
+        "SELECT id FROM users UNION ALL SELECT id FROM orders LIMIT 1001",
     ),
     (
         "intersect",
         "postgres",
         "SELECT id FROM users INTERSECT SELECT user_id FROM orders",
-        "SELECT id FROM users INTERSECT SELECT user_id FROM orders LIMIT 1000",
+        "SELECT id FROM users INTERSECT SELECT user_id FROM orders LIMIT 1001",
     ),
     (
         "fetch first lowered",
         "postgres",
         "SELECT id FROM users FETCH FIRST 5000 ROWS ONLY",
-        "SELECT id FROM users FETCH FIRST 1000 ROWS ONLY",
+        "SELECT id FROM users FETCH FIRST 1001 ROWS ONLY",
     ),
     (
         "cte select",
         "postgres",
         "WITH big AS (SELECT user_id, total FROM orders WHERE total > 100) SELECT user_id FROM big",
-        "WITH big AS (SELECT user_id, total FROM orders WHERE total > 100) SELECT user_id FROM big LIMIT 1000",
+        "WITH big AS (SELECT user_id, total FROM orders WHERE total > 100) SELECT user_id FROM big LIMIT 1001",
     ),
     (
         "count star is not select star",
         "sqlite",
         "SELECT COUNT(*) FROM users",
-        "SELECT COUNT(*) FROM users LIMIT 1000",
+        "SELECT COUNT(*) FROM users LIMIT 1001",
     ),
     (
         "exists star is fine",
         "postgres",
         "SELECT name FROM users AS u WHERE EXISTS (SELECT * FROM orders AS o WHERE o.user_id = u.id)",
-        "SELECT name FROM users AS u WHERE EXISTS(SELECT * FROM orders AS o WHERE o.user_id = u.id) LIMIT 1000",
+        "SELECT name FROM users AS u WHERE EXISTS(SELECT * FROM orders AS o WHERE o.user_id = u.id) LIMIT 1001",
     ),
     (
         "parenthesised query",
         "sqlite",
         "(SELECT name FROM users)",
-        "SELECT name FROM users LIMIT 1000",
+        "SELECT name FROM users LIMIT 1001",
     ),
     (
         "comments dropped",
         "sqlite",
         "SELECT name /* DROP TABLE users */ FROM users -- bye",
-        "SELECT name FROM users LIMIT 1000",
+        "SELECT name FROM users LIMIT 1001",
     ),
     (
         "postgres unicode escape is not an identifier after rendering",
         "postgres",
         'SELECT U&"d\\0061ta" FROM users',
-        'SELECT U & "d\\0061ta" FROM users LIMIT 1000',
+        'SELECT U & "d\\0061ta" FROM users LIMIT 1001',
     ),
     (
         "window and aggregate functions",
         "postgres",
         "SELECT user_id, SUM(total) OVER (PARTITION BY user_id), ROW_NUMBER() OVER (ORDER BY total) FROM orders",
         "SELECT user_id, SUM(total) OVER (PARTITION BY user_id), "
-        "ROW_NUMBER() OVER (ORDER BY total) FROM orders LIMIT 1000",
+        "ROW_NUMBER() OVER (ORDER BY total) FROM orders LIMIT 1001",
     ),
     (
         "trailing semicolon",
         "sqlite",
         "SELECT name FROM users;",
-        "SELECT name FROM users LIMIT 1000",
+        "SELECT name FROM users LIMIT 1001",
     ),
 ]
 
@@ -276,7 +276,7 @@ def test_mysql_executable_comments_are_refused_not_dropped():
     # Elsewhere /*! is an ordinary comment, dropped from the SQL that runs.
     assert (
         validate("SELECT name FROM users /*! DROP */", "postgres").sql
-        == "SELECT name FROM users LIMIT 1000"
+        == "SELECT name FROM users LIMIT 1001"
     )
 
 
@@ -292,7 +292,7 @@ def test_limit_policy_can_be_switched_off():
 
 
 def test_custom_cap():
-    assert validate("SELECT name FROM users LIMIT 500", max_limit=100).sql.endswith("LIMIT 100")
+    assert validate("SELECT name FROM users LIMIT 500", max_limit=100).sql.endswith("LIMIT 101")
 
 
 def test_every_finding_names_the_node():
@@ -327,20 +327,20 @@ def test_select_star_message_lists_the_columns():
 @pytest.mark.parametrize(
     ("sql", "expected"),
     [
-        ("SELECT * FROM users", "SELECT id, name, email FROM users LIMIT 1000"),
-        ("SELECT u.* FROM users AS u", "SELECT u.id, u.name, u.email FROM users AS u LIMIT 1000"),
+        ("SELECT * FROM users", "SELECT id, name, email FROM users LIMIT 1001"),
+        ("SELECT u.* FROM users AS u", "SELECT u.id, u.name, u.email FROM users AS u LIMIT 1001"),
         (
             "SELECT * FROM users JOIN orders ON orders.user_id = users.id",
             "SELECT users.id, users.name, users.email, orders.id, orders.user_id, orders.total "
-            "FROM users JOIN orders ON orders.user_id = users.id LIMIT 1000",
+            "FROM users JOIN orders ON orders.user_id = users.id LIMIT 1001",
         ),
         (
             "SELECT * FROM (SELECT id, name FROM users) AS s",
-            "SELECT id, name FROM (SELECT id, name FROM users) AS s LIMIT 1000",
+            "SELECT id, name FROM (SELECT id, name FROM users) AS s LIMIT 1001",
         ),
         (
             "WITH r AS (SELECT * FROM orders) SELECT * FROM r",
-            "WITH r AS (SELECT id, user_id, total FROM orders) SELECT id, user_id, total FROM r LIMIT 1000",
+            "WITH r AS (SELECT id, user_id, total FROM orders) SELECT id, user_id, total FROM r LIMIT 1001",
         ),
     ],
 )
@@ -412,7 +412,7 @@ def test_denied_functions_extend_the_denylist():
 
 def test_raw_text_is_never_returned():
     result = validate("select   name\nfrom users -- note")
-    assert result.sql == "SELECT name FROM users LIMIT 1000"
+    assert result.sql == "SELECT name FROM users LIMIT 1001"
     assert result.original == "select   name\nfrom users -- note"
 
 

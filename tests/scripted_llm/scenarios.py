@@ -128,6 +128,7 @@ def preview_of(body: str) -> dict[str, Any]:
         "columns": json.loads(match.group(1))["columns"] if match else [],
         "rows": json.loads(match.group(1))["rows"] if match else [],
         "row_count": int(count.group(1)) if count else 0,
+        "truncated": bool(re.search(r"Row count: \d+ \(TRUNCATED", body)),
         "failure": failure.group(1) if failure else None,
         "schema": body.split("Schema:\n", 1)[1] if "about the database itself" in body else None,
     }
@@ -201,6 +202,7 @@ THROTTLED = "How many customers are there? (the provider throttles first)"
 FLAKY = "How many employees are there? (the provider fails once)"
 SLOW_QUERY = "How many pairs of order items are there?"
 PRODUCT_COUNT = "How many products are in each category?"
+ORDERS_2025 = "List every order placed in 2025 with its date and status."
 
 
 def _top_categories_answer(p: dict[str, Any]) -> str:
@@ -387,6 +389,16 @@ SCENARIOS.update(
             reasoning=reasoning(tables=["order_items"], aggregations=["COUNT(*)"]),
             sql="SELECT COUNT(*) AS pairs FROM order_items AS a CROSS JOIN order_items AS b "
             "CROSS JOIN order_items AS c",
+        ),
+        ORDERS_2025: Scenario(
+            reasoning=reasoning(tables=["orders"], filters=[("orders", "order_date", "in 2025")]),
+            sql="SELECT o.order_id, o.order_date, o.status FROM orders AS o "
+            "WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01' ORDER BY o.order_id",
+            answer=lambda p: (
+                f"These are only the first {p['row_count']} orders of 2025: the result was cut."
+                if p["truncated"]
+                else f"{p['row_count']} orders were placed in 2025."
+            ),
         ),
         PRODUCT_COUNT: Scenario(
             reasoning=reasoning(
