@@ -110,7 +110,8 @@ RowCapOpt = Annotated[
 TraceOpt = Annotated[
     bool,
     typer.Option(
-        "--trace", help="Show the full per-agent trace (default: one line of it per question)."
+        "--trace/--no-trace",
+        help="Show the full per-agent trace (default: one line of it per question).",
     ),
 ]
 MaxLimitOpt = Annotated[

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agents import SchemaInspectionError, SQLExecutor
 from agents.catalogue import LARGE_SCHEMA_TABLES
@@ -64,6 +64,8 @@ Resumed = tuple[int, dict[str, PendingStatement], ApprovalOutcome] | Literal["ex
 class PipelineConfig(BaseModel):
     """How runs are carried out. What a query may read and how much (tables, columns, LIMIT,
     row cap, timeout, ``SELECT *``) is the database's policy (``TargetDatabase.policy``)."""
+
+    model_config = ConfigDict(extra="forbid")  # a limit set here by mistake is an error, not lost
 
     max_corrections: int = Field(default=2, ge=0, le=2, description="self-corrections per question")
     max_question_chars: int = Field(default=2000, ge=1)

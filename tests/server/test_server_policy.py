@@ -62,8 +62,8 @@ def test_roles_narrow_runs_and_edits_are_judged_under_the_batch_policy(guarded: 
         POLICY.for_role("analyst").fingerprint()
     )
     assert admin_batch["batch"]["context"]["policy_fingerprint"] == POLICY.fingerprint()
-    assert analyst_batch["batch"]["items"][0]["sql"].endswith("LIMIT 50")
-    assert admin_batch["batch"]["items"][0]["sql"].endswith("LIMIT 1000")
+    assert analyst_batch["batch"]["items"][0]["sql"].endswith("LIMIT 51")
+    assert admin_batch["batch"]["items"][0]["sql"].endswith("LIMIT 1001")
 
     employees = "SELECT first_name FROM employees"
     assert _check(guarded, analyst_batch, employees)["ok"] is False

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.pipeline import PipelineConfig
 from orchestrator.server import create_app
+from safety import Policy
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer
 from tests.server.conftest import Running, make_config, start_server, stop_server
@@ -61,7 +61,7 @@ def live_high_cap(
         demo_db,
         state_url,
         scripted_model,
-        pipeline=PipelineConfig(row_cap=100_000, max_limit=100_000),
+        policy=Policy(row_cap=100_000, max_limit=100_000),
     )
     server, thread, base_url = start_server(create_app(config))
     try:
