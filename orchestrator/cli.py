@@ -141,6 +141,7 @@ def ask(
     Example: sqlgate ask "Top 5 customers by revenue in 2025" --db sqlite:///shop.db
     """
     from orchestrator.cli_approvals import stores
+    from orchestrator.memory import memory_for
     from orchestrator.pipeline import Pipeline, PipelineConfig
 
     if not question.strip():
@@ -175,6 +176,7 @@ def ask(
             progress=spinner,
             approval_store=approval_store,
             run_store=run_store,
+            memory=memory_for(None, database),
         )
         result = pipeline.ask(question)
     database.dispose()
@@ -216,6 +218,7 @@ def resume(
     """
     from orchestrator.cli_approvals import stores
     from orchestrator.errors import RunNotFound
+    from orchestrator.memory import memory_for
     from orchestrator.pipeline import Pipeline
 
     approval_store, run_store = stores()
@@ -239,7 +242,14 @@ def resume(
         timeout=None,
         as_json=as_json,
     )
-    pipeline = Pipeline(database, llm, None, approval_store=approval_store, run_store=run_store)
+    pipeline = Pipeline(
+        database,
+        llm,
+        None,
+        approval_store=approval_store,
+        run_store=run_store,
+        memory=memory_for(None, database),
+    )
     try:
         with Spinner(enabled=not as_json) as spinner:
             pipeline.progress = spinner

@@ -69,6 +69,7 @@ def batch(
     Example: sqlgate batch questions.txt --db sqlite:///shop.db --out results.jsonl
     """
     from orchestrator.batch_io import ResultWriter, pending_questions, read_questions
+    from orchestrator.memory import memory_for
     from orchestrator.pipeline import Pipeline, PipelineConfig
 
     try:
@@ -106,7 +107,9 @@ def batch(
         counts[result.status.value] = counts.get(result.status.value, 0) + 1
 
     with writer, StageBars() as bars:
-        pipeline = Pipeline(database, llm, reviewer, config=config, progress=bars)
+        pipeline = Pipeline(
+            database, llm, reviewer, config=config, progress=bars, memory=memory_for(None, database)
+        )
         for start in range(0, len(todo), run_size):
             pipeline.run_batch([q for _, q in todo[start : start + run_size]], on_result=written)
     database.dispose()

@@ -72,6 +72,11 @@ def _sql_requests(cassette: Any, question: str) -> list[str]:
     return found
 
 
+def _approve_all(batch: ApprovalBatch) -> Mapping[str, Any]:
+    """A reviewer who looked at every statement and approved it."""
+    return {cid: {"action": "approve"} for cid in batch.pending_ids}
+
+
 def _pipeline(harness: Harness, demo_url: str, state: StateDatabase, reviewer: Any) -> Pipeline:
     memory = ReviewMemory(MemoryStore(state.engine), MemorySettings(example_tokens=200))
     return Pipeline(TargetDatabase(demo_url), harness.llm(), reviewer, memory=memory)
@@ -81,7 +86,7 @@ def _pipeline(harness: Harness, demo_url: str, state: StateDatabase, reviewer: A
 def test_an_approved_pair_reaches_the_sql_request_of_a_paraphrase(
     harness: Harness, demo_url: str, state: StateDatabase, vcr: Any
 ) -> None:
-    pipeline = _pipeline(harness, demo_url, state, ApproveAll())
+    pipeline = _pipeline(harness, demo_url, state, _approve_all)
 
     first = pipeline.ask(SHIPPED)
     assert first.status == "answered"
@@ -134,7 +139,7 @@ def test_business_notes_reach_the_reasoning_request_of_matching_questions(
         "Shipped means status 'shipped'; delivered ones do not count as shipped",
         author="alice",
     )
-    pipeline = _pipeline(harness, demo_url, state, ApproveAll())
+    pipeline = _pipeline(harness, demo_url, state, _approve_all)
 
     pipeline.ask(SHIPPED)
     pipeline.ask(RETURNED)
@@ -150,3 +155,14 @@ def test_business_notes_reach_the_reasoning_request_of_matching_questions(
         in reasoning[SHIPPED]
     )
     assert "Business notes" not in reasoning[RETURNED]
+
+
+@pytest.mark.vcr
+def test_statements_approved_unseen_by_yes_teach_nothing(
+    harness: Harness, demo_url: str, state: StateDatabase
+) -> None:
+    pipeline = _pipeline(harness, demo_url, state, ApproveAll())  # what `--yes` uses
+
+    assert pipeline.ask(SHIPPED).status == "answered"
+
+    assert state.memory.examples() == []  # no person looked at it: no example, no evidence
