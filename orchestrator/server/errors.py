@@ -8,6 +8,7 @@
           ├── Forbidden             forbidden              403  (the token's role may not do this)
           ├── RunNotFound           run_not_found          404  (no such run, or not the caller's)
           ├── CallNotFound          call_not_found         404  (no such call_id in the batch)
+          ├── MemoryItemNotFound    memory_not_found       404  (no such example, note or template)
           ├── PayloadTooLarge       payload_too_large      413  (the body is over the size limit)
           └── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
 
@@ -53,6 +54,11 @@ class RunNotFound(ServerError):
 
 class CallNotFound(ServerError):
     code = "call_not_found"
+    status = 404
+
+
+class MemoryItemNotFound(ServerError):
+    code = "memory_not_found"
     status = 404
 
 
