@@ -41,7 +41,7 @@ Example:
     (True, 30.0)
     >>> Policy.model_validate(policy.model_dump()).fingerprint() == policy.fingerprint()
     True
-    >>> Policy.from_toml_text('[auto_approval]\nmin_reviewers = 0')  # doctest: +ELLIPSIS
+    >>> Policy.from_toml_text('[auto_approval]\\nmin_reviewers = 0')  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     safety.errors.PolicyError: invalid policy: auto_approval.min_reviewers: Input should be ...
