@@ -38,11 +38,21 @@ from orchestrator.server.security import GuardedRoute, needs
 from orchestrator.server.service import Service
 
 router = APIRouter(tags=["memory"], responses=ERRORS, route_class=GuardedRoute)
-ItemId = Annotated[int, PathParam(ge=1)]
+ItemId = Annotated[int, PathParam(ge=1, le=2**62)]
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "memory_not_found: no such example or note"}
 }
 CURATE = needs("curate_memory")
+#: Template ids are lower-case hex (``memory list`` shows their first ten characters).
+TEMPLATE = r"^[0-9a-f]+$"
+
+
+def _storable(value: Any) -> Any:
+    """Text the state database can store (PostgreSQL refuses NUL characters)."""
+    texts = value if isinstance(value, list) else [value]
+    if any(isinstance(t, str) and "\x00" in t for t in texts):
+        raise ValueError("a NUL character cannot be stored")
+    return value
 
 
 class NoteRequest(BaseModel):
@@ -65,6 +75,8 @@ class NoteRequest(BaseModel):
             raise ValueError("the note is empty")
         return value
 
+    _no_nul = field_validator("text", "tables")(lambda cls, v: _storable(v))
+
 
 class RevokeRequest(BaseModel):
     """A template to take back: its earlier approvals no longer earn auto-approval."""
@@ -72,12 +84,17 @@ class RevokeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     template: str = Field(
-        min_length=4, max_length=32, description="Template id, or a unique prefix of one"
+        min_length=4,
+        max_length=32,
+        pattern=TEMPLATE,
+        description="Template id, or a unique prefix of one",
     )
     reason: str | None = Field(default=None, max_length=2000, description="Why, for the record")
     all_databases: bool = Field(
         default=False, description="On every database, not only the one served here"
     )
+
+    _no_nul = field_validator("reason")(lambda cls, v: _storable(v))
 
 
 class Removed(BaseModel):
@@ -94,7 +111,7 @@ def list_examples(
     principal: Caller,
     service: ServiceDep,
     kind: Literal["positive", "negative", "all"] = "positive",
-    template: Annotated[str | None, Query(max_length=32)] = None,
+    template: Annotated[str | None, Query(max_length=32, pattern=TEMPLATE)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[MemoryExample]:
     """Reviewed examples of every database, newest first: approved, edited and seeded ones

@@ -1,6 +1,6 @@
 """Reviewed-SQL memory over HTTP: what a server's reviews teach it, the reviewer's memory panel,
 and the admin's curation (list, show, remove, export, notes, revoke). Only admins curate;
-analysts never see memory. A real server with the scripted model; SQLite state."""
+analysts never see memory. A real server with the scripted model; SQLite and PostgreSQL state."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from orchestrator.server import create_app
+from tests.memory.conftest import state_url  # noqa: F401 (SQLite and PostgreSQL state)
 from tests.memory.test_memory_pipeline import SCENARIOS, SHIPPED, SHIPPED_AGAIN
 from tests.scripted_llm.scenarios import ScenarioScript
 from tests.scripted_llm.server import ScriptedLLMServer
@@ -32,7 +33,11 @@ ADMIN_ROUTES = [
 
 
 @pytest.fixture
-def served(demo_db: Path, state_url: str, allow_scripted_model: None) -> Iterator[Running]:
+def served(
+    demo_db: Path,
+    state_url: str,  # noqa: F811 (the fixture imported above)
+    allow_scripted_model: None,
+) -> Iterator[Running]:
     with ScriptedLLMServer(ScenarioScript(SCENARIOS)) as model:
         app = create_app(make_config(demo_db, state_url, model))
         server, thread, base_url = start_server(app)
@@ -131,6 +136,8 @@ def test_reviews_teach_the_server_and_admins_curate_what_it_learned(served: Runn
         assert root.delete(f"/memory/notes/{note.json()['id']}").status_code == 200
         assert root.get("/memory/notes").json() == []
         assert root.post("/memory/notes", json={"text": "  "}).status_code == 422
+        assert root.post("/memory/notes", json={"text": "a\x00b"}).status_code == 422
+        assert root.get("/memory/examples", params={"template": "x\x00"}).status_code == 422
         assert (
             root.post("/memory/notes", json={"text": "x", "author": "mallory"}).status_code == 422
         )
