@@ -317,6 +317,9 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; nothing was left half-done[/]")
         sys.exit(130)
+    except SqlgateError as exc:  # a setting found bad after the options were read
+        err.print(f"[bold red]error:[/] {exc.message}")
+        sys.exit(2)
 
 
 if __name__ == "__main__":
