@@ -78,7 +78,7 @@ from .models import (
     parse_decision,
     sql_hash,
 )
-from .policy import AutoApprovePolicy
+from .policy import AutoApprovePolicy, EarnedApprovalRule, EarnedAutoApproval
 from .reviewers import ApproveAll, MappingReviewer, RejectAll
 from .service import decide_batch, history, list_pending, reviewer_identity
 from .sql_store import SqlApprovalStore, default_store_url
@@ -108,6 +108,8 @@ __all__ = [
     "DecisionError",
     "DecisionProblem",
     "DuplicateVote",
+    "EarnedApprovalRule",
+    "EarnedAutoApproval",
     "Edit",
     "ExecutionInDoubt",
     "ExecutionLedger",

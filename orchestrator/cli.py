@@ -177,6 +177,7 @@ def ask(
     from orchestrator.clarify import parse_answers
     from orchestrator.cli_approvals import stores
     from orchestrator.cli_clarify import ClarificationError, clarify, hint
+    from orchestrator.memory import memory_for
     from orchestrator.pipeline import Pipeline, PipelineConfig
     from orchestrator.result_files import check_result_path
     from orchestrator.result_rows import ResultRowStore
@@ -234,6 +235,7 @@ def ask(
                 approval_store=approval_store,
                 run_store=run_store,
                 result_rows=rows,
+                memory=memory_for(None, database),
             )
             check_edits_with(reviewer, pipeline)
             try:
@@ -318,6 +320,7 @@ def resume(
     """
     from orchestrator.cli_approvals import stores
     from orchestrator.errors import RunNotFound
+    from orchestrator.memory import memory_for
     from orchestrator.pipeline import Pipeline
 
     approval_store, run_store = stores()
@@ -341,7 +344,14 @@ def resume(
         timeout=None,
         as_json=as_json,
     )
-    pipeline = Pipeline(database, llm, None, approval_store=approval_store, run_store=run_store)
+    pipeline = Pipeline(
+        database,
+        llm,
+        None,
+        approval_store=approval_store,
+        run_store=run_store,
+        memory=memory_for(None, database),
+    )
     try:
         with Spinner(enabled=not as_json) as spinner:
             pipeline.progress = spinner
@@ -417,6 +427,9 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; nothing was left half-done[/]")
         sys.exit(130)
+    except SqlgateError as exc:  # a setting found bad after the options were read
+        err.print(f"[bold red]error:[/] {exc.message}")
+        sys.exit(2)
 
 
 if __name__ == "__main__":

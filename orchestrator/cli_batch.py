@@ -76,6 +76,7 @@ def batch(
     Example: sqlgate batch questions.txt --db sqlite:///shop.db --out results.jsonl
     """
     from orchestrator.batch_io import ResultWriter, pending_questions, read_questions
+    from orchestrator.memory import memory_for
     from orchestrator.pipeline import Pipeline, PipelineConfig
 
     try:
@@ -120,7 +121,9 @@ def batch(
     with writer, StageBars() as bars:
         llm.on_retry = bars.notice
         llm.limiter.on_wait = bars.limiter_wait
-        pipeline = Pipeline(database, llm, reviewer, config=config, progress=bars)
+        pipeline = Pipeline(
+            database, llm, reviewer, config=config, progress=bars, memory=memory_for(None, database)
+        )
         check_edits_with(reviewer, pipeline)
         for start in range(0, len(todo), run_size):
             pipeline.run_batch(

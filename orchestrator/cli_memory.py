@@ -10,7 +10,10 @@
     sqlgate memory revoke TEMPLATE         earlier approvals of a template no longer earn auto
 
 Memory lives in the state database (``SQLGATE_STATE_URL``, else the state folder's SQLite
-file). The acting person comes from ``SQLGATE_REVIEWER`` (else the login name).
+file). The acting person comes from ``SQLGATE_REVIEWER`` (else the login name). Every command
+that runs questions records and retrieves; ``SQLGATE_MEMORY=off`` turns that off, ``record``
+keeps recording but puts nothing into prompts. Earned auto-approval is the policy file's
+``[auto_approval]`` section (off by default).
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from orchestrator.errors import SqlgateError
 from orchestrator.memory import MemoryExample, MemoryStore, ReviewMemory
 
 memory_app = typer.Typer(
-    help="Reviewed-SQL memory: seed, list, show, remove, export, notes, revoke.",
+    help="Reviewed-SQL memory: seed, list, show, remove, export, notes, revoke. "
+    "Every command that runs questions records and retrieves; SQLGATE_MEMORY=off turns it off, "
+    "SQLGATE_MEMORY=record keeps it out of prompts.",
     no_args_is_help=True,
     add_completion=False,
 )

@@ -153,6 +153,7 @@ def recover(
     """
     from orchestrator.cli_approvals import stores
     from orchestrator.errors import RunConflict
+    from orchestrator.memory import memory_for
     from orchestrator.pipeline import Pipeline
 
     approval_store, run_store = stores()
@@ -177,7 +178,12 @@ def recover(
                 as_json=as_json,
             )
             pipelines[url] = Pipeline(
-                database, llm, None, approval_store=approval_store, run_store=run_store
+                database,
+                llm,
+                None,
+                approval_store=approval_store,
+                run_store=run_store,
+                memory=memory_for(None, database),
             )
         try:
             results = pipelines[url].recover(stored.run_id)

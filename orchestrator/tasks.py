@@ -102,6 +102,7 @@ class _Worker:
     def pipeline(self, database_url: str) -> Any:
         from orchestrator.database import TargetDatabase
         from orchestrator.llm import LLMClient
+        from orchestrator.memory import memory_for
         from orchestrator.pipeline import Pipeline
 
         url = database_url
@@ -114,17 +115,19 @@ class _Worker:
         with self.lock:
             if url not in self.pipelines:
                 self.settings.require_credentials()
+                database = TargetDatabase(
+                    url,
+                    policy=self.settings.policy,
+                    statement_timeout_s=self.settings.statement_timeout_s,
+                )
                 self.pipelines[url] = Pipeline(
-                    TargetDatabase(
-                        url,
-                        policy=self.settings.policy,
-                        statement_timeout_s=self.settings.statement_timeout_s,
-                    ),
+                    database,
                     LLMClient(self.settings.llm, limiter=self.limiter),
                     None,
                     config=self.settings.pipeline,
                     approval_store=self.state.approvals,
                     run_store=self.state.runs,
+                    memory=memory_for(self.state, database),
                 )
             return self.pipelines[url]
 

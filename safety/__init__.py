@@ -16,7 +16,7 @@ from .errors import (
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
-from .policy_file import Policy, RolePolicy, load_policy
+from .policy_file import AutoApprovalRules, Policy, RolePolicy, load_policy
 from .privileges import check_privileges
 from .readonly import ReadOnlySettings, open_readonly_engine
 from .rules import RULES, RuleContext
@@ -25,6 +25,7 @@ from .schema_reader import DatabaseSchema, read_schema
 from .validator import SqlValidator
 
 __all__ = [
+    "AutoApprovalRules",
     "DEFAULT_SCHEMAS",
     "DIALECTS",
     "DatabaseSchema",

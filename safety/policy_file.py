@@ -25,14 +25,26 @@ Example:
     ... [roles.analyst]
     ... tables.allow = ["orders"]
     ... max_limit = 100
+    ...
+    ... [auto_approval]
+    ... enabled = true
+    ... min_approvals = 3
+    ... min_reviewers = 2
+    ... max_age_days = 30
     ... ''')
     >>> analyst = policy.for_role("analyst")
     >>> analyst.tables.allow, analyst.max_limit, analyst.columns.deny
     (('orders',), 100, ('customers.email', 'sales.invoices.card_number'))
     >>> analyst.safety_policy().allowed_tables
     ('orders',)
+    >>> policy.auto_approval.enabled, policy.auto_approval.max_age_days
+    (True, 30.0)
     >>> Policy.model_validate(policy.model_dump()).fingerprint() == policy.fingerprint()
     True
+    >>> Policy.from_toml_text('[auto_approval]\\nmin_reviewers = 0')  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    safety.errors.PolicyError: invalid policy: auto_approval.min_reviewers: Input should be ...
     >>> Policy.from_toml_text('[tables]\\nallow = ["a.b.c"]')  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -53,7 +65,7 @@ from .access import split_entry
 from .errors import PolicyError
 from .policy import SafetyPolicy
 
-__all__ = ["ColumnRules", "Policy", "RolePolicy", "TableRules", "load_policy"]
+__all__ = ["AutoApprovalRules", "ColumnRules", "Policy", "RolePolicy", "TableRules", "load_policy"]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -106,6 +118,30 @@ class ColumnRules(BaseModel):
 
 
 StarMode = Literal["expand", "refuse", "reject"]
+
+
+class AutoApprovalRules(BaseModel):
+    """``[auto_approval]``: when reviews earn a statement's template auto-approval (off by default).
+
+    A statement is auto-approved when its template, on the same schema and safety policy, was
+    approved ``min_approvals`` times by ``min_reviewers`` distinct reviewers in the last
+    ``max_age_days`` days, never rejected or revoked since, and it reads no column those
+    approvals did not. The gate reads these fields (``approvals.EarnedApprovalRule``).
+    """
+
+    model_config = _STRICT
+
+    enabled: bool = Field(default=False, description="Earned auto-approval is on.")
+    min_approvals: int = Field(default=3, ge=1, description="Approvals of the template needed.")
+    min_reviewers: int = Field(default=2, ge=1, description="Distinct reviewers among them.")
+    max_age_days: float = Field(
+        default=90.0, gt=0, description="Only approvals this recent count, in days."
+    )
+
+    @field_validator("max_age_days", mode="before")
+    @classmethod
+    def _days(cls, value: object) -> object:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 class RolePolicy(BaseModel):
@@ -161,6 +197,10 @@ class Policy(BaseModel):
     )
     roles: dict[str, RolePolicy] = Field(
         default_factory=dict, description="Per-role sections; each can only narrow the base policy."
+    )
+    auto_approval: AutoApprovalRules = Field(
+        default_factory=AutoApprovalRules,
+        description="Earned auto-approval from reviewed-SQL memory (off by default).",
     )
 
     @field_validator("extra_functions", "denied_functions", mode="before")

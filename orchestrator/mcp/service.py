@@ -18,6 +18,7 @@ from approvals import ExpirySweeper
 from orchestrator.database import TargetDatabase
 from orchestrator.mcp.config import McpConfig
 from orchestrator.mcp.views import RunReport, run_report
+from orchestrator.memory import memory_for
 from orchestrator.server.events import Cursor, EventHub, EventSource
 from orchestrator.server.runner import RunService, shared_pipeline
 from orchestrator.server.state import RunRow
@@ -58,6 +59,7 @@ class McpService:
             self.state_db.runs,
             config=config.pipeline,
             http_client=config.http_client,
+            memory=memory_for(self.state_db, self.database),
         )
         self.hub = EventHub(
             EventSource(self.approvals, self.state, with_items=False),

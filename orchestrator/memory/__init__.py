@@ -29,10 +29,12 @@ from orchestrator.memory.models import BusinessNote, MemoryExample, Revocation, 
 from orchestrator.memory.retriever import FullTextRetriever, Retriever, approx_tokens
 from orchestrator.memory.review_memory import MemoryScope, MemorySettings, ReviewMemory
 from orchestrator.memory.store import MemoryStore
+from orchestrator.memory.wiring import MEMORY_ENV, memory_for, memory_settings
 
 __all__ = [
     "BusinessNote",
     "FullTextRetriever",
+    "MEMORY_ENV",
     "MemoryExample",
     "MemoryNotFound",
     "MemoryScope",
@@ -40,8 +42,8 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "Retriever",
-    "Revocation",
     "ReviewMemory",
+    "Revocation",
     "ScoredExample",
     "SeedRefused",
     "StatementShape",
@@ -50,6 +52,8 @@ __all__ = [
     "columns_read",
     "examples_by_question",
     "gate_policy",
+    "memory_for",
+    "memory_settings",
     "notes_by_question",
     "policy_fingerprint",
     "remember_executed",

@@ -2,7 +2,8 @@
 
 - ``notes_by_question``    Batch 1 (reasoning): business notes per question
 - ``examples_by_question`` Batch 2 (generation): reviewed examples per question
-- ``remember_executed``    after execution: approved or edited statements that ran
+- ``remember_executed``    after execution: approved or edited statements that ran (not those
+                           approved wholesale by ``--yes``: no person looked at them)
 - ``remember_rejected``    after review: statements a reviewer rejected (negatives)
 - ``gate_policy``          the approval gate: earned auto-approval, when switched on
 
@@ -102,6 +103,13 @@ def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str]:
     return actors
 
 
+def _unreviewed(p: Pipeline) -> bool:
+    """``--yes`` approves every statement unseen: such approvals are no evidence of review."""
+    from approvals import ApproveAll
+
+    return isinstance(p.reviewer, ApproveAll)
+
+
 def remember_executed(
     p: Pipeline,
     ran: Sequence[tuple[QuestionState, ApprovalOutcome, str]],
@@ -109,7 +117,7 @@ def remember_executed(
 ) -> None:
     """Record each statement a reviewer approved or edited and that ran without error."""
     memory = _memory(p)
-    if memory is None or not ran:
+    if memory is None or not ran or _unreviewed(p):
         return
     try:
         scope = scope_of(p)

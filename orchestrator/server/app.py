@@ -7,6 +7,8 @@
     GET  /approvals                   batch summaries, pending first             (reviewer, admin)
     GET  /approvals/{batch_id}        one batch: items, SQL, findings, outcome
     POST /approvals/{batch_id}/decision   {call_id: decision}, Idempotency-Key header
+    GET  /approvals/{batch_id}/memory what memory knows about each statement    (reviewer, admin)
+    /memory/...                       reviewed-SQL memory: examples, notes, export, revoke (admin)
     GET  /events                      Server-Sent Events; Last-Event-ID resumes   (any token)
     GET  /analyst, /reviewer          the pages; /openapi.json, /docs
 
@@ -30,6 +32,7 @@ from fastapi.staticfiles import StaticFiles
 from orchestrator.server import (
     routes_batches,
     routes_events,
+    routes_memory,
     routes_pages,
     routes_runs,
     routes_service,
@@ -44,6 +47,7 @@ ROUTERS = (
     routes_runs.router,
     routes_batches.router,
     routes_events.router,
+    routes_memory.router,
     routes_pages.router,
 )
 

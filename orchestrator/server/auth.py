@@ -13,7 +13,7 @@ zone) ends a token: from then on it is refused as ``token_expired``. The actor r
 audit log is the token's ``actor``, never anything from a request body.
 
 Roles: ``analyst`` asks questions and reads their own runs; ``reviewer`` lists, shows and decides
-approval batches; ``admin`` does both and reads every run. Anyone with a token may follow
+approval batches; ``admin`` does both, reads every run and curates reviewed-SQL memory. Anyone with a token may follow
 ``/events`` (analysts see only their own runs' events).
 
 Example:
@@ -59,6 +59,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "decide": frozenset({Role.REVIEWER, Role.ADMIN}),
     "events": frozenset({Role.ANALYST, Role.REVIEWER, Role.ADMIN}),
     "all_events": frozenset({Role.REVIEWER, Role.ADMIN}),
+    "curate_memory": frozenset({Role.ADMIN}),
 }
 
 

@@ -9,6 +9,7 @@
           ├── CallNotFound          call_not_found         404  (no such call_id in the batch)
           ├── NotClarifiable        not_clarifiable        409  (no question of the run awaits answers)
           ├── InvalidClarification  invalid_clarification  422  (answers that fit no question asked)
+          ├── MemoryItemNotFound    memory_not_found       404  (no such example, note or template)
           ├── PayloadTooLarge       payload_too_large      413  (the body is over the size limit)
           └── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
 
@@ -62,6 +63,11 @@ class NotClarifiable(ServerError):
 class InvalidClarification(ServerError):
     code = "invalid_clarification"
     status = 422
+
+
+class MemoryItemNotFound(ServerError):
+    code = "memory_not_found"
+    status = 404
 
 
 class PayloadTooLarge(ServerError):

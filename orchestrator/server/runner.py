@@ -22,6 +22,7 @@ from orchestrator.checkpoint import PausedCheckpoint
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import RunConflict, RunNotFound
 from orchestrator.llm import LLMClient, LLMSettings
+from orchestrator.memory import ReviewMemory
 from orchestrator.pipeline import Pipeline, PipelineConfig
 from orchestrator.result import RunResult, RunStatus
 from orchestrator.runs import RunStore
@@ -43,6 +44,7 @@ def shared_pipeline(
     *,
     config: PipelineConfig | None = None,
     http_client: Any | None = None,
+    memory: ReviewMemory | None = None,
 ) -> Pipeline:
     """The service's one pipeline: it pauses every run at the gate, and serves all runs at once.
 
@@ -57,6 +59,7 @@ def shared_pipeline(
         config=config,
         approval_store=approval_store,
         run_store=run_store,
+        memory=memory,
     )
 
 

@@ -7,6 +7,7 @@ created and closed when it stops. Routes reach it through ``orchestrator.server.
 from __future__ import annotations
 
 from approvals import ApprovalGate, BatchRecord, ExpirySweeper, SqlApprovalStore
+from orchestrator.memory import memory_for
 from orchestrator.runs import RunStore
 from orchestrator.server.auth import TokenRegistry
 from orchestrator.server.config import ServerConfig
@@ -56,6 +57,7 @@ class Service:
             self.run_store,
             config=config.pipeline,
             http_client=config.http_client,
+            memory=memory_for(self.state_db, self.database),
         )
         self.runs = RunService(
             self.state,

@@ -16,9 +16,17 @@ import pytest
 
 from approvals import ApprovalBatch, ApproveAll
 from orchestrator.database import TargetDatabase
-from orchestrator.memory import MemorySettings, MemoryStore, ReviewMemory, approx_tokens
+from orchestrator.memory import (
+    MemorySettings,
+    MemoryStore,
+    ReviewMemory,
+    approx_tokens,
+    memory_for,
+    scope_of,
+)
 from orchestrator.pipeline import Pipeline
 from orchestrator.state_db import StateDatabase
+from safety import Policy
 from tests.orchestrator.conftest import SCRIPTED_MODEL, Harness
 from tests.scripted_llm.scenarios import Scenario, ScenarioScript, reasoning
 from tests.scripted_llm.server import ScriptedLLMServer
@@ -72,6 +80,11 @@ def _sql_requests(cassette: Any, question: str) -> list[str]:
     return found
 
 
+def _approve_all(batch: ApprovalBatch) -> Mapping[str, Any]:
+    """A reviewer who looked at every statement and approved it."""
+    return {cid: {"action": "approve"} for cid in batch.pending_ids}
+
+
 def _pipeline(harness: Harness, demo_url: str, state: StateDatabase, reviewer: Any) -> Pipeline:
     memory = ReviewMemory(MemoryStore(state.engine), MemorySettings(example_tokens=200))
     return Pipeline(TargetDatabase(demo_url), harness.llm(), reviewer, memory=memory)
@@ -81,7 +94,7 @@ def _pipeline(harness: Harness, demo_url: str, state: StateDatabase, reviewer: A
 def test_an_approved_pair_reaches_the_sql_request_of_a_paraphrase(
     harness: Harness, demo_url: str, state: StateDatabase, vcr: Any
 ) -> None:
-    pipeline = _pipeline(harness, demo_url, state, ApproveAll())
+    pipeline = _pipeline(harness, demo_url, state, _approve_all)
 
     first = pipeline.ask(SHIPPED)
     assert first.status == "answered"
@@ -134,7 +147,7 @@ def test_business_notes_reach_the_reasoning_request_of_matching_questions(
         "Shipped means status 'shipped'; delivered ones do not count as shipped",
         author="alice",
     )
-    pipeline = _pipeline(harness, demo_url, state, ApproveAll())
+    pipeline = _pipeline(harness, demo_url, state, _approve_all)
 
     pipeline.ask(SHIPPED)
     pipeline.ask(RETURNED)
@@ -150,3 +163,72 @@ def test_business_notes_reach_the_reasoning_request_of_matching_questions(
         in reasoning[SHIPPED]
     )
     assert "Business notes" not in reasoning[RETURNED]
+
+
+@pytest.mark.vcr
+def test_statements_approved_unseen_by_yes_teach_nothing(
+    harness: Harness, demo_url: str, state: StateDatabase
+) -> None:
+    pipeline = _pipeline(harness, demo_url, state, ApproveAll())  # what `--yes` uses
+
+    assert pipeline.ask(SHIPPED).status == "answered"
+
+    assert state.memory.examples() == []  # no person looked at it: no example, no evidence
+
+
+EARNED = Policy.from_toml_text(
+    "[auto_approval]\nenabled = true\nmin_approvals = 1\nmin_reviewers = 1\nmax_age_days = 30"
+)
+
+
+class Reviewer:
+    """A person at the gate who approves (or rejects) and counts how often they were asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.reject_with: str | None = None
+
+    def __call__(self, batch: ApprovalBatch) -> Mapping[str, Any]:
+        self.asked += 1
+        if self.reject_with:
+            return {c: {"action": "reject", "reason": self.reject_with} for c in batch.pending_ids}
+        return {c: {"action": "approve"} for c in batch.pending_ids}
+
+
+@pytest.mark.vcr
+def test_a_reviewed_template_is_auto_approved_until_revoked_or_rejected(
+    harness: Harness, demo_url: str, state: StateDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SQLGATE_MEMORY", "on")
+    person = Reviewer()
+    memory = memory_for(state, EARNED)  # what every entry point does, with the policy file
+    assert memory is not None
+    pipeline = Pipeline(TargetDatabase(demo_url), harness.llm(), person, memory=memory)
+
+    assert pipeline.ask(SHIPPED).approvals[0].status == "approved" and person.asked == 1
+    (evidence,) = state.memory.examples()
+
+    again = pipeline.ask(SHIPPED_AGAIN)  # same template, other literals: earned
+
+    assert person.asked == 1 and again.status == "answered"
+    (record,) = again.approvals
+    assert record.status == "auto_approved"
+    assert f"memory example {evidence.id} " in (record.reason or "")
+    assert len(state.memory.examples()) == 1  # an auto-approval is no new evidence
+
+    state.memory.revoke(evidence.template_id, actor="dana", reason="years differ")
+    assert pipeline.ask(SHIPPED_AGAIN).approvals[0].status == "approved"  # reviewed again
+    assert person.asked == 2
+    assert pipeline.ask(SHIPPED_AGAIN).approvals[0].status == "auto_approved"  # earned again
+
+    person.reject_with = "shipping counts by ship date"
+    memory.record(  # a rejection of the template, e.g. from another run
+        scope_of(pipeline),
+        question=SHIPPED,
+        sql=evidence.sql,
+        status="rejected",
+        reviewers=["erin"],
+        reason="shipping counts by ship date",
+    )
+    assert pipeline.ask(SHIPPED_AGAIN).status == "rejected"  # never auto after a rejection
+    assert person.asked == 3

@@ -61,6 +61,15 @@ def test_defer_decide_resume(
     assert any(e["actor"] == "alice" for e in events)
     assert [e["event"] for e in events].count("execution_started") == 1
 
+    # what resume ran, memory kept: the reviewer's approved SQL, for the next similar question
+    [example] = _run("memory", "list", "--json")
+    assert (example["question"], example["status"], example["reviewers"]) == (
+        sc.PRODUCT_COUNT,
+        "approved",
+        ["alice"],
+    )
+    assert example["sql"] == item["sql"]
+
 
 def test_decide_unknown_batch_and_resume_unknown_run() -> None:
     assert (

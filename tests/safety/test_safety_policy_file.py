@@ -104,6 +104,12 @@ def test_role_policy_refuses_what_the_base_allows():
         ("statement_timeout = -1", "statement_timeout"),
         ("[roles.a]\nmax_limit = true", "roles.a.max_limit"),
         ("[roles.a]\nwhatever = 1", "roles.a.whatever"),
+        ('[auto_approval]\nenabled = "yes"', "auto_approval.enabled"),
+        ("[auto_approval]\nmin_approvals = 0", "auto_approval.min_approvals"),
+        ("[auto_approval]\nmin_reviewers = 1.5", "auto_approval.min_reviewers"),
+        ("[auto_approval]\nmax_age_days = 0", "auto_approval.max_age_days"),
+        ("[auto_approval]\nmin_aprovals = 2", "auto_approval.min_aprovals"),
+        ("auto_approval = true", "auto_approval"),
     ],
 )
 def test_malformed_file_is_one_error_naming_the_key(text, key):
@@ -140,3 +146,20 @@ def test_safety_policy_rejects_bad_entries():
         SafetyPolicy(denied_columns=("a.b.c.d",))
     with pytest.raises(ValueError):
         SafetyPolicy(allowed_tables=("a.b.c",))
+
+
+def test_auto_approval_is_off_unless_the_file_says_so():
+    assert Policy().auto_approval.enabled is False
+    policy = Policy.from_toml_text(
+        "[auto_approval]\nenabled = true\nmin_approvals = 2\nmin_reviewers = 1\nmax_age_days = 7"
+    )
+    rules = policy.auto_approval
+    assert (rules.enabled, rules.min_approvals, rules.min_reviewers, rules.max_age_days) == (
+        True,
+        2,
+        1,
+        7.0,
+    )
+    assert policy.for_role(None).auto_approval == rules
+    assert Policy.model_validate(policy.model_dump()).fingerprint() == policy.fingerprint()
+    assert policy.fingerprint() != Policy().fingerprint()

@@ -53,6 +53,7 @@
         <div class="meta">${escape(item.question_id)} · ${escape(category.replace(/_/g, " "))}${note ? " · " + escape(note) : ""} · <span class="call-id">${escape(item.call_id)}</span></div>
         ${correctionHtml(correction)}
         <pre class="sql" data-testid="item-sql">${highlight(item.sql_pretty || item.sql)}</pre>
+        <div class="memory" data-testid="memory" hidden></div>
         ${findingsHtml(item.findings)}
         ${decidable ? `
         <fieldset class="choices" data-testid="choices">
@@ -68,6 +69,61 @@
           <pre class="diff" data-testid="diff" hidden></pre>
         </div>` : ""}
       </div>`;
+  }
+
+  // -- memory: what earlier reviews say about each statement -----------------------------------
+  function pastHtml(e) {
+    const where = e.batch_id
+      ? ` in <a href="#" class="memory-link" data-batch-id="${escape(e.batch_id)}" data-testid="memory-link">${escape(e.batch_id)}</a>`
+      : "";
+    return `<li><span class="status ${escape(e.status)}">${escape(e.status)}</span> ${escape(e.question)}
+      <span class="meta">by ${escape(e.reviewers.join(", ") || "?")} ${escape(when(e.at))}${where}${e.reason ? ` — ${escape(e.reason)}` : ""}</span>
+      <details><summary class="meta">SQL</summary><pre class="sql">${highlight(e.sql)}</pre></details></li>`;
+  }
+
+  function memoryHtml(m) {
+    const parts = [];
+    const n = m.similar.length;
+    if (n) {
+      parts.push(`<details data-testid="memory-similar"><summary><b>${n} similar question${n === 1 ? " was" : "s were"} approved before</b></summary>
+        <ul>${m.similar.map(pastHtml).join("")}</ul></details>`);
+    }
+    const approved = m.template_approvals.length, rejected = m.template_rejections.length;
+    if (approved || rejected) {
+      parts.push(`<details data-testid="memory-template"><summary>This statement's template (${escape(m.template_id.slice(0, 10))}) was approved ${approved} time(s)${rejected ? `, rejected ${rejected} time(s)` : ""}</summary>
+        <ul>${m.template_approvals.concat(m.template_rejections).map(pastHtml).join("")}</ul></details>`);
+    }
+    if (m.notes.length) {
+      parts.push(`<div data-testid="memory-notes"><b>Business notes given to the model for this question:</b><ul>${
+        m.notes.map((note) => `<li>${escape(note.text)}${note.tables.length ? ` <span class="meta">(tables: ${escape(note.tables.join(", "))}; by ${escape(note.author)})</span>` : ` <span class="meta">(by ${escape(note.author)})</span>`}</li>`).join("")}</ul></div>`);
+    }
+    return parts.join("");
+  }
+
+  async function loadMemory(card, batchId) {
+    const response = await api("GET", `/approvals/${encodeURIComponent(batchId)}/memory`);
+    if (!response.ok || !response.data.enabled) return;
+    card.querySelectorAll(".item").forEach((el) => {
+      const m = response.data.items[el.dataset.callId];
+      const box = el.querySelector(".memory");
+      if (!m || !box) return;
+      box.innerHTML = memoryHtml(m);
+      box.hidden = !box.innerHTML;
+      box.querySelectorAll(".memory-link").forEach((a) => a.addEventListener("click", (event) => {
+        event.preventDefault();
+        showPast(a);
+      }));
+    });
+  }
+
+  // A link to the batch an example was reviewed in: that batch, as the history shows it, inline.
+  async function showPast(link) {
+    const shown = link.parentElement.querySelector(".past");
+    if (shown) { shown.remove(); return; }
+    const response = await api("GET", `/approvals/${encodeURIComponent(link.dataset.batchId)}`);
+    if (!response.ok) return;
+    link.parentElement.insertAdjacentHTML("beforeend", historyHtml(response.data));
+    link.parentElement.querySelector(".past").open = true;
   }
 
   // -- a pending batch ------------------------------------------------------------------------
@@ -101,6 +157,7 @@
     card.querySelector(".submit").addEventListener("click", () => submit(card, record));
     cards.set(batch.batch_id, card);
     container().appendChild(card);
+    loadMemory(card, batch.batch_id);
     if (me && me.actor && (record.voters || []).includes(me.actor)) {
       close(card, "ok", `You voted on this batch; it waits for ${batch.quorum - record.voters.length} more reviewer(s).`);
     }
