@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from orchestrator.cli_common import (
     BaseUrlOpt,
@@ -45,12 +44,11 @@ from orchestrator.cli_common import (
     TraceOpt,
     YesOpt,
     check_edits_with,
-    dump_result,
-    emit_json,
     err,
     fail,
     open_target,
     reviewer_for,
+    show_result,
 )
 from orchestrator.errors import SqlgateError
 from orchestrator.result import RunResult
@@ -96,7 +94,7 @@ def _main(
 
 
 def _mount_subcommands() -> None:
-    from orchestrator.cli_approvals import approvals_app
+    from orchestrator.cli_approvals import approvals_app, resume
     from orchestrator.cli_batch import batch
     from orchestrator.cli_demo import demo
     from orchestrator.cli_inspect import limits, schema, validate
@@ -106,6 +104,7 @@ def _mount_subcommands() -> None:
     from orchestrator.cli_worker import worker
 
     app.command()(batch)
+    app.command()(resume)
     app.command()(demo)
     app.command()(schema)
     app.command()(validate)
@@ -250,14 +249,14 @@ def ask(
                 result,
                 answers,
                 as_json=as_json,
-                show=lambda r: _show(r, as_json=False, trace=trace),
+                show=lambda r: show_result(r, as_json=False, trace=trace),
                 role=role,
             )
         except ClarificationError as exc:
             fail(exc.message, as_json=as_json, error_code=exc.code)
         finally:
             database.dispose()
-        _show(result, as_json=as_json, trace=trace)
+        show_result(result, as_json=as_json, trace=trace)
         hint(result)
         if out is not None and rows is not None:
             _write_out(out, rows, result, as_json=as_json)
@@ -284,91 +283,6 @@ def _write_out(out: Path, rows: ResultRowStore, result: RunResult, *, as_json: b
         else ""
     )
     err.print(f"{written} row(s) written to {out}{cut}")
-
-
-def _show(result: RunResult, *, as_json: bool, trace: bool) -> None:
-    if as_json:
-        emit_json(dump_result(result))
-        return
-    from orchestrator.render import render_result
-
-    render_result(Console(), result, trace=trace)
-    if result.status.value == "awaiting_approval":
-        err.print(
-            "Decide with [cyan]sqlgate approvals decide BATCH[/] (see [cyan]sqlgate approvals list[/]), "
-            f"then run [cyan]sqlgate resume {result.run_id}[/]."
-        )
-
-
-@app.command()
-def resume(
-    run_id: Annotated[str, typer.Argument(help="The run id printed when the run paused.")],
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            help="The database URL, when the stored one had a password (it is never stored).",
-        ),
-    ] = None,
-    as_json: JsonOpt = False,
-    trace: TraceOpt = False,
-) -> None:
-    """Carry on with a run paused at the approval gate, once its batch is decided.
-
-    Any process sharing the state database may resume; exactly one wins. Approved SQL runs at most
-    once, even if an earlier worker died mid-run (such a statement is reported in doubt).
-    """
-    from orchestrator.cli_approvals import stores
-    from orchestrator.errors import RunNotFound
-    from orchestrator.memory import memory_for
-    from orchestrator.pipeline import Pipeline
-
-    approval_store, run_store = stores()
-    try:
-        stored_db = run_store.load(run_id).database
-    except RunNotFound as exc:
-        fail(exc.message, as_json=as_json, error_code=exc.code)
-        return
-    if db is None and "***" in stored_db:
-        fail(
-            "the run's database URL had a password, which sqlgate never stores: pass --db URL",
-            as_json=as_json,
-            error_code="config_error",
-        )
-    database, llm = open_target(
-        db=db or stored_db,
-        model=None,
-        base_url=None,
-        rate_limit=None,
-        wait=True,
-        timeout=None,
-        as_json=as_json,
-    )
-    pipeline = Pipeline(
-        database,
-        llm,
-        None,
-        approval_store=approval_store,
-        run_store=run_store,
-        memory=memory_for(None, database),
-    )
-    try:
-        with Spinner(enabled=not as_json) as spinner:
-            pipeline.progress = spinner
-            results = pipeline.resume(run_id)
-    except SqlgateError as exc:
-        fail(exc.message, 1, as_json=as_json, error_code=exc.code)
-        return
-    finally:
-        database.dispose()
-    if as_json and len(results) == 1:
-        emit_json(dump_result(results[0]))
-    elif as_json:
-        emit_json([dump_result(r) for r in results])
-    else:
-        for result in results:
-            _show(result, as_json=False, trace=trace)
-    raise typer.Exit(max(r.exit_code for r in results))
 
 
 @app.command()

@@ -23,7 +23,17 @@ import typer
 from rich.console import Console
 
 from approvals import SqlApprovalStore, reviewer_identity
-from orchestrator.cli_common import emit_json, err, fail
+from orchestrator.cli_common import (
+    JsonOpt,
+    Spinner,
+    TraceOpt,
+    dump_result,
+    emit_json,
+    err,
+    fail,
+    open_target,
+    show_result,
+)
 from orchestrator.errors import ConfigurationError, SqlgateError
 from orchestrator.runs import RunStore
 
@@ -32,7 +42,6 @@ approvals_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]
 
 
 def state_url() -> str:
@@ -316,3 +325,72 @@ def sweep(as_json: JsonOpt = False) -> None:
         f"{len(rows)} batch(es) expired."
         + "".join(f"\n  {r['batch_id']} (run {r['run_id']})" for r in rows)
     )
+
+
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run id printed when the run paused.")],
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="The database URL, when the stored one had a password (it is never stored).",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    trace: TraceOpt = False,
+) -> None:
+    """Carry on with a run paused at the approval gate, once its batch is decided.
+
+    Any process sharing the state database may resume; exactly one wins. Approved SQL runs at most
+    once, even if an earlier worker died mid-run (such a statement is reported in doubt).
+    """
+    from orchestrator.errors import RunNotFound
+    from orchestrator.memory import memory_for
+    from orchestrator.pipeline import Pipeline
+
+    approval_store, run_store = stores()
+    try:
+        stored_db = run_store.load(run_id).database
+    except RunNotFound as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
+    if db is None and "***" in stored_db:
+        fail(
+            "the run's database URL had a password, which sqlgate never stores: pass --db URL",
+            as_json=as_json,
+            error_code="config_error",
+        )
+    database, llm = open_target(
+        db=db or stored_db,
+        model=None,
+        base_url=None,
+        rate_limit=None,
+        wait=True,
+        timeout=None,
+        as_json=as_json,
+    )
+    pipeline = Pipeline(
+        database,
+        llm,
+        None,
+        approval_store=approval_store,
+        run_store=run_store,
+        memory=memory_for(None, database),
+    )
+    try:
+        with Spinner(enabled=not as_json) as spinner:
+            pipeline.progress = spinner
+            results = pipeline.resume(run_id)
+    except SqlgateError as exc:
+        fail(exc.message, 1, as_json=as_json, error_code=exc.code)
+        return
+    finally:
+        database.dispose()
+    if as_json and len(results) == 1:
+        emit_json(dump_result(results[0]))
+    elif as_json:
+        emit_json([dump_result(r) for r in results])
+    else:
+        for result in results:
+            show_result(result, as_json=False, trace=trace)
+    raise typer.Exit(max(r.exit_code for r in results))

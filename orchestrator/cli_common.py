@@ -224,3 +224,18 @@ def check_edits_with(reviewer: Any, pipeline: Any) -> None:
 
     if isinstance(reviewer, TerminalReviewer) and reviewer.validate is None:
         reviewer.validate = pipeline.validator().validate
+
+
+def show_result(result: RunResult, *, as_json: bool, trace: bool) -> None:
+    """A result: JSON on stdout, or the rendered answer (and what to do next, when it waits)."""
+    if as_json:
+        emit_json(dump_result(result))
+        return
+    from orchestrator.render import render_result
+
+    render_result(Console(), result, trace=trace)
+    if result.status.value == "awaiting_approval":
+        err.print(
+            "Decide with [cyan]sqlgate approvals decide BATCH[/] (see [cyan]sqlgate approvals list[/]), "
+            f"then run [cyan]sqlgate resume {result.run_id}[/]."
+        )
