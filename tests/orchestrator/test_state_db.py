@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,23 +18,11 @@ LATEST = {"approvals": 3, "memory": 1, "runs": 3, "server": 2}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.sqlite3'}"
-        return
-    base = os.environ.get("SQLGATE_TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("SQLGATE_TEST_POSTGRES_URL is not set")
-    name = f"sqlgate_state_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    try:
-        yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
+        return f"sqlite:///{tmp_path / 'state.sqlite3'}"
+    url: str = request.getfixturevalue("postgres_database")
+    return url
 
 
 def test_setup_migrates_every_component_once(state_url: str) -> None:
