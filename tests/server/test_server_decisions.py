@@ -82,14 +82,10 @@ def test_a_body_with_a_repeated_key_or_not_an_object_is_refused_and_changes_noth
     _, batch = _paused(live, sc.PRODUCT_COUNT, sc.TOP_CATEGORIES)
     first, second = batch["pending_ids"]
     url = f"/approvals/{batch['batch_id']}/decision"
-    twice = (
-        '{"decisions": {"%s": {"action": "reject", "reason": "no"}, "%s": "approve", '
-        '"%s": "approve"}}' % (first, second, first)
-    )
-    nested = '{"decisions": {"%s": {"action": "edit", "sql": "SELECT 1", "sql": "SELECT 2"}, "%s": "approve"}}' % (
-        first,
-        second,
-    )
+    reject = '{"action": "reject", "reason": "no"}'
+    twice = f'{{"decisions": {{"{first}": {reject}, "{second}": "approve", "{first}": "approve"}}}}'
+    edit = '{"action": "edit", "sql": "SELECT 1", "sql": "SELECT 2"}'
+    nested = f'{{"decisions": {{"{first}": {edit}, "{second}": "approve"}}}}'
     headers = {"Content-Type": "application/json"}
     with live.client("rita") as rita:
         for body in (twice, nested):
