@@ -51,7 +51,7 @@ def stores() -> tuple[SqlApprovalStore, RunStore]:
     return state.approvals, state.runs
 
 
-def _gate_for(record: Any, approvals: Any, runs: Any) -> Any:
+def gate_for(record: Any, approvals: Any, runs: Any) -> Any:
     """A gate able to validate edits in the dialect of the batch's database."""
     from approvals import ApprovalGate
     from safety import SafetyPolicy, SqlValidator
@@ -170,7 +170,7 @@ def decide(
     except BatchNotFound:
         fail(f"no batch {batch_id!r}", error_code="batch_not_found", as_json=as_json)
         return
-    gate = _gate_for(record, approvals, runs)
+    gate = gate_for(record, approvals, runs)
     if file is not None:
         try:
             decisions = parse_decision_file(file.read_bytes())

@@ -45,11 +45,13 @@ def batch(
         ),
     ] = 32_000,
     run_size: Annotated[
-        int,
+        int | None,
         typer.Option(
-            help="Questions per run (one approval prompt each); bounds memory on huge files."
+            help="Questions per run (one approval prompt each); bounds memory on huge files. "
+            "Default 1000, or --k with --distributed (one run per task, spread over the workers).",
+            min=1,
         ),
-    ] = 1000,
+    ] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     rate_limit: RateOpt = None,
@@ -60,6 +62,15 @@ def batch(
     row_cap: RowCapOpt = 1000,
     max_limit: MaxLimitOpt = 1000,
     timeout: TimeoutOpt = None,
+    distributed: Annotated[
+        bool,
+        typer.Option(
+            "--distributed",
+            help="Hand the runs to `sqlgate worker` processes through the broker in "
+            "SQLGATE_BROKER_URL (all sharing SQLGATE_STATE_URL) instead of running them here; "
+            "the model, limiter, row cap and LIMIT are then the workers' settings.",
+        ),
+    ] = False,
 ) -> None:
     """Answer a file of questions with batched LLM calls and ONE approval for the whole batch.
 
@@ -67,6 +78,9 @@ def batch(
     interruption: questions already answered are skipped.
 
     Example: sqlgate batch questions.txt --db sqlite:///shop.db --out results.jsonl
+
+    Scaled out: SQLGATE_BROKER_URL=redis://queue:6379/1 SQLGATE_STATE_URL=postgresql+psycopg://...
+    sqlgate batch questions.txt --db URL --out results.jsonl --distributed --yes
     """
     from orchestrator.batch_io import ResultWriter, pending_questions, read_questions
     from orchestrator.pipeline import Pipeline, PipelineConfig
@@ -85,6 +99,10 @@ def batch(
     )
     if not todo:
         raise typer.Exit(0)
+    if distributed:
+        _distributed(todo, out, writer, db=db, yes=yes, run_size=run_size or k, timeout=timeout)
+        return
+    run_size = run_size or 1000
     # About four characters a token; half the context for the questions' part of a prompt.
     config = PipelineConfig(
         row_cap=row_cap, max_limit=max_limit, k=k, max_prompt_chars=max(1000, context_tokens * 2)
@@ -113,6 +131,36 @@ def batch(
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     err.print(
         f"[bold]{sum(counts.values())} result(s) written to {out}[/]: {summary}; {llm.calls} LLM call(s)."
+    )
+
+
+def _distributed(
+    todo: list[tuple[int, str]],
+    out: Path,
+    writer: Any,
+    *,
+    db: str | None,
+    yes: bool,
+    run_size: int,
+    timeout: float | None,
+) -> None:
+    """``--distributed``: the runs go to the workers; this process decides and writes."""
+    from orchestrator.cli_batch_distributed import run_distributed
+
+    counts: dict[str, int] = {}
+
+    def written(result: RunResult) -> None:
+        writer.write(result)
+        counts[result.status.value] = counts.get(result.status.value, 0) + 1
+
+    questions = [q for _, q in todo]
+    chunks = [questions[start : start + run_size] for start in range(0, len(questions), run_size)]
+    with writer:
+        runs = run_distributed(chunks, out=out, db=db, yes=yes, timeout=timeout, write=written)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    err.print(
+        f"[bold]{sum(counts.values())} result(s) written to {out}[/]: {summary}; "
+        f"{runs} run(s) on the workers."
     )
 
 
