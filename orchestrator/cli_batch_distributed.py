@@ -26,6 +26,8 @@ from orchestrator.result import RunResult
 
 #: How often the state database is read while the runs go on (seconds).
 POLL_S = 0.5
+#: How often a run whose lease expired is handed to the workers again (seconds).
+NUDGE_S = 10.0
 
 
 def run_id_for(out: Path, questions: list[str]) -> str:
@@ -105,6 +107,7 @@ class _Follower:
         self.write = write
         self.open: dict[str, int] = {}  # run_id -> questions in it
         self.states: dict[str, str] = {}
+        self.nudged: dict[str, float] = {}  # run_id -> when a takeover was last asked for
         self.total_runs = 0
         self.total_questions = 0
         self.finished_questions = 0
@@ -172,6 +175,7 @@ class _Follower:
 
     def _advance(self, run_id: str, progress: Any) -> None:
         from orchestrator.checkpoint import FinishedCheckpoint, PausedCheckpoint
+        from orchestrator.tasks import enqueue
 
         stored = self.state.runs.load(run_id)
         self.states[run_id] = stored.status
@@ -180,6 +184,13 @@ class _Follower:
             for result in stored.checkpoint.results:
                 self.write(result)
             self.finished_questions += self.open.pop(run_id)
+            return
+        if stored.lease_expired():
+            # Its worker stopped (killed, or its task failed): ask some worker to take it over
+            # now rather than when the broker redelivers the task; at most once in NUDGE_S.
+            if time.monotonic() - self.nudged.get(run_id, -NUDGE_S) >= NUDGE_S:
+                self.nudged[run_id] = time.monotonic()
+                self._enqueue(run_id, enqueue)
             return
         if stored.status == "awaiting_approval" and isinstance(stored.checkpoint, PausedCheckpoint):
             record = self.state.approvals.get_batch(stored.checkpoint.batch_id)

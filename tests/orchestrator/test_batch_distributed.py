@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,4 +113,51 @@ def test_distributed_batch_writes_the_same_records_as_the_in_process_one(
         e.call_id for r in stored for e in cluster.state.approvals.executions(run_id=r["run_id"])
     ]
     assert len(claims) == len(set(claims)) == len(QUESTIONS) - 1  # the ambiguous one asks back
+    cluster.state.close()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_batch_its_runs_are_taken_over_and_every_question_written_once(
+    tmp_path: Path, postgres_database: str, redis_url: str, demo_db: Path
+) -> None:
+    questions = tmp_path / "questions.txt"
+    questions.write_text("\n".join(sc.COUNT_QUESTIONS) + "\n")
+    database = f"sqlite:///{demo_db}"
+    out = tmp_path / "out.jsonl"
+    with ScriptedLLMServer(TimedScript(latency_s=0.5)) as model:
+        cluster = Cluster(
+            broker_url=redis_url,
+            state_url=postgres_database,
+            database_url=database,
+            model_url=model.base_url,
+            visibility_s=600.0,  # the broker would give the task back only after ten minutes
+        )
+        command = [sys.executable, "-m", "orchestrator.cli", "batch", str(questions)]
+        command += ["--db", database, "--out", str(out), "--distributed", "--yes", "--k", "5"]
+        try:
+            cluster.start_workers(1)
+            batch = subprocess.Popen(
+                command, cwd=ROOT, env=cluster.env, stderr=subprocess.PIPE, text=True
+            )
+            deadline = time.monotonic() + 120
+            while not any(r["status"] == "running" for r in cluster.state.runs.list()):
+                assert time.monotonic() < deadline and batch.poll() is None, "no run started"
+                time.sleep(0.05)
+            cluster.kill_worker(0)
+            cluster.start_workers(1)
+            _, stderr = batch.communicate(timeout=150)  # far less than the ten minutes
+        finally:
+            cluster.stop_workers()
+
+    assert batch.returncode == 0, stderr[-3000:]
+    records = _records(out)
+    assert set(records) == set(sc.COUNT_QUESTIONS)
+    assert {r["status"] for r in records.values()} <= {"answered", "execution_in_doubt"}
+    stored = cluster.state.runs.list(limit=100)
+    assert {r["status"] for r in stored} == {"finished"}
+    assert sum(r["takeovers"] for r in stored) >= 1  # the killed worker's run was taken over
+    claims = [
+        e.call_id for r in stored for e in cluster.state.approvals.executions(run_id=r["run_id"])
+    ]
+    assert len(claims) == len(set(claims))
     cluster.state.close()
