@@ -187,10 +187,8 @@ class _Follower:
             return
         if stored.lease_expired():
             # Its worker stopped (killed, or its task failed): ask some worker to take it over
-            # now rather than when the broker redelivers the task; at most once in NUDGE_S.
-            if time.monotonic() - self.nudged.get(run_id, -NUDGE_S) >= NUDGE_S:
-                self.nudged[run_id] = time.monotonic()
-                self._enqueue(run_id, enqueue)
+            # now rather than when the broker gives the task back.
+            self._nudge(run_id, enqueue)
             return
         if stored.status == "awaiting_approval" and isinstance(stored.checkpoint, PausedCheckpoint):
             record = self.state.approvals.get_batch(stored.checkpoint.batch_id)
@@ -200,6 +198,17 @@ class _Follower:
                     self._decide(record)
                 finally:
                     progress.start()
+            else:
+                # Decided, and still no worker on it after NUDGE_S (its task was lost with a
+                # worker, or failed): ask again; a task that finds nothing to do does nothing.
+                self.nudged.setdefault(run_id, time.monotonic())
+                self._nudge(run_id, enqueue)
+
+    def _nudge(self, run_id: str, enqueue: Callable[..., None]) -> None:
+        """Hand ``run_id`` to the workers again, at most once in ``NUDGE_S``."""
+        if time.monotonic() - self.nudged.get(run_id, -NUDGE_S) >= NUDGE_S:
+            self.nudged[run_id] = time.monotonic()
+            self._enqueue(run_id, enqueue)
 
     def _decide(self, record: Any) -> None:
         """Decide one batch at the gate as the in-process batch would, and hand the run back."""
