@@ -27,7 +27,14 @@ from sqlalchemy.pool import StaticPool
 
 from .errors import SchemaVersionError
 
-__all__ = ["Migration", "migrate", "schema_versions", "state_engine", "write_transaction"]
+__all__ = [
+    "Migration",
+    "migrate",
+    "schema_versions",
+    "state_engine",
+    "to_timestamp",
+    "write_transaction",
+]
 
 #: One step: DDL (and data moves) on an open transaction. Never edit one that has shipped.
 Migration = Callable[[Connection], None]
@@ -149,3 +156,57 @@ def schema_version(engine: Engine, component: str) -> int:
             sa.select(schema_versions.c.version).where(schema_versions.c.component == component)
         ).first()
     return row.version if row is not None else 0
+
+
+def to_timestamp(
+    conn: Connection,
+    table: str,
+    key: str,
+    columns: Sequence[str],
+    *,
+    nullable: Sequence[str] = (),
+) -> None:
+    """A migration helper: turn ISO-8601 text columns into timestamp columns, data included.
+
+    ``key`` names a unique column of ``table``; the columns in ``nullable`` may hold NULL (the
+    others are NOT NULL). On PostgreSQL each column changes type in place (``TIMESTAMPTZ``); on
+    SQLite (3.35+) a new ``DATETIME`` column is filled with the converted values in the form
+    SQLAlchemy's ``DateTime`` reads back, the text column dropped and the new one renamed.
+    """
+    if conn.dialect.name == "postgresql":
+        for column in columns:
+            conn.exec_driver_sql(
+                f"ALTER TABLE {table} ALTER COLUMN {column} TYPE TIMESTAMPTZ "
+                f"USING {column}::timestamptz"
+            )
+        return
+    shape = sa.table(table, sa.column(key), *(sa.column(c) for c in columns))
+    rows = conn.execute(sa.select(shape)).all()
+    for column in columns:
+        constraint = "" if column in nullable else " NOT NULL DEFAULT '1970-01-01 00:00:00.000000'"
+        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}__ts DATETIME{constraint}")
+    typed = sa.table(
+        table, sa.column(key), *(sa.column(f"{c}__ts", sa.DateTime(timezone=True)) for c in columns)
+    )
+    if rows:
+        conn.execute(
+            sa.update(typed)
+            .where(typed.c[key] == sa.bindparam("row_key"))
+            .values({f"{c}__ts": sa.bindparam(f"new_{c}") for c in columns}),
+            [
+                {"row_key": getattr(row, key)}
+                | {f"new_{c}": _parse_time(getattr(row, c)) for c in columns}
+                for row in rows
+            ],
+        )
+    for column in columns:
+        conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")
+        conn.exec_driver_sql(f"ALTER TABLE {table} RENAME COLUMN {column}__ts TO {column}")
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    """ISO-8601 text as an aware UTC datetime (text without an offset is taken as UTC)."""
+    if not text:
+        return None
+    moment = datetime.fromisoformat(str(text))
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)

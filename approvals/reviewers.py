@@ -16,12 +16,12 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .decisions import parse_decision_file
 from .errors import DecisionError, DecisionProblem
 from .models import ApprovalBatch, Approve, Edit, Reject, parse_decision
 
@@ -77,31 +77,14 @@ class MappingReviewer:
         """Read ``{"decisions": {key: decision}, "default": …}`` or a plain ``{key: decision}``
         from a file path, or from JSON text (a string starting with ``{``).
 
-        A key repeated in the JSON is refused with ``duplicate_call_id`` instead of the last one
-        silently winning.
+        The JSON is read by ``parse_decision_file``: a key repeated in any object is refused with
+        ``duplicate_call_id`` instead of the last one silently winning, and anything but an
+        object (``null``, a number, a list) with ``invalid_decision_file``.
         """
         source = path_or_text
         if isinstance(source, Path) or not source.lstrip().startswith("{"):
             source = Path(source).read_text(encoding="utf-8")
-
-        def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-            seen: dict[str, Any] = {}
-            repeated: list[DecisionProblem] = []
-            for key, value in pairs:
-                if key in seen:
-                    repeated.append(
-                        DecisionProblem("duplicate_call_id", key, "decided more than once")
-                    )
-                seen[key] = value
-            if repeated:
-                raise DecisionError(repeated)
-            return seen
-
-        data = json.loads(source, object_pairs_hook=unique)
-        if not isinstance(data, dict):
-            raise DecisionError.single(
-                "invalid_decision", "?", "the decision file must hold a JSON object"
-            )
+        data = parse_decision_file(source)
         if "decisions" in data and isinstance(data["decisions"], dict):
             return cls(data["decisions"], default=data.get("default"))
         return cls(data)

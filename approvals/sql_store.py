@@ -11,7 +11,7 @@ Example:
     >>> store = SqlApprovalStore("sqlite://")
     >>> store.setup(); store.setup()
     >>> store.schema_version()
-    3
+    4
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from pydantic import TypeAdapter
 from sqlalchemy.engine import Connection, Engine
 
-from .migrations import migrate, schema_version, state_engine, write_transaction
+from .migrations import migrate, schema_version, state_engine, to_timestamp, write_transaction
 from .models import (
     ApprovalBatch,
     ApprovalOutcome,
@@ -56,7 +56,18 @@ schema_versions = sa.Table(
 )
 
 
-def _batches_table(meta: sa.MetaData, *, with_votes: bool, with_counts: bool = False) -> sa.Table:
+#: How a time is stored: fixed-width ISO text up to schema version 3, a timestamp from version 4.
+_TEXT_TIME = sa.String(40)
+_TIMESTAMP = sa.DateTime(timezone=True)
+
+
+def _batches_table(
+    meta: sa.MetaData,
+    *,
+    with_votes: bool,
+    with_counts: bool = False,
+    time: sa.types.TypeEngine = _TEXT_TIME,
+) -> sa.Table:
     return sa.Table(
         "sqlgate_approval_batches",
         meta,
@@ -66,8 +77,8 @@ def _batches_table(meta: sa.MetaData, *, with_votes: bool, with_counts: bool = F
         sa.Column("cycle", sa.Integer, nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("version", sa.Integer, nullable=False),
-        sa.Column("created_at", sa.String(40), nullable=False),
-        sa.Column("deadline", sa.String(40), nullable=True),
+        sa.Column("created_at", time, nullable=False),
+        sa.Column("deadline", time, nullable=True),
         sa.Column("batch", sa.Text, nullable=False),
         sa.Column("outcome", sa.Text, nullable=True),
         sa.Column("idempotency_key", sa.String(200), nullable=True),
@@ -97,12 +108,12 @@ def _calls_table(meta: sa.MetaData) -> sa.Table:
     )
 
 
-def _audit_table(meta: sa.MetaData) -> sa.Table:
+def _audit_table(meta: sa.MetaData, *, time: sa.types.TypeEngine = _TEXT_TIME) -> sa.Table:
     return sa.Table(
         "sqlgate_approval_audit",
         meta,
         sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("at", sa.String(40), nullable=False),
+        sa.Column("at", time, nullable=False),
         sa.Column("run_id", sa.String(64), nullable=False, index=True),
         sa.Column("batch_id", sa.String(64), nullable=False, index=True),
         sa.Column("call_id", sa.String(64), nullable=True),
@@ -112,7 +123,7 @@ def _audit_table(meta: sa.MetaData) -> sa.Table:
     )
 
 
-def _executions_table(meta: sa.MetaData) -> sa.Table:
+def _executions_table(meta: sa.MetaData, *, time: sa.types.TypeEngine = _TEXT_TIME) -> sa.Table:
     return sa.Table(
         "sqlgate_approval_executions",
         meta,
@@ -123,16 +134,16 @@ def _executions_table(meta: sa.MetaData) -> sa.Table:
         sa.Column("sql_hash", sa.String(64), nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("actor", sa.String(200), nullable=False),
-        sa.Column("started_at", sa.String(40), nullable=False),
-        sa.Column("finished_at", sa.String(40), nullable=True),
+        sa.Column("started_at", time, nullable=False),
+        sa.Column("finished_at", time, nullable=True),
         sa.Column("detail", sa.Text, nullable=True),
     )
 
 
-batches = _batches_table(metadata, with_votes=True, with_counts=True)
+batches = _batches_table(metadata, with_votes=True, with_counts=True, time=_TIMESTAMP)
 calls = _calls_table(metadata)
-audit = _audit_table(metadata)
-executions = _executions_table(metadata)
+audit = _audit_table(metadata, time=_TIMESTAMP)
+executions = _executions_table(metadata, time=_TIMESTAMP)
 
 
 def _v1(conn: Connection) -> None:
@@ -168,8 +179,27 @@ def _v3(conn: Connection) -> None:
         )
 
 
+def _v4(conn: Connection) -> None:
+    """Times as real timestamp columns instead of fixed-width text, data kept."""
+    to_timestamp(
+        conn,
+        "sqlgate_approval_batches",
+        "batch_id",
+        ["created_at", "deadline"],
+        nullable=["deadline"],
+    )
+    to_timestamp(conn, "sqlgate_approval_audit", "seq", ["at"])
+    to_timestamp(
+        conn,
+        "sqlgate_approval_executions",
+        "call_id",
+        ["started_at", "finished_at"],
+        nullable=["finished_at"],
+    )
+
+
 # Append only; never edit a migration that has shipped.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4)
 
 
 def _adopt_legacy_version(conn: Connection) -> int:
@@ -184,13 +214,18 @@ def default_store_url() -> str:
     return os.environ.get(DEFAULT_URL_ENV) or f"sqlite:///{DEFAULT_PATH}"
 
 
-def _iso(moment: datetime) -> str:
-    """Fixed-width UTC text, so stored times compare correctly as strings."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+def _utc(moment: datetime) -> datetime:
+    """A time as it is written: UTC (SQLite keeps no offset, so every stored time is UTC)."""
+    return moment.astimezone(UTC)
 
 
-def _time(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text) if text else None
+def _aware(stored: datetime) -> datetime:
+    """A stored time read back, aware (SQLite returns it without its UTC offset)."""
+    return stored if stored.tzinfo else stored.replace(tzinfo=UTC)
+
+
+def _time(stored: datetime | None) -> datetime | None:
+    return _aware(stored) if stored is not None else None
 
 
 class SqlApprovalStore(ApprovalStore):
@@ -251,7 +286,7 @@ class SqlApprovalStore(ApprovalStore):
     def _audit_rows(events: Iterable[AuditEvent]) -> list[dict]:
         return [
             {
-                "at": _iso(e.at),
+                "at": _utc(e.at),
                 "run_id": e.run_id,
                 "batch_id": e.batch_id,
                 "call_id": e.call_id,
@@ -273,8 +308,8 @@ class SqlApprovalStore(ApprovalStore):
                         cycle=batch.cycle,
                         status=record.status,
                         version=record.version,
-                        created_at=_iso(batch.created_at),
-                        deadline=_iso(batch.deadline) if batch.deadline else None,
+                        created_at=_utc(batch.created_at),
+                        deadline=_utc(batch.deadline) if batch.deadline else None,
                         batch=batch.model_dump_json(),
                         outcome=record.outcome.model_dump_json() if record.outcome else None,
                         pending_count=len(batch.pending_ids),
@@ -387,7 +422,7 @@ class SqlApprovalStore(ApprovalStore):
                 cycle,
                 status_,
                 version,
-                datetime.fromisoformat(created),
+                _aware(created),
                 _time(deadline),
                 pending,
                 votes,
@@ -407,7 +442,7 @@ class SqlApprovalStore(ApprovalStore):
             .where(
                 batches.c.status == "pending",
                 batches.c.deadline.is_not(None),
-                batches.c.deadline <= _iso(now),
+                batches.c.deadline <= _utc(now),
             )
             .order_by(batches.c.id)
         )
@@ -425,8 +460,8 @@ class SqlApprovalStore(ApprovalStore):
             "sql_hash": record.sql_hash,
             "state": record.state,
             "actor": record.actor,
-            "started_at": _iso(record.started_at),
-            "finished_at": _iso(record.finished_at) if record.finished_at else None,
+            "started_at": _utc(record.started_at),
+            "finished_at": _utc(record.finished_at) if record.finished_at else None,
             "detail": record.detail,
         }
 

@@ -60,7 +60,7 @@ def stores() -> tuple[SqlApprovalStore, RunStore]:
     return state.approvals, state.runs
 
 
-def _gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> Any:
+def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> Any:
     """A gate that validates edits as the batch's own run would: in its dialect, under the
     policy the batch was created under, and (with ``db``, the run's database) against the real
     schema. Without ``db`` nothing can be resolved against a schema, so the check fails closed:
@@ -207,7 +207,7 @@ def decide(
         fail(f"no batch {batch_id!r}", error_code="batch_not_found", as_json=as_json)
         return
     try:
-        gate = _gate_for(record, approvals, runs, db)
+        gate = gate_for(record, approvals, runs, db)
     except SqlgateError as exc:
         fail(
             exc.message,

@@ -48,11 +48,13 @@ def batch(
         ),
     ] = 32_000,
     run_size: Annotated[
-        int,
+        int | None,
         typer.Option(
-            help="Questions per run (one approval prompt each); bounds memory on huge files."
+            help="Questions per run (one approval prompt each); bounds memory on huge files. "
+            "Default 1000, or --k with --distributed (one run per task, spread over the workers).",
+            min=1,
         ),
-    ] = 1000,
+    ] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     rate_limit: RateOpt = None,
@@ -65,6 +67,15 @@ def batch(
     timeout: TimeoutOpt = None,
     policy: PolicyOpt = None,
     role: RoleOpt = None,
+    distributed: Annotated[
+        bool,
+        typer.Option(
+            "--distributed",
+            help="Hand the runs to `sqlgate worker` processes through the broker in "
+            "SQLGATE_BROKER_URL (all sharing SQLGATE_STATE_URL) instead of running them here; "
+            "the model, limiter, row cap and LIMIT are then the workers' settings.",
+        ),
+    ] = False,
 ) -> None:
     """Answer a file of questions with batched LLM calls and ONE approval for the whole batch.
 
@@ -74,6 +85,9 @@ def batch(
     bad input.
 
     Example: sqlgate batch questions.txt --db sqlite:///shop.db --out results.jsonl
+
+    Scaled out: SQLGATE_BROKER_URL=redis://queue:6379/1 SQLGATE_STATE_URL=postgresql+psycopg://...
+    sqlgate batch questions.txt --db URL --out results.jsonl --distributed --yes
     """
     from orchestrator.batch_io import ResultWriter, pending_questions, read_questions
     from orchestrator.memory import memory_for
@@ -93,6 +107,10 @@ def batch(
     )
     if not todo:
         raise typer.Exit(batch_exit_code([RunStatus(r["status"]) for r in done.values()]))
+    if distributed:
+        _distributed(todo, out, writer, db=db, yes=yes, run_size=run_size or k, timeout=timeout)
+        return
+    run_size = run_size or 1000
     # About four characters a token; half the context for the questions' part of a prompt.
     config = PipelineConfig(k=k, max_prompt_chars=max(1000, context_tokens * 2))
     database, llm = open_target(
@@ -155,6 +173,35 @@ def batch_exit_code(statuses: list[RunStatus]) -> int:
     """0 when every question ended answered or needing clarification, else
     ``BATCH_INCOMPLETE_EXIT``."""
     return 0 if all(s in BATCH_OK_STATUSES for s in statuses) else BATCH_INCOMPLETE_EXIT
+
+
+def _distributed(
+    todo: list[tuple[int, str]],
+    out: Path,
+    writer: Any,
+    *,
+    db: str | None,
+    yes: bool,
+    run_size: int,
+    timeout: float | None,
+) -> None:
+    """``--distributed``: the runs go to the workers; this process decides and writes."""
+    from orchestrator.cli_batch_distributed import run_distributed
+
+    records: list[RunResult] = []
+
+    def written(result: RunResult) -> None:
+        writer.write(result)
+        records.append(result)
+
+    questions = [q for _, q in todo]
+    chunks = [questions[start : start + run_size] for start in range(0, len(questions), run_size)]
+    with writer:
+        runs = run_distributed(chunks, out=out, db=db, yes=yes, timeout=timeout, write=written)
+    err.print(
+        summary(records, out, sum(r.llm_calls for r in records)) + f" {runs} run(s) on the workers."
+    )
+    raise typer.Exit(batch_exit_code([r.status for r in records]))
 
 
 class StageBars:

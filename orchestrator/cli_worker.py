@@ -30,10 +30,11 @@ def worker(
     delivered twice changes nothing. A killed worker's task is delivered again, and the run's
     lease decides what needs redoing.
     """
-    from orchestrator.tasks import QUEUE, celery_app
+    from orchestrator.tasks import QUEUE, celery_app, prepare_worker
 
     try:
         app = celery_app()
+        prepare_worker()
     except SqlgateError as exc:
         fail(exc.message, error_code=exc.code)
         return

@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from approvals.migrations import migrate, state_engine, write_transaction
+from approvals.migrations import migrate, state_engine, to_timestamp, write_transaction
 from orchestrator.checkpoint import Checkpoint, load_checkpoint
 from orchestrator.errors import RunConflict, RunNotFound
 
@@ -82,42 +82,6 @@ MIGRATIONS = (_v1, _v2, _v3, _v4)
 def _adopt(conn: Connection) -> int:
     """A database from before ``sqlgate_schema``: the table existed at version 1."""
     return 1 if sa.inspect(conn).has_table("sqlgate_runs") else 0
-
-
-def to_timestamp(conn: Connection, table: str, key: str, columns: list[str]) -> None:
-    """Turn ISO-8601 text columns into timestamp columns, data included."""
-    if conn.dialect.name == "postgresql":
-        for column in columns:
-            conn.exec_driver_sql(
-                f"ALTER TABLE {table} ALTER COLUMN {column} TYPE TIMESTAMPTZ "
-                f"USING {column}::timestamptz"
-            )
-        return
-    # SQLite (3.35+): a new DATETIME column per column, the values converted into the form
-    # SQLAlchemy's DateTime reads back, the text column dropped and the new one renamed.
-    shape = sa.table(table, sa.column(key), *(sa.column(c) for c in columns))
-    rows = conn.execute(sa.select(shape)).all()
-    for column in columns:
-        conn.exec_driver_sql(
-            f"ALTER TABLE {table} ADD COLUMN {column}__ts DATETIME NOT NULL "
-            "DEFAULT '1970-01-01 00:00:00.000000'"
-        )
-    typed = sa.table(
-        table, sa.column(key), *(sa.column(f"{c}__ts", sa.DateTime(timezone=True)) for c in columns)
-    )
-    for row in rows:
-        values = {f"{c}__ts": _parse(getattr(row, c)) for c in columns}
-        conn.execute(sa.update(typed).where(typed.c[key] == getattr(row, key)).values(**values))
-    for column in columns:
-        conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")
-        conn.exec_driver_sql(f"ALTER TABLE {table} RENAME COLUMN {column}__ts TO {column}")
-
-
-def _parse(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    moment = datetime.fromisoformat(str(text))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def utc(moment: datetime) -> datetime:

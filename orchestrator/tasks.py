@@ -32,7 +32,7 @@ from celery import Celery, Task
 
 from orchestrator.errors import ConfigurationError, RunConflict
 
-__all__ = ["BROKER_URL_ENV", "advance_run", "celery_app", "enqueue"]
+__all__ = ["BROKER_URL_ENV", "advance_run", "celery_app", "enqueue", "prepare_worker"]
 
 log = logging.getLogger("sqlgate.tasks")
 
@@ -141,6 +141,14 @@ def _this_worker() -> _Worker:
         if _worker is None:
             _worker = _Worker()
         return _worker
+
+
+def prepare_worker() -> None:
+    """Open the state database and the limiter and load the pipeline's modules before the first
+    task, so a misconfigured worker stops at once and the first run pays no start-up cost."""
+    import orchestrator.pipeline  # noqa: F401  # the stages, agents, safety and sqlglot with it
+
+    _this_worker()
 
 
 def advance_run(task: Task, run_id: str) -> str:

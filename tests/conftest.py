@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 import orchestrator.llm
 
@@ -34,6 +37,24 @@ def _service_url(name: str, what: str) -> str:
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
     return _service_url("SQLGATE_TEST_POSTGRES_URL", "PostgreSQL server")
+
+
+@pytest.fixture
+def postgres_database(postgres_url: str) -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database on the test server, dropped afterwards.
+
+    Skipped with a reason, like ``postgres_url``, when SQLGATE_TEST_POSTGRES_URL is unset.
+    """
+    name = f"sqlgate_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    try:
+        yield sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.dispose()
 
 
 @pytest.fixture(scope="session")

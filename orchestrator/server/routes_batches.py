@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi import Path as PathParam
 
 from approvals import BatchExpired, BatchRecord, DecisionConflict
-from approvals.decisions import refusal_text
+from approvals.decisions import parse_decision_file, refusal_text
 from orchestrator.server.dependencies import Caller, ServiceDep
 from orchestrator.server.errors import CallNotFound
 from orchestrator.server.models import (
@@ -195,6 +195,13 @@ def validate_edit(
     )
 
 
+async def strict_json_body(request: Request) -> None:
+    """Refuse a body holding a key twice in any object (``duplicate_call_id``) or not a JSON object
+    (``invalid_decision_file``), before anything is decided: a plain JSON parse would keep the
+    last of two decisions for one call_id. The same parser reads decision files in the CLI."""
+    parse_decision_file(await request.body())
+
+
 @router.post(
     "/{batch_id}/decision",
     response_model=DecisionView,
@@ -208,7 +215,8 @@ def validate_edit(
         422: {
             "model": ErrorResponse,
             "description": "the decision is refused: unknown_call_id, "
-            "missing_call_id, duplicate_call_id, invalid_decision, invalid_edit, ...",
+            "missing_call_id, duplicate_call_id (a key twice in the body), invalid_decision_file "
+            "(a body that is not a JSON object), invalid_decision, invalid_edit, ...",
         },
     },
     openapi_extra=needs("decide"),
@@ -217,6 +225,7 @@ def decide(
     batch_id: BatchId,
     body: DecisionRequest,
     principal: Caller,
+    _strict: Annotated[None, Depends(strict_json_body)],
     service: ServiceDep,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
 ) -> DecisionView:

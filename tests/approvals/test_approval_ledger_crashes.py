@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -277,7 +277,7 @@ def test_a_version_1_store_is_migrated_to_the_latest(tmp_path):
     store = SqlApprovalStore(url)
     store.setup()
     store.setup()
-    assert store.schema_version() == 3
+    assert store.schema_version() == len(sql_store.MIGRATIONS)
     assert store.get_batch(batch.batch_id).votes == []
     (summary,) = store.list_summaries()
     assert (summary.batch_id, summary.pending, summary.votes, summary.quorum) == (
@@ -286,6 +286,7 @@ def test_a_version_1_store_is_migrated_to_the_latest(tmp_path):
         0,
         1,
     )
+    assert summary.created_at == datetime(2026, 1, 1, tzinfo=UTC)
     gate = ApprovalGate(None, fake_validate, store=store)
     assert gate.submit(batch.batch_id, {a.call_id: Approve()}).runnable(a.call_id) == a.sql
     store.close()

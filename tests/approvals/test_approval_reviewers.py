@@ -92,6 +92,18 @@ def test_from_json_refuses_repeated_keys():
             '{"call_a": "approve", "call_a": {"action": "reject", "reason": "x"}}'
         )
     assert (err.value.code, err.value.call_ids) == ("duplicate_call_id", ("call_a",))
+    with pytest.raises(DecisionError) as err:
+        MappingReviewer.from_json('{"decisions": {"q1": "approve", "q1": "approve"}}')
+    assert err.value.code == "duplicate_call_id"
+
+
+@pytest.mark.parametrize("content", ["null", "3", '["approve"]', '"approve"', "{"])
+def test_from_json_refuses_a_file_that_is_not_an_object(tmp_path, content):
+    path = tmp_path / "decisions.json"
+    path.write_text(content)
+    with pytest.raises(DecisionError) as err:
+        MappingReviewer.from_json(path)
+    assert err.value.code == "invalid_decision_file"
 
 
 def test_invalid_decisions_in_a_mapping_are_refused_up_front():

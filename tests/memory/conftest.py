@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from orchestrator.memory import MemoryScope, MemoryStore
 from orchestrator.state_db import StateDatabase
@@ -42,23 +39,11 @@ class Clock:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.sqlite3'}"
-        return
-    base = os.environ.get("SQLGATE_TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("SQLGATE_TEST_POSTGRES_URL is not set: no PostgreSQL state database")
-    name = f"sqlgate_memory_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    try:
-        yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
+        return f"sqlite:///{tmp_path / 'state.sqlite3'}"
+    url: str = request.getfixturevalue("postgres_database")
+    return url
 
 
 @pytest.fixture

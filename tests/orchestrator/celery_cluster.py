@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class TimedScript:
     """The scenario replies after ``latency_s``; remembers when each request arrived."""
 
-    def __init__(self, latency_s: float) -> None:
-        self.script = ScenarioScript(SCENARIOS)
+    def __init__(self, latency_s: float, scenarios: dict[str, Any] | None = None) -> None:
+        self.script = ScenarioScript(SCENARIOS if scenarios is None else scenarios)
         self.latency_s = latency_s
         self.arrivals: list[float] = []
         self._lock = threading.Lock()
@@ -82,18 +82,29 @@ class Cluster:
         self.workers: list[subprocess.Popen[bytes]] = []
         redis.Redis.from_url(broker_url).delete(QUEUE, "unacked", "unacked_index")
 
-    def start_workers(self, count: int, *, concurrency: int = 2) -> None:
+    def start_workers(
+        self, count: int, *, concurrency: int = 2, log_dir: Path | None = None
+    ) -> None:
+        """Start ``count`` worker processes; with ``log_dir`` each logs (INFO) to a file there."""
         for _ in range(count):
+            log = (
+                (log_dir / f"worker-{len(self.workers)}.log").open("wb")
+                if log_dir is not None
+                else None
+            )
             self.workers.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "orchestrator.cli", "worker"]
-                    + ["--concurrency", str(concurrency), "--loglevel", "WARNING"],
+                    + ["--concurrency", str(concurrency)]
+                    + ["--loglevel", "INFO" if log is not None else "WARNING"],
                     cwd=ROOT,
                     env=self.env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+                    stdout=log or subprocess.DEVNULL,
+                    stderr=log or subprocess.DEVNULL,
                 )
             )
+            if log is not None:
+                log.close()  # the child has its own descriptor
 
     def kill_worker(self, index: int = 0) -> None:
         proc = self.workers[index]

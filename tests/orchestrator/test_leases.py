@@ -3,7 +3,8 @@
 Every process here is real (``tests.orchestrator.lease_worker``), the model is the scripted
 OpenAI-compatible server on 127.0.0.1, the database the demo SQLite file, the state database a
 SQLite file shared by all of them. Each run must end exactly once with the right status, and no
-approved statement may run twice (the execution ledger counts every claim).
+approved statement may run twice (the execution ledger counts every claim; on PostgreSQL the
+database's own scan counter counts every execution).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from approvals import ApprovalGate, Approve
 from orchestrator.state_db import StateDatabase
@@ -206,3 +208,87 @@ def test_a_live_lease_is_not_taken_over(runs: Runs) -> None:
     )
     assert done.returncode != 0 and "not stopped" in done.stderr
     assert runs.state.runs.load("run_l").takeovers == 0
+
+
+def _seq_scans(admin: sa.Engine, table: str) -> int:
+    """Sequential scans of ``table`` counted by PostgreSQL (a fresh statistics snapshot)."""
+    with admin.connect() as conn:
+        conn.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
+        return int(
+            conn.execute(
+                sa.text("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = :t"), {"t": table}
+            ).scalar_one()
+        )
+
+
+def _settled_seq_scans(admin: sa.Engine, database: str, table: str) -> int:
+    """The count once no statement runs on ``database`` any more (a killed client's statement
+    goes on until the server notices; its backend reports its scans when it ends)."""
+    deadline = time.monotonic() + 90
+    while True:
+        with admin.connect() as conn:
+            busy = conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = :d "
+                    "AND pid <> pg_backend_pid() AND state = 'active'"
+                ),
+                {"d": database},
+            ).scalar_one()
+        if not busy:
+            break
+        assert time.monotonic() < deadline, "a statement is still running on the database"
+        time.sleep(0.2)
+    # A backend hands its counts to the shared statistics at most once a second, and when it ends:
+    # read until two readings a second apart agree.
+    last, count = -1, _seq_scans(admin, table)
+    while count != last:
+        time.sleep(1.1)
+        last, count = count, _seq_scans(admin, table)
+    return count
+
+
+def test_killed_while_executing_on_postgresql_the_database_saw_the_statement_once(
+    tmp_path: Path, postgres_database: str, scripted_server: ScriptedLLMServer
+) -> None:
+    """The same kill, counted by the database itself: PostgreSQL's own scan counter of the one
+    table the approved statement reads moves by exactly one execution's worth, not two."""
+    target = sa.create_engine(postgres_database, isolation_level="AUTOCOMMIT")
+    with target.connect() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE order_items (order_item_id INTEGER PRIMARY KEY, order_id INTEGER, "
+            "product_id INTEGER, quantity INTEGER)"
+        )
+        # 500 rows: the statement counts 500^3 pairs, seconds of work, so the kill lands in it.
+        conn.exec_driver_sql(
+            "INSERT INTO order_items SELECT n, n / 3, mod(n, 40), 1 + mod(n, 5) "
+            "FROM generate_series(1, 500) AS n"
+        )
+        # No parallel workers: each scan in the plan is then counted once per execution.
+        conn.exec_driver_sql("ALTER TABLE order_items SET (parallel_workers = 0)")
+        conn.exec_driver_sql("ANALYZE order_items")
+    database = sa.make_url(postgres_database).database
+    assert database
+    before = _settled_seq_scans(target, database, "order_items")
+    with target.connect() as conn:  # one execution, from here, to learn what it costs in scans
+        conn.exec_driver_sql(sc.SCENARIOS[sc.SLOW_QUERY].sql or "")
+    one_execution = _settled_seq_scans(target, database, "order_items") - before
+    assert one_execution >= 1
+
+    runs = Runs(tmp_path, postgres_database, scripted_server)
+    [paused] = runs.run("start", "run_pg", sc.SLOW_QUERY)
+    assert paused["status"] == "awaiting_approval"
+    runs.approve_all("run_pg")
+    at_the_gate = _settled_seq_scans(target, database, "order_items")
+
+    runs.killed("resume", "run_pg", signal_at="running SQL", after_s=0.5)
+    assert runs.executions("run_pg") == ["started"]
+    runs.wait_for_expiry()
+    [doubt] = runs.run("recover", "run_pg")
+    assert doubt["status"] == "execution_in_doubt"
+    [again] = runs.run("resume", "run_pg")
+    assert again["status"] == "execution_in_doubt"
+
+    ran = _settled_seq_scans(target, database, "order_items") - at_the_gate
+    assert ran == one_execution, f"{ran} scans after the gate; one execution is {one_execution}"
+    assert runs.executions("run_pg") == ["in_doubt"]
+    target.dispose()

@@ -2,42 +2,27 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from approvals import SchemaVersionError
-from approvals.migrations import schema_versions
+from approvals import ApprovalBatch, SchemaVersionError, sql_store
+from approvals.migrations import migrate, schema_versions, state_engine
 from orchestrator.state_db import StateDatabase, default_state_url
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-LATEST = {"approvals": 3, "memory": 1, "results": 1, "runs": 4, "server": 3}
+LATEST = {"approvals": 4, "memory": 1, "results": 1, "runs": 4, "server": 3}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.sqlite3'}"
-        return
-    base = os.environ.get("SQLGATE_TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("SQLGATE_TEST_POSTGRES_URL is not set")
-    name = f"sqlgate_state_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    try:
-        yield sa.make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
+        return f"sqlite:///{tmp_path / 'state.sqlite3'}"
+    url: str = request.getfixturevalue("postgres_database")
+    return url
 
 
 def test_setup_migrates_every_component_once(state_url: str) -> None:
@@ -129,8 +114,83 @@ def test_a_state_file_from_before_the_shared_runner_is_adopted_and_migrated(
     [run] = state.runs.list()
     assert run["status"] == "awaiting_approval" and run["follow_up_of"] is None
     assert run["updated_at"].tzinfo is not None and run["updated_at"] < datetime.now(UTC)
-    assert len(state.approvals.pending_batches()) == 1
+    [batch] = state.approvals.pending_batches()
+    assert batch.batch.created_at.tzinfo is not None
+    [summary] = state.approvals.list_summaries()
+    assert summary.created_at == batch.batch.created_at  # the text time, now a timestamp
+    [opened] = state.approvals.audit_log(batch_id=batch.batch_id)
+    assert opened.at == summary.created_at and opened.event == "batch_opened"
     state.close()
+
+
+def test_approvals_times_written_as_text_become_timestamps_with_their_data(
+    state_url: str,
+) -> None:
+    engine = state_engine(state_url)
+    migrate(engine, "approvals", sql_store.MIGRATIONS[:3])  # the schema of the previous release
+    at = datetime(2026, 3, 1, 10, tzinfo=UTC)
+    body = {
+        name: ApprovalBatch(
+            batch_id=name, run_id="run_a", cycle=1, created_at=at, items=[], categories={}
+        ).model_dump_json()
+        for name in ("batch_a", "batch_b")
+    }
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO sqlgate_approval_batches (batch_id, run_id, cycle, status, version, "
+                "created_at, deadline, batch) VALUES "
+                "('batch_a', 'run_a', 1, 'pending', 1, '2026-03-01T10:00:00.000001+00:00', "
+                "'2026-03-01T11:00:00.000000+00:00', :a), "
+                "('batch_b', 'run_a', 2, 'pending', 1, '2026-03-01T09:59:59.999999+00:00', NULL, :b)"
+            ),
+            {"a": body["batch_a"], "b": body["batch_b"]},
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO sqlgate_approval_audit (at, run_id, batch_id, event, actor, detail) "
+            "VALUES ('2026-03-01T10:00:00.000001+00:00', 'run_a', 'batch_a', 'batch_opened', "
+            "'sqlgate', '{}')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO sqlgate_approval_executions (call_id, batch_id, run_id, sql_hash, state, "
+            "actor, started_at, finished_at) VALUES "
+            "('call_1', 'batch_a', 'run_a', 'h', 'done', 'rita', "
+            "'2026-03-01T10:05:00.000000+00:00', '2026-03-01T10:05:01.500000+00:00'), "
+            "('call_2', 'batch_a', 'run_a', 'h', 'started', 'rita', "
+            "'2026-03-01T10:06:00.000000+00:00', NULL)"
+        )
+    engine.dispose()
+
+    state = StateDatabase(state_url)
+    state.setup()
+
+    assert state.versions()["approvals"] == len(sql_store.MIGRATIONS)
+    summaries = {s.batch_id: s for s in state.approvals.list_summaries(status=None)}
+    assert summaries["batch_a"].created_at == at + timedelta(microseconds=1)
+    assert summaries["batch_a"].deadline == at + timedelta(hours=1)
+    assert summaries["batch_b"].created_at == at - timedelta(microseconds=1)
+    assert summaries["batch_b"].deadline is None
+    [event] = state.approvals.audit_log(run_id="run_a")
+    assert event.at == at + timedelta(microseconds=1) and event.event == "batch_opened"
+    done, started = state.approvals.executions(run_id="run_a")
+    assert done.started_at == at + timedelta(minutes=5)
+    assert done.finished_at == at + timedelta(minutes=5, seconds=1.5)
+    assert started.finished_at is None
+    assert [b.batch_id for b in state.approvals.due_batches(at + timedelta(hours=2))] == ["batch_a"]
+    assert state.approvals.due_batches(at + timedelta(minutes=59)) == []
+    with state.engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        for table, columns in TIME_COLUMNS.items():
+            types = {c["name"]: c["type"] for c in inspector.get_columns(table)}
+            assert all(isinstance(types[c], sa.DateTime) for c in columns), (table, types)
+    state.close()
+
+
+TIME_COLUMNS = {
+    "sqlgate_approval_batches": ["created_at", "deadline"],
+    "sqlgate_approval_audit": ["at"],
+    "sqlgate_approval_executions": ["started_at", "finished_at"],
+}
 
 
 def test_one_variable_names_the_state_database(tmp_path: Path) -> None:

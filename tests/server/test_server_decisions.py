@@ -76,6 +76,33 @@ def test_malformed_decisions_get_the_approvals_error_codes_and_change_nothing(
         assert rita.get(f"/approvals/{batch['batch_id']}").json()["status"] == "pending"
 
 
+def test_a_body_with_a_repeated_key_or_not_an_object_is_refused_and_changes_nothing(
+    live: Running,
+) -> None:
+    _, batch = _paused(live, sc.PRODUCT_COUNT, sc.TOP_CATEGORIES)
+    first, second = batch["pending_ids"]
+    url = f"/approvals/{batch['batch_id']}/decision"
+    reject = '{"action": "reject", "reason": "no"}'
+    twice = f'{{"decisions": {{"{first}": {reject}, "{second}": "approve", "{first}": "approve"}}}}'
+    edit = '{"action": "edit", "sql": "SELECT 1", "sql": "SELECT 2"}'
+    nested = f'{{"decisions": {{"{first}": {edit}, "{second}": "approve"}}}}'
+    headers = {"Content-Type": "application/json"}
+    with live.client("rita") as rita:
+        for body in (twice, nested):
+            response = rita.post(url, content=body, headers=headers)
+            assert response.status_code == 422, response.text
+            error = response.json()["error"]
+            assert error["code"] == "duplicate_call_id", error
+            assert first in " ".join(p["message"] for p in error["problems"]), error
+        for body in ("null", "3", '["approve"]', '"approve"'):
+            response = rita.post(url, content=body, headers=headers)
+            assert response.status_code == 422, (body, response.text)
+            assert response.json()["error"]["code"] == "invalid_decision_file", response.text
+        after = rita.get(f"/approvals/{batch['batch_id']}").json()
+        assert after["status"] == "pending" and after["pending_ids"] == [first, second]
+        assert after["version"] == batch["version"] and after.get("outcome") is None
+
+
 def test_an_idempotent_retry_returns_the_first_result_and_anything_else_conflicts(
     live: Running,
 ) -> None:
