@@ -5,9 +5,10 @@
 "use strict";
 
 (() => {
-  const { api, escape, highlight, follow, signIn, setLive, when, isNumber, formatValue, csv, download, copy } = sqlgate;
+  const { api, escape, highlight, follow, signIn, setLive, when, isNumber, formatValue, csvRows, download, copy } = sqlgate;
   const runs = new Map(); // run_id -> section element
   const PAGE = 10;
+  const ROWS_PAGE = 2000; // rows per GET /runs/{id}/rows request when a CSV is built
   let offset = 0;
   let search = ""; // the history search in force ("" = every run)
 
@@ -148,12 +149,63 @@
       </form>`;
   }
 
+  // A cut result is never presented as whole: a banner above the table, apart from the warnings.
+  function truncatedHtml(r) {
+    if (!r.truncated) return "";
+    const kept = formatValue(r.row_count);
+    return `<div class="truncated" data-testid="truncated" role="alert"><b>Not the whole result.</b>
+      Showing ${escape(kept)} rows: the result was cut at the row cap; more rows exist.
+      The answer and the CSV cover only these ${escape(kept)} rows.</div>`;
+  }
+
+  // The full kept result of one question, every page of GET /runs/{id}/rows, as CSV text parts;
+  // the progress and any failure are written to `status`.
+  async function fetchCsv(runId, questionId, status) {
+    const base = `/runs/${encodeURIComponent(runId)}/rows?question=${encodeURIComponent(questionId)}&limit=${ROWS_PAGE}`;
+    const parts = [];
+    let offset = 0, total = null;
+    while (offset !== null) {
+      const page = await api("GET", `${base}&offset=${offset}`);
+      if (!page.ok) {
+        const why = page.data && page.data.error ? page.data.error.message : `HTTP ${page.status}`;
+        throw new Error(why);
+      }
+      const body = page.data;
+      if (!parts.length) parts.push(csvRows([body.columns]));
+      parts.push(csvRows(body.rows));
+      total = body.row_count;
+      const got = offset + body.rows.length;
+      status.textContent = `Fetching rows… ${formatValue(got)} of ${formatValue(total)}`;
+      if (body.next_offset !== null && body.next_offset <= offset) throw new Error("the server's pages did not advance");
+      offset = body.next_offset;
+    }
+    return { parts, total };
+  }
+
+  async function downloadCsv(run, index, button) {
+    const item = button.closest(".result-item");
+    const status = item.querySelector("[data-testid=csv-progress]");
+    const questionId = `q${index + 1}`;
+    button.disabled = true;
+    status.className = "csv-progress";
+    status.textContent = "Fetching rows…";
+    try {
+      const { parts, total } = await fetchCsv(run.run_id, questionId, status);
+      download(`${run.run_id}-${questionId}.csv`, parts, "text/csv");
+      status.textContent = `Downloaded ${formatValue(total)} row(s)${run.results[index].truncated ? " (the result was cut at the row cap)" : ""}.`;
+    } catch (e) {
+      status.className = "csv-progress error-text";
+      status.textContent = `CSV download failed: ${e.message}. Nothing was saved; try again.`;
+    } finally {
+      button.disabled = false;
+    }
+  }
+
   function resultHtml(run, r, index) {
     const rows = r.rows_preview || [];
     const shown = rows.length;
     const partial = r.row_count !== null && r.row_count !== undefined && r.row_count > shown;
-    const warnings = [...(r.warnings || [])];
-    if (r.truncated) warnings.unshift("The result was cut at the row cap: more rows exist than were returned.");
+    const warnings = r.warnings || [];
     return `
       <div class="item result-item" data-testid="result" data-index="${index}">
         <div class="question">${escape(r.question)} <span class="status ${escape(r.status)}" data-testid="result-status">${escape(r.status.replace(/_/g, " "))}</span></div>
@@ -165,8 +217,11 @@
         ${r.sql ? `<div class="sql-head"><span class="meta">SQL that ran</span>
             <button type="button" class="quiet small" data-action="copy" data-testid="copy-sql">Copy SQL</button></div>
           <pre class="sql" data-testid="sql">${highlight(r.sql)}</pre>${provenance(r)}` : provenance(r)}
-        ${r.row_count !== null && r.row_count !== undefined ? `<div class="meta rows-line">${escape(formatValue(r.row_count))} row(s)${partial ? `, ${shown} shown` : ""}
-          ${r.columns && r.columns.length ? `<button type="button" class="quiet small" data-action="csv" data-testid="csv">${partial ? `CSV of the ${shown} rows shown` : "Download CSV"}</button>` : ""}</div>` : ""}
+        ${truncatedHtml(r)}
+        ${r.row_count !== null && r.row_count !== undefined ? `<div class="meta rows-line">${escape(formatValue(r.row_count))} row(s)${partial ? `, ${shown} shown below` : ""}
+          ${r.columns && r.columns.length ? `<button type="button" class="quiet small" data-action="csv" data-testid="csv"
+            title="Every kept row, not only the rows shown">Download CSV</button>
+            <span class="csv-progress" data-testid="csv-progress" role="status"></span>` : ""}</div>` : ""}
         ${chart(r.chart, r.columns || [], rows)}
         ${table(r.columns || [], rows)}
       </div>`;
@@ -186,9 +241,10 @@
       goTo(link.dataset.goto);
     }));
     box.querySelectorAll("[data-action]").forEach((button) => button.addEventListener("click", async () => {
-      const r = results[Number(button.closest(".result-item").dataset.index)];
+      const index = Number(button.closest(".result-item").dataset.index);
+      const r = results[index];
       if (button.dataset.action === "csv") {
-        download(`${run.run_id}-q${Number(button.closest(".result-item").dataset.index) + 1}.csv`, csv(r.columns, r.rows_preview || []), "text/csv");
+        await downloadCsv(run, index, button);
       } else {
         button.textContent = (await copy(r.sql)) ? "Copied" : "Copy failed";
         setTimeout(() => { button.textContent = "Copy SQL"; }, 1500);

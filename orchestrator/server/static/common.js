@@ -151,16 +151,21 @@ const sqlgate = (() => {
   const NUMBER = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
   const formatValue = (v) => (v === null || v === undefined ? "∅" : isNumber(v) && typeof v === "number" ? NUMBER.format(v) : String(v));
 
-  function csv(columns, rows) {
+  // CSV lines (RFC 4180): a field with a comma, a quote or a line break is quoted, quotes doubled;
+  // null is an empty field. csvRows gives the lines of a page of rows, csv a whole file.
+  function csvRows(rows) {
     const cell = (v) => {
       const text = v === null || v === undefined ? "" : String(v);
       return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
     };
-    return [columns, ...rows].map((r) => r.map(cell).join(",")).join("\r\n") + "\r\n";
+    return rows.map((r) => r.map(cell).join(",") + "\r\n").join("");
   }
 
+  const csv = (columns, rows) => csvRows([columns, ...rows]);
+
+  // Save text (or an array of text parts, joined without copying) as a file.
   function download(name, text, type) {
-    const url = URL.createObjectURL(new Blob([text], { type }));
+    const url = URL.createObjectURL(new Blob(Array.isArray(text) ? text : [text], { type }));
     const link = document.createElement("a");
     link.href = url; link.download = name; document.body.appendChild(link); link.click(); link.remove();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
@@ -174,5 +179,5 @@ const sqlgate = (() => {
     }
   }
 
-  return { api, escape, highlight, follow, signIn, setLive, ago, countdown, when, isNumber, formatValue, csv, download, copy };
+  return { api, escape, highlight, follow, signIn, setLive, ago, countdown, when, isNumber, formatValue, csv, csvRows, download, copy };
 })();
