@@ -31,6 +31,7 @@ from orchestrator.cli_common import (
     emit_json,
     err,
     fail,
+    fail_with,
     open_target,
     show_result,
 )
@@ -209,12 +210,7 @@ def decide(
     try:
         gate = gate_for(record, approvals, runs, db)
     except SqlgateError as exc:
-        fail(
-            exc.message,
-            10 if exc.code.startswith("database") else 2,
-            error_code=exc.code,
-            as_json=as_json,
-        )
+        fail_with(exc, as_json=as_json)
         return
     if file is not None:
         try:
@@ -345,8 +341,6 @@ def resume(
     once, even if an earlier worker died mid-run (such a statement is reported in doubt).
     """
     from orchestrator.errors import RunNotFound
-    from orchestrator.memory import memory_for
-    from orchestrator.pipeline import Pipeline
 
     approval_store, run_store = stores()
     try:
@@ -360,23 +354,7 @@ def resume(
             as_json=as_json,
             error_code="config_error",
         )
-    database, llm = open_target(
-        db=db or stored_db,
-        model=None,
-        base_url=None,
-        rate_limit=None,
-        wait=True,
-        timeout=None,
-        as_json=as_json,
-    )
-    pipeline = Pipeline(
-        database,
-        llm,
-        None,
-        approval_store=approval_store,
-        run_store=run_store,
-        memory=memory_for(None, database),
-    )
+    database, pipeline = paused_run_pipeline(db or stored_db, approval_store, run_store, as_json)
     try:
         with Spinner(enabled=not as_json) as spinner:
             pipeline.progress = spinner
@@ -394,3 +372,31 @@ def resume(
         for result in results:
             show_result(result, as_json=False, trace=trace)
     raise typer.Exit(max(r.exit_code for r in results))
+
+
+def paused_run_pipeline(
+    url: str, approval_store: Any, run_store: Any, as_json: bool
+) -> tuple[Any, Any]:
+    """The database and a pipeline that carries on recorded runs (``resume``, ``runs recover``):
+    no reviewer (it pauses at the gate), the state database's stores, waiting for the limiter."""
+    from orchestrator.memory import memory_for
+    from orchestrator.pipeline import Pipeline
+
+    database, llm = open_target(
+        db=url,
+        model=None,
+        base_url=None,
+        rate_limit=None,
+        wait=True,
+        timeout=None,
+        as_json=as_json,
+    )
+    pipeline = Pipeline(
+        database,
+        llm,
+        None,
+        approval_store=approval_store,
+        run_store=run_store,
+        memory=memory_for(None, database),
+    )
+    return database, pipeline

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.cli_common import err, fail
+from orchestrator.cli_common import err, fail, fail_with
 from orchestrator.errors import RunNotFound, SqlgateError
 from orchestrator.result import RunResult
 
@@ -70,7 +70,7 @@ def run_distributed(
         state = StateDatabase()
         state.setup()
     except SqlgateError as exc:
-        fail(exc.message, 10 if exc.code.startswith("database") else 2, error_code=exc.code)
+        fail_with(exc)
         return 0
     follower = _Follower(state, broker, reviewer, write, db=db or settings.db)
     try:

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -26,6 +26,18 @@ def fail(
         print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
     err.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(code)
+
+
+def fail_with(exc: SqlgateError, *, as_json: bool = False) -> NoReturn:
+    """``fail`` for a sqlgate error: its message and code; exit 10 for a database that cannot
+    be opened (or read), 2 for anything else (a malformed URL, a bad option or file)."""
+    fail(
+        exc.message,
+        10 if exc.code.startswith("database") else 2,
+        as_json=as_json,
+        error_code=exc.code,
+    )
+    raise AssertionError("fail exits")  # pragma: no cover
 
 
 def emit_json(payload: Any) -> None:
@@ -202,12 +214,7 @@ def open_target(
         settings.require_credentials()
         database = settings.open_database()
     except SqlgateError as exc:
-        fail(
-            exc.message,
-            10 if exc.code.startswith("database") else 2,
-            as_json=as_json,
-            error_code=exc.code,
-        )
+        fail_with(exc, as_json=as_json)
         raise  # unreachable: _fail exits
     try:
         limiter = build_limiter(settings, mode="wait" if wait else "fail_fast")

@@ -17,6 +17,7 @@ from orchestrator.cli_common import (
     RoleOpt,
     emit_json,
     fail,
+    fail_with,
     policy_with,
 )
 from orchestrator.errors import SqlgateError
@@ -36,12 +37,7 @@ def schema(
     try:
         database = TargetDatabase(db or "")
     except SqlgateError as exc:
-        fail(
-            exc.message,
-            10 if exc.code.startswith("database") else 2,
-            as_json=as_json,
-            error_code=exc.code,
-        )
+        fail_with(exc, as_json=as_json)
         return
     names = tables or database.schema.table_names()
     context = database.schema.explore(names)
@@ -113,12 +109,7 @@ def validate(
         else:
             validator = SqlValidator(dialect=dialect or "sqlite", policy=rules.safety_policy())
     except SqlgateError as exc:
-        fail(
-            exc.message,
-            10 if exc.code.startswith("database") else 2,
-            as_json=as_json,
-            error_code=exc.code,
-        )
+        fail_with(exc, as_json=as_json)
         return
     except SafetyError as exc:  # an unknown dialect
         fail(str(exc), as_json=as_json, error_code="invalid_dialect")

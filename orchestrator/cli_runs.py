@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli_common import JsonOpt, emit_json, err, fail, open_target
+from orchestrator.cli_common import JsonOpt, emit_json, err, fail
 from orchestrator.errors import SqlgateError
 
 runs_app = typer.Typer(
@@ -151,10 +151,8 @@ def recover(
     run stopped while executing approved SQL ends ``execution_in_doubt`` for the statements that
     may have run, which are never run again.
     """
-    from orchestrator.cli_approvals import stores
+    from orchestrator.cli_approvals import paused_run_pipeline, stores
     from orchestrator.errors import RunConflict
-    from orchestrator.memory import memory_for
-    from orchestrator.pipeline import Pipeline
 
     approval_store, run_store = stores()
     stopped = run_store.expired(limit=limit)
@@ -168,23 +166,7 @@ def recover(
             )
             continue
         if url not in pipelines:
-            database, llm = open_target(
-                db=url,
-                model=None,
-                base_url=None,
-                rate_limit=None,
-                wait=True,
-                timeout=None,
-                as_json=as_json,
-            )
-            pipelines[url] = Pipeline(
-                database,
-                llm,
-                None,
-                approval_store=approval_store,
-                run_store=run_store,
-                memory=memory_for(None, database),
-            )
+            _, pipelines[url] = paused_run_pipeline(url, approval_store, run_store, as_json)
         try:
             results = pipelines[url].recover(stored.run_id)
         except RunConflict:

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.database import TargetDatabase
+from orchestrator.errors import DialectMismatch
 from orchestrator.state_db import StateDatabase
 from safety import Policy
 from tests.scripted_llm import scenarios as sc
@@ -124,7 +125,7 @@ def test_the_target_factory_binds_dialect_policy_and_schema(demo_db: Path) -> No
         assert judged.refusal is not None and judged.refusal.code == "table_denied"
         assert database.validator().validate("SELECT first_name FROM employees").ok
         # a batch checked as another dialect is never judged (or run) on this engine
-        with pytest.raises(Exception, match="checked as postgres"):
+        with pytest.raises(DialectMismatch, match="checked as postgres"):
             database.validator_for({**context, "dialect": "postgres"})
         assert database.section_for("analyst") == "analyst"
         assert database.section_for("reviewer") is None  # no section: the base policy
