@@ -8,7 +8,7 @@ from typing import Any
 from agents.llm_agent import LLMAgent
 from agents.llm_batch import QuestionInput, split_results
 from orchestrator.errors import LLMError
-from orchestrator.llm import LLMCall, LLMClient, redact
+from orchestrator.llm import LLMCall, LLMClient
 from orchestrator.question import QuestionState
 from orchestrator.result import RunError, RunStatus
 
@@ -73,20 +73,13 @@ class BatchedCalls:
         except LLMError as exc:
             for q in chunk:
                 q.took_part_in_failed(exc)
+            if exc.ends_run:
+                raise  # the endpoint is down or refuses us: asking again per question only waits
             if len(chunk) > 1:
                 for q in chunk:
                     yield from self._chunk_call(agent, [q], build, prepared)
                 return
-            q = chunk[0]
-            if q.after_synthesis not in (None, RunStatus.ANSWERED):
-                # Its outcome is known (rejected, failed, timed out): only the answer about it
-                # could not be written, and the outcome is what the person must see.
-                q.warnings.append(
-                    f"the answer could not be written ({exc.code}: {redact(exc.message)})"
-                )
-                q.finish(q.after_synthesis, q.error)
-                return
-            q.finish(RunStatus.LLM_ERROR, RunError(code=exc.code, message=redact(exc.message)))
+            chunk[0].fail_call(exc)
             return
         for q in chunk:
             q.took_part(call, index, len(chunk))

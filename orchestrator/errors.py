@@ -75,15 +75,22 @@ class DialectMismatch(DatabaseError):
 
 
 class LLMError(SqlgateError):
-    """A logical model call failed; it still cost ``http_requests`` and had a ``call_index``."""
+    """A logical model call failed; it still cost ``http_requests`` and had a ``call_index``.
+
+    ``ends_run`` is True when every later call would fail the same way (the endpoint is down
+    after all retries, or it refuses our key or model): the run then stops at once, every
+    unfinished question ending with this error, instead of asking again question by question.
+    """
 
     code = "llm_error"
     call_index: int | None = None
     http_requests: int = 0
+    ends_run: bool = False
 
 
 class LLMUnavailable(LLMError):
     code = "llm_unavailable"
+    ends_run = True
 
 
 class LLMRequestRejected(LLMError):

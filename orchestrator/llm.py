@@ -245,7 +245,10 @@ class LLMClient:
         except openai.BadRequestError:
             raise
         except openai.APIStatusError as exc:
-            raise LLMRequestRejected(_describe(exc)) from exc
+            rejected = LLMRequestRejected(_describe(exc))
+            # a wrong key, no access, an unknown model: every later request would be refused too
+            rejected.ends_run = exc.status_code in (401, 403, 404)
+            raise rejected from exc
         except openai.APIError as exc:
             raise LLMUnavailable(_describe(exc)) from exc
 
@@ -270,9 +273,6 @@ class LLMClient:
         self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
         grant = self.limiter.acquire(tokens=estimate_tokens(messages))
-        requests.count += 1
-        with self._lock:
-            self.http_requests += 1
         try:
             # The agents' messages are plain role/content dicts and the response format a dict
             # built from the output model: both are what the SDK's TypedDicts describe.
@@ -282,10 +282,21 @@ class LLMClient:
                 temperature=self.settings.temperature,
                 response_format=cast(Any, self._response_format(agent)),
             )
+        except openai.APIConnectionError as exc:
+            if never_sent(exc):
+                self._give_back(grant)  # nothing reached the endpoint: nothing was spent there
+                raise
+            self._count(requests)
+            raise
         except openai.RateLimitError as exc:
+            self._count(requests)
             # Everyone sharing the limiter backs off for as long as the provider asked, not just us.
             self.limiter.pause_from_headers(exc.response.headers)
             raise
+        except Exception:
+            self._count(requests)
+            raise
+        self._count(requests)
         usage = completion.usage
         tokens = TokenUsage(
             prompt=getattr(usage, "prompt_tokens", 0) or 0,
@@ -295,6 +306,18 @@ class LLMClient:
             self.limiter.correct(grant, tokens.total)  # the estimate, replaced by what was used
         content = completion.choices[0].message.content if completion.choices else None
         return content, tokens
+
+    def _count(self, requests: _Requests) -> None:
+        """One HTTP request reached the endpoint (or may have: it was sent)."""
+        requests.count += 1
+        with self._lock:
+            self.http_requests += 1
+
+    def _give_back(self, grant: Any) -> None:
+        try:
+            self.limiter.refund(grant)
+        except Exception:  # a shared limiter that is down keeps the slot: it only costs a wait
+            pass
 
     def _response_format(self, agent: LLMAgent[Any]) -> dict[str, Any]:
         if not self._json_schema_supported:
@@ -307,6 +330,28 @@ class LLMClient:
                 "strict": False,
             },
         }
+
+
+#: What the HTTP clients raise when the connection itself failed (refused, no route, DNS, TLS):
+#: the request was never sent.
+_CONNECT_FAILURES = frozenset({"ConnectError", "ConnectTimeout"})
+
+
+def never_sent(exc: BaseException) -> bool:
+    """True when ``exc`` says the request never reached the endpoint (the connection failed).
+
+    Example:
+        >>> never_sent(ValueError("bad"))
+        False
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ in _CONNECT_FAILURES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _mentions_response_format(exc: openai.BadRequestError) -> bool:

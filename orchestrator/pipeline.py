@@ -43,7 +43,7 @@ from orchestrator.checkpoint import (
     StartedCheckpoint,
 )
 from orchestrator.database import TargetDatabase
-from orchestrator.errors import DatabaseError, RunConflict, RunNotFound
+from orchestrator.errors import DatabaseError, LLMError, RunConflict, RunNotFound
 from orchestrator.lease import DEFAULT_LEASE_S, Lease, LeaseLost, process_owner
 from orchestrator.llm import LLMClient
 from orchestrator.memory import ReviewMemory, gate_policy
@@ -517,6 +517,10 @@ class Pipeline:
         except (DatabaseError, SchemaInspectionError) as exc:
             for q in ctx.questions:
                 q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
+        except LLMError as exc:  # ends_run: the endpoint is down or refuses us; stop at once
+            for q in ctx.questions:
+                if q.active:
+                    q.fail_call(exc)
         results = ctx.results()
         if ctx.stored is not None and self.run_store is not None:
             self.run_store.transition(

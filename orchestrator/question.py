@@ -14,7 +14,7 @@ from agents import SchemaContext
 from approvals import ApprovalItem
 from orchestrator.checkpoint import QuestionCheckpoint
 from orchestrator.errors import LLMError
-from orchestrator.llm import LLMCall, TokenUsage
+from orchestrator.llm import LLMCall, TokenUsage, redact
 from orchestrator.result import (
     ApprovalRecord,
     ClarifyingQuestionOut,
@@ -153,6 +153,17 @@ class QuestionState:
         if index is not None and index not in self.calls:
             self.calls.add(index)
             self.http_requests += exc.http_requests
+
+    def fail_call(self, exc: LLMError) -> None:
+        """The question's LLM call failed for good. A question whose outcome is known (rejected,
+        failed, timed out) keeps it, with a warning that its answer could not be written: the
+        outcome is what the person must see. Any other ends ``llm_error``."""
+        message = redact(exc.message)
+        if self.after_synthesis not in (None, RunStatus.ANSWERED):
+            self.warnings.append(f"the answer could not be written ({exc.code}: {message})")
+            self.finish(self.after_synthesis, self.error)
+            return
+        self.finish(RunStatus.LLM_ERROR, RunError(code=exc.code, message=message))
 
     def note(
         self,

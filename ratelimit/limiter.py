@@ -334,5 +334,15 @@ class SlidingWindowLimiter:
             self.backend.correct, grant.key, grant.grant_id, tokens, self._enforced
         )
 
+    def refund(self, grant: Grant) -> bool:
+        """Give ``grant``'s slot back: the request it admitted never reached the endpoint (the
+        connection was refused), so it spent nothing there. Returns False when the grant no
+        longer counts anyway."""
+        return self.backend.refund(grant.key, grant.grant_id, self._enforced)
+
+    async def arefund(self, grant: Grant) -> bool:
+        """Async twin of :meth:`refund`."""
+        return await self._run(self.backend.refund, grant.key, grant.grant_id, self._enforced)
+
     def __repr__(self) -> str:
         return f"SlidingWindowLimiter({self.limits}, key={self.key!r}, backend={self.backend.name}, mode={self.mode})"

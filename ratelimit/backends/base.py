@@ -54,6 +54,14 @@ class Backend(ABC):
         """
 
     @abstractmethod
+    def refund(self, key: str, grant_id: str, rules: Limits) -> bool:
+        """Forget a recorded grant, as if it had never been admitted: for a request that never
+        reached the endpoint (the connection was refused), so that nothing was spent.
+
+        Returns False when the grant is no longer stored (it already stopped counting).
+        """
+
+    @abstractmethod
     def clear(self, key: str) -> None:
         """Forget every grant and pause of ``key``."""
 

@@ -56,7 +56,7 @@ class _Log:
     def prune(self, now: float, keep: float) -> None:
         stamps, head = self.stamps, self.head
         while head < len(stamps) and stamps[head] + keep <= now:
-            del self.by_id[self.ids[head]]
+            self.by_id.pop(self.ids[head], None)  # a refunded grant left by_id already
             head += 1
         self.head = head
         if head > 64 and head * 2 > len(stamps):
@@ -114,6 +114,18 @@ class _Log:
             self.tokens[i] += delta
         return True
 
+    def refund(self, grant_id: str) -> bool:
+        sequence = self.by_id.pop(grant_id, None)
+        if sequence is None:
+            return False
+        index = sequence - self.offset
+        for totals in (self.requests, self.tokens):
+            before = totals[index - 1] if index > 0 else 0
+            delta = totals[index] - before
+            for i in range(index, len(totals)):
+                totals[i] -= delta
+        return True
+
     def __len__(self) -> int:
         return len(self.stamps) - self.head
 
@@ -169,6 +181,11 @@ class MemoryBackend(Backend):
         with self._lock:
             log = self._logs.get(key)
             return log.correct(grant_id, tokens) if log else False
+
+    def refund(self, key: str, grant_id: str, rules: Limits) -> bool:
+        with self._lock:
+            log = self._logs.get(key)
+            return log.refund(grant_id) if log else False
 
     def clear(self, key: str) -> None:
         with self._lock:

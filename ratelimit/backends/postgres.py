@@ -367,6 +367,15 @@ class PostgresBackend(Backend):
 
         return self._run(body)
 
+    def refund(self, key: str, grant_id: str, rules: Limits) -> bool:
+        def body(conn: psycopg.Connection) -> bool:
+            cursor = conn.execute(
+                "DELETE FROM ratelimit_grants WHERE key = %s AND grant_id = %s", (key, grant_id)
+            )
+            return cursor.rowcount == 1
+
+        return self._run(body)
+
     def clear(self, key: str) -> None:
         def body(conn: psycopg.Connection) -> None:
             conn.execute(_LOCK, (key,))

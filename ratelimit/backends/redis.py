@@ -191,6 +191,21 @@ end
 return 1
 """
 
+# KEYS: grants, sums, then one zset per window; ARGV: grant id, then the windows
+_REFUND = """
+local data = redis.call("HGET", KEYS[1], ARGV[1])
+if not data then return 0 end
+local _, r, t = string.match(data, "^(%S+) (%d+) (%d+)$")
+for i = 2, #ARGV do
+  if redis.call("ZREM", KEYS[i + 1], ARGV[1]) == 1 then
+    redis.call("HINCRBY", KEYS[2], tonumber(ARGV[i]) .. ":1", string.format("%d", -tonumber(r)))
+    redis.call("HINCRBY", KEYS[2], tonumber(ARGV[i]) .. ":2", string.format("%d", -tonumber(t)))
+  end
+end
+redis.call("HDEL", KEYS[1], ARGV[1])
+return 1
+"""
+
 _UNIT = {"requests": 1, "tokens": 2}
 
 
@@ -225,6 +240,7 @@ class RedisBackend(Backend):
         self._acquire = self._client.register_script(_ACQUIRE)
         self._pause = self._client.register_script(_PAUSE)
         self._correct = self._client.register_script(_CORRECT)
+        self._refund = self._client.register_script(_REFUND)
 
     def _keys(self, key: str) -> list[str]:
         base = f"{self.prefix}:{{{key}}}"
@@ -311,6 +327,11 @@ class RedisBackend(Backend):
         return bool(
             self._call(self._correct, keys, [grant_id, tokens] + [repr(w) for w in windows])
         )
+
+    def refund(self, key: str, grant_id: str, rules: Limits) -> bool:
+        windows = self._windows(rules)
+        keys = self._keys(key)[:2] + [self._window_key(key, w) for w in windows]
+        return bool(self._call(self._refund, keys, [grant_id] + [repr(w) for w in windows]))
 
     def clear(self, key: str) -> None:
         def delete(keys: list[str], args: list[object]) -> None:

@@ -294,6 +294,15 @@ class SQLiteBackend(Backend):
 
         return self._transaction(body)
 
+    def refund(self, key: str, grant_id: str, rules: Limits) -> bool:
+        def body(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "DELETE FROM ratelimit_grants WHERE key = ? AND grant_id = ?", (key, grant_id)
+            )
+            return cursor.rowcount == 1
+
+        return self._transaction(body)
+
     def clear(self, key: str) -> None:
         def body(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM ratelimit_grants WHERE key = ?", (key,))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import httpx2
@@ -93,6 +94,42 @@ def test_transient_errors_exhaust_into_a_clear_error_and_every_attempt_is_counte
     assert len(clock.slept) == 3  # backoff between attempts, on the injected clock
 
 
+def _closed_port() -> int:
+    """A local port nothing listens on: connecting to it is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_refused_connection_is_not_charged_to_the_limiter_and_ends_the_run(clock) -> None:
+    limiter = SlidingWindowLimiter(limit=5, window=60.0, clock=clock, sleep=clock.sleep)
+    llm = LLMClient(
+        LLMSettings(model="m", base_url=f"http://127.0.0.1:{_closed_port()}/v1", max_attempts=4),
+        limiter=limiter,
+        http_client=httpx2.Client(),
+        sleep=clock.sleep,
+    )
+
+    with pytest.raises(LLMUnavailable, match="failed 4 times") as caught:
+        llm.call(SQLGenerator(), MESSAGES)
+
+    assert caught.value.ends_run  # every later call would fail alike: the run stops
+    assert caught.value.http_requests == 0 and llm.http_requests == 0  # nothing was sent
+    assert limiter.usage().used == 0  # each attempt's slot was given back
+    assert len(clock.slept) == 3
+
+
+def test_a_server_error_is_charged_even_though_it_ends_the_run(serve, clock) -> None:
+    server = serve(ScriptedReply.server_error(), ScriptedReply.server_error())
+    llm = _client(server, clock, max_attempts=2)
+
+    with pytest.raises(LLMUnavailable) as caught:
+        llm.call(SQLGenerator(), MESSAGES)
+
+    assert caught.value.ends_run and caught.value.http_requests == 2
+    assert llm.limiter.usage().used == 2  # the requests reached the server: they count
+
+
 def test_retry_after_is_honoured_exactly(serve, clock) -> None:
     server = serve(ScriptedReply.rate_limited(7.25), ScriptedReply(GOOD))
     llm = _client(server, clock)
@@ -121,6 +158,7 @@ def test_authentication_error_is_not_retried_and_never_shows_the_key(serve, cloc
     assert len(server.requests) == 1
     assert "sk-abcdefghij" not in caught.value.message
     assert "HTTP 401" in caught.value.message
+    assert caught.value.ends_run  # the key is wrong for every later request too
 
 
 def test_invalid_json_twice_raises_after_one_repair(serve, clock) -> None:

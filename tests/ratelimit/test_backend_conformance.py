@@ -116,6 +116,27 @@ def test_correcting_an_unknown_grant_says_so(make_backend):
     assert lim.correct(grant, 10) is False
 
 
+def test_a_refunded_grant_gives_its_slot_back(make_backend):
+    lim, clock = virtual(make_backend, limits=RequestLimit(3, 60.0) & TokenLimit(1000, 60.0))
+    first = lim.acquire(tokens=100)
+    clock.advance(1)
+    middle = lim.acquire(tokens=300)
+    clock.advance(1)
+    lim.acquire(tokens=50)
+    with pytest.raises(RateLimitExceeded):
+        lim.acquire()
+    assert lim.refund(middle) is True
+    assert [u.used for u in lim.usages()] == [2, 150]  # requests and tokens both given back
+    assert lim.refund(middle) is False  # once only
+    lim.acquire(tokens=10)  # the freed slot
+    with pytest.raises(RateLimitExceeded) as info:
+        lim.acquire()
+    assert info.value.retry_after == 58.0  # the first grant (t) still counts until t + 60
+    clock.advance(58)
+    lim.acquire()
+    assert lim.refund(first) is False  # pruned: it no longer counted anyway
+
+
 def test_a_charge_larger_than_a_window_is_refused_at_once(make_backend):
     lim, clock = virtual(
         make_backend, limits=RequestLimit(5, 60.0) & TokenLimit(1000, 60.0), mode="wait"
