@@ -66,7 +66,9 @@ def main() -> None:
             cwd=ROOT,
         )
         batch_s = time.perf_counter() - started
-        records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+        records = (
+            [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+        )
         statuses: dict[str, int] = {}
         for record in records:
             statuses[record["status"]] = statuses.get(record["status"], 0) + 1
