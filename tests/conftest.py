@@ -19,6 +19,14 @@ CORPORA = ROOT.parent / "shared" / "corpora"
 orchestrator.llm.ALLOW_MODEL_REQUESTS = False
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Keep each phase's report on the test (``item.rep_call``), for fixtures' teardown."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
 @pytest.fixture(autouse=True)
 def _private_state_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
