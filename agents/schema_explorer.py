@@ -105,6 +105,10 @@ class TableInfo(BaseModel):
     def catalogue_line(self) -> str:
         return f"{self.name}({', '.join(f'{c.name} {c.type}'.rstrip() for c in self.columns)})"
 
+    def compact_line(self) -> str:
+        """``name(column, ...)``: the columns without their types, for a long catalogue."""
+        return f"{self.name}({', '.join(c.name for c in self.columns)})"
+
     def render(self, dialect: str = "sqlite") -> str:
         """CREATE-TABLE-like text: single-column keys inline, composite keys as constraints."""
         q = _quoter(dialect)
