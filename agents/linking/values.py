@@ -155,6 +155,8 @@ class ValueIndex:
             if kept is None:
                 skipped += 1
                 continue
+            if not kept:
+                continue
             entry = tables.setdefault(table, _TableEntry((), 0.0))
             entry.columns.append(_Column(table, column, kept))
         return cls(tables, limits, skipped=skipped)

@@ -72,6 +72,11 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
 
     started = p.clock()
     tables = p.db.schema.tables()
+    # a large schema's catalogue is ranked: the values a question names count (read once per
+    # schema, never from a column the run's policy hides)
+    large = len(tables) > LARGE_SCHEMA_TABLES
+    values = p.db.value_index() if large else None
+    readable = p.db.readable(p.run_policy(ctx)) if large else None
     ctx.catalogue_ms = (p.clock() - started) * 1000.0
     agent = ReasoningAgent()
     notes = notes_by_question(p, qs)  # business notes per question; no LLM call
@@ -80,7 +85,11 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
 
     def build(items: list[QuestionInput]) -> list[dict[str, str]]:
         catalogue = build_catalogue(
-            [i.question for i in items], tables, always_include_all_below=LARGE_SCHEMA_TABLES
+            [i.question for i in items],
+            tables,
+            always_include_all_below=LARGE_SCHEMA_TABLES,
+            values=values,
+            readable=readable,
         )
         ctx.catalogue_ms += catalogue.ranking_ms
         for item in items:
