@@ -141,24 +141,25 @@ def index_for(
 
     ``SchemaExplorer.tables()`` hands out one cached mapping per database, so each schema is
     indexed once however many questions are ranked against it. ``synonyms=None`` means
-    ``agents.linking.DEFAULT_SYNONYMS``; ``Synonyms`` and ``Usage`` values are matched by
-    identity, so build them once and pass the same objects every time.
+    ``agents.linking.DEFAULT_SYNONYMS``; a ``Synonyms`` value is matched by identity (build it
+    once), a ``Usage`` by what it holds (a new note or reviewed question builds a new index).
     """
-    key = (id(tables), id(synonyms), id(usage))
+    said = usage.fingerprint() if usage else ()
+    key = (id(tables), id(synonyms), hash(said))
     fingerprint = tuple(map(id, tables.values()))
     with _indexes_lock:
         cached = _indexes.get(key)
         if (
             cached is not None
             and cached[0] is tables
-            and cached[1] == (synonyms, usage)
+            and cached[1] == (synonyms, said)
             and cached[2] == fingerprint
         ):
             _indexes.move_to_end(key)
             return cached[3]
     index = SchemaIndex(tables, synonyms=synonyms, usage=usage)
     with _indexes_lock:
-        _indexes[key] = (tables, (synonyms, usage), fingerprint, index)
+        _indexes[key] = (tables, (synonyms, said), fingerprint, index)
         while len(_indexes) > _INDEX_CACHE_SIZE:
             _indexes.popitem(last=False)
     return index
