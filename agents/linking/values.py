@@ -44,6 +44,7 @@ __all__ = ["ValueIndex", "ValueLimits", "ValueMatch", "normalize_value"]
 MAX_PHRASE_WORDS = 6
 _TEXT_TYPES = ("CHAR", "TEXT", "STRING", "CLOB", "ENUM", "NAME", "CITEXT")
 _TOKEN = re.compile(r"\w+")
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")
 #: Reads a column's distinct values: (table, column, how many at most) -> values.
 ValueReader = Callable[[str, str, int], list[str]]
 Readable = Callable[[str, str], bool]
@@ -93,16 +94,17 @@ def normalize_value(text: str) -> str:
         >>> normalize_value("  Zürich-Oerlikon (ZH) ")
         'zurich oerlikon zh'
     """
+    if text.isascii():  # the common case, without Unicode decomposition
+        return " ".join(_ASCII_TOKEN.findall(text.lower()))
     folded = unicodedata.normalize("NFKD", text.casefold())
     plain = "".join(ch for ch in folded if not unicodedata.combining(ch))
     return " ".join(_TOKEN.findall(plain.replace("_", " ")))
 
 
-def _kept(value: str, max_chars: int) -> str | None:
-    if not value or len(value) > max_chars:
-        return None
-    key = normalize_value(value)
-    return key if key and any(ch.isalpha() for ch in key) else None
+def _kept(value: str, max_chars: int) -> bool:
+    """A label: short, with a letter (numbers and dates are not looked up)."""
+    # a cased letter changes under upper(); other scripts' letters are not ASCII
+    return 0 < len(value) <= max_chars and (value.upper() != value.lower() or not value.isascii())
 
 
 class ValueIndex:
@@ -124,19 +126,31 @@ class ValueIndex:
         self._tables = dict(tables)
         self.skipped = skipped  # columns left out: too many distinct values, or the total reached
         self._columns: list[_Column] = [c for e in self._tables.values() for c in e.columns]
-        exact: dict[str, list[int]] = {}
-        words: dict[str, set[int]] = {}
+        # key -> one packed (column, position), or a tuple of them when several columns hold it
+        exact: dict[str, int | tuple[int, ...]] = {}
+        words: dict[str, list[int]] = {}
+        longest = 0
         for column_id, column in enumerate(self._columns):
+            seen: set[str] = set()
             for position, value in enumerate(column.values):
                 key = normalize_value(value)
-                exact.setdefault(key, []).append(column_id << 20 | position)
-                for word in key.split():
-                    if word not in STOPWORDS and not word.isdigit() and len(word) > 2:
-                        words.setdefault(word, set()).add(column_id)
-        # one tuple per key: most keys are in one column, and tuples are small
-        self._exact = {k: tuple(v) for k, v in exact.items()}
-        self._words = {k: tuple(sorted(v)) for k, v in words.items()}
-        self._longest = min(MAX_PHRASE_WORDS, max((len(k.split()) for k in self._exact), default=0))
+                code = column_id << 20 | position
+                held = exact.get(key)
+                if held is None:
+                    exact[key] = code
+                elif isinstance(held, int):
+                    exact[key] = (held, code)
+                else:
+                    exact[key] = (*held, code)
+                parts = key.split()
+                longest = max(longest, len(parts))
+                seen.update(parts)
+            for word in seen:
+                if len(word) > 2 and word not in STOPWORDS and not word.isdigit():
+                    words.setdefault(word, []).append(column_id)
+        self._exact = exact
+        self._words = {k: tuple(v) for k, v in words.items()}
+        self._longest = min(MAX_PHRASE_WORDS, longest)
 
     # -- building -------------------------------------------------------------------------
 
@@ -266,9 +280,10 @@ class ValueIndex:
                 if all(w in STOPWORDS or w.isdigit() for w in words):
                     continue
                 phrase = " ".join(words)
-                hits = self._exact.get(phrase)
-                if not hits:
+                held = self._exact.get(phrase)
+                if held is None:
                     continue
+                hits = (held,) if isinstance(held, int) else held
                 hits = tuple(h for h in hits if self._allowed(h >> 20, readable))
                 if not hits:
                     continue
@@ -323,7 +338,7 @@ def _distinct(found: Iterable[object], max_chars: int, per_column: int) -> tuple
         distinct.add(value)
         if len(distinct) > per_column:
             return None
-        if _kept(value, max_chars) is not None:
+        if _kept(value, max_chars):
             seen.setdefault(value, None)
     return tuple(seen)
 
