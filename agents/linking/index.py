@@ -113,7 +113,9 @@ class SchemaIndex:
         self.expansions = learned_expansions(tables)
         self.position = position = {name: i for i, name in enumerate(self.names)}
         # short identifier words (possible abbreviations) and every identifier word, raw -> stem
-        self._short: dict[str, list[tuple[str, str]]] = {}
+        # possible abbreviations: raw word -> its stem, and the vowel-less ones by first letter
+        self._short: dict[str, str] = {}
+        self._skeletons: dict[str, list[tuple[str, str]]] = {}
         self._unsplit: dict[str, list[tuple[str, str]]] = {}
         self._prefixes: dict[str, set[str]] = {}
         table_terms = [self._table_terms(info) for info in tables.values()]
@@ -168,9 +170,11 @@ class SchemaIndex:
                 if len(raw) >= FUZZY_PREFIX:
                     self._prefixes.setdefault(raw[:FUZZY_PREFIX], set()).add(term)
                 if 3 <= len(raw) <= ABBREVIATION_MAX_CHARS and raw.isalpha():
-                    self._short.setdefault(raw[0], [])
-                    if (raw, term) not in self._short[raw[0]]:
-                        self._short[raw[0]].append((raw, term))
+                    self._short[raw] = term
+                    if not any(ch in "aeiou" for ch in raw[1:]):
+                        skeletons = self._skeletons.setdefault(raw[0], [])
+                        if (raw, term) not in skeletons:
+                            skeletons.append((raw, term))
                 elif len(raw) > ABBREVIATION_MAX_CHARS and not compound_parts(raw):
                     # a run of letters the word list cannot split (``useracct``): its first
                     # word may still be asked for (``users``)
@@ -240,7 +244,13 @@ class SchemaIndex:
                 for other in self._by_key.get(key, ()):
                     if other != term and related(term, other):
                         candidates[other] = max(candidates.get(other, 0.0), w.derived)
-            for short, short_term in self._short.get(word[0], ()):
+            shortened = [
+                (word[:k], self._short[word[:k]])
+                for k in range(3, len(word) - 1)
+                if word[:k] in self._short
+            ]
+            shortened += self._skeletons.get(word[0], ())
+            for short, short_term in shortened:
                 if short_term != term and abbreviates(short, word):
                     candidates[short_term] = max(candidates.get(short_term, 0.0), w.abbreviated)
             if len(term) >= FUZZY_PREFIX:

@@ -216,8 +216,6 @@ class ValueIndex:
             )
             if columns:
                 wanted[name] = columns
-        budget = max(1, limits.total // max(1, sum(len(c) for c in wanted.values())))
-        per_column = min(limits.per_column, budget)
         kept: dict[str, _TableEntry] = {}
         to_read: list[str] = []
         for name, signature in wanted.items():
@@ -228,11 +226,20 @@ class ValueIndex:
             else:
                 to_read.append(name)
         skipped = 0
+        # the whole index holds at most limits.total values: each column to read gets an equal
+        # share of what is left, so what label columns leave unused goes to the later ones
+        left = limits.total - sum(len(c.values) for e in kept.values() for c in e.columns)
+        columns_left = sum(len(wanted[name]) for name in to_read)
         if to_read:
             with _reading(engine, db_schema, limits) as read:
                 for name in to_read:
                     entry = _TableEntry(wanted[name], now)
                     for column, _ in wanted[name]:
+                        per_column = min(limits.per_column, max(left // max(columns_left, 1), 0))
+                        columns_left -= 1
+                        if per_column < 1:
+                            skipped += 1
+                            continue
                         found = _distinct(
                             read(name, column, per_column), limits.max_chars, per_column
                         )
@@ -240,6 +247,7 @@ class ValueIndex:
                             skipped += 1
                         elif found:
                             entry.columns.append(_Column(name, column, found))
+                            left -= len(found)
                     kept[name] = entry
         return ValueIndex(kept, limits, skipped=skipped)
 
@@ -350,20 +358,21 @@ def _reading(engine: sa.Engine, schema: str | None, limits: ValueLimits) -> Iter
     # PostgreSQL aborts the transaction on an error, so each read gets a savepoint there
     # (DuckDB has none, and SQLite and MySQL carry on after a failed SELECT).
     guarded = engine.dialect.name == "postgresql"
+    quote = engine.dialect.identifier_preparer.quote
+    prefix = f"{quote(schema)}." if schema else ""
     with engine.connect() as conn:
 
         def read(table: str, column: str, at_most: int) -> list[str]:
-            source = sa.table(table, sa.column(column), schema=schema)
-            rows = (
-                sa.select(source.c[column].label("v"))
-                .where(source.c[column].is_not(None))
-                .limit(limits.rows_read)
-                .subquery()
+            # identifiers quoted by the dialect, numbers from the limits: plain text is fastest
+            name = quote(column)
+            sql = (
+                f"SELECT DISTINCT v FROM (SELECT {name} AS v FROM {prefix}{quote(table)} "
+                f"WHERE {name} IS NOT NULL LIMIT {int(limits.rows_read)}) AS sampled "
+                f"LIMIT {int(at_most) + 1}"
             )
-            query = sa.select(rows.c.v).distinct().limit(at_most + 1)
             try:
                 with conn.begin_nested() if guarded else contextlib.nullcontext():
-                    return [str(v) for v in conn.execute(query).scalars().all()]
+                    return [str(v) for (v,) in conn.exec_driver_sql(sql).all()]
             except sa.exc.SQLAlchemyError:
                 return []  # a column that cannot be read is left out
 

@@ -167,3 +167,13 @@ def test_from_values_takes_values_at_hand() -> None:
 def test_tables_is_a_mapping_of_table_info(racing) -> None:
     _, tables = racing
     assert all(isinstance(info, TableInfo) for info in tables.values())
+
+
+def test_values_are_read_on_every_engine(shop_engine: sa.Engine) -> None:
+    tables = SchemaExplorer(shop_engine).tables()
+    values = ValueIndex.build(shop_engine, tables, readable=lambda t, c: c != "note")
+    assert [(m.table, m.column) for m in values.matches("sales in the West")] == [
+        ("region", "name")
+    ]
+    assert values.matches("Enterprise customers")[0].column == "segment"
+    assert values.matches("first: 100% paid") == []  # a column the predicate refuses
