@@ -232,7 +232,8 @@ def text2sql() -> Corpus:
         cases,
         values,
         "GeoQuery and Restaurants schemas and values from their SQLite files; the other six "
-        "schemas rebuilt from their gold SQL, values from the questions' variables",
+        "schemas rebuilt from their gold SQL, values from the questions' variables and the SQL's "
+        "text literals",
     )
 
 
