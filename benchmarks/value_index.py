@@ -45,8 +45,9 @@ def words(count: int, rng: random.Random) -> list[str]:
 def build_database(path: Path, tables: int, rows: int) -> list[tuple[str, str]]:
     """The database, and (table, value) pairs of the 600-value columns for the questions."""
     rng = random.Random(SEED)
-    vocabulary = words(tables * 3 + 4000, rng)
+    vocabulary = words(tables * 2 + 4000, rng)
     table_names = [f"{vocabulary[i]}_{vocabulary[i + tables]}" for i in range(tables)]
+    vocabulary = vocabulary[tables * 2 :]  # values use other words than the names
     conn = sqlite3.connect(path)
     asked: list[tuple[str, str]] = []
     for t, name in enumerate(table_names):

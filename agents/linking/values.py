@@ -42,6 +42,8 @@ __all__ = ["ValueIndex", "ValueLimits", "ValueMatch", "normalize_value"]
 
 #: Question phrases up to this many words are looked up as whole values.
 MAX_PHRASE_WORDS = 6
+#: Distinct values read of every column first; only columns with more are read again.
+_FIRST_READ = 100
 _TEXT_TYPES = ("CHAR", "TEXT", "STRING", "CLOB", "ENUM", "NAME", "CITEXT")
 _TOKEN = re.compile(r"\w+")
 _ASCII_TOKEN = re.compile(r"[a-z0-9]+")
@@ -226,29 +228,39 @@ class ValueIndex:
             else:
                 to_read.append(name)
         skipped = 0
-        # the whole index holds at most limits.total values: each column to read gets an equal
-        # share of what is left, so what label columns leave unused goes to the later ones
-        left = limits.total - sum(len(c.values) for e in kept.values() for c in e.columns)
-        columns_left = sum(len(wanted[name]) for name in to_read)
+        entries = {name: _TableEntry(wanted[name], now) for name in to_read}
         if to_read:
             with _reading(engine, db_schema, limits) as read:
+                # first every column up to a small bound (label columns end here), then the
+                # columns with more share what the whole index may still hold
+                held = sum(len(c.values) for e in kept.values() for c in e.columns)
+                columns = sum(len(wanted[name]) for name in to_read)
+                first = min(
+                    limits.per_column, _FIRST_READ, max(1, (limits.total - held) // columns)
+                )
+                more: list[tuple[str, str]] = []
                 for name in to_read:
-                    entry = _TableEntry(wanted[name], now)
                     for column, _ in wanted[name]:
-                        per_column = min(limits.per_column, max(left // max(columns_left, 1), 0))
-                        columns_left -= 1
-                        if per_column < 1:
-                            skipped += 1
-                            continue
-                        found = _distinct(
-                            read(name, column, per_column), limits.max_chars, per_column
-                        )
+                        found = _distinct(read(name, column, first), limits.max_chars, first)
                         if found is None:
-                            skipped += 1
+                            more.append((name, column))
                         elif found:
-                            entry.columns.append(_Column(name, column, found))
-                            left -= len(found)
-                    kept[name] = entry
+                            entries[name].columns.append(_Column(name, column, found))
+                left = limits.total - sum(
+                    len(c.values) for e in (*kept.values(), *entries.values()) for c in e.columns
+                )
+                share = min(limits.per_column, left // max(len(more), 1))
+                for name, column in more:
+                    found = (
+                        _distinct(read(name, column, share), limits.max_chars, share)
+                        if share > first
+                        else None
+                    )
+                    if found is None:
+                        skipped += 1
+                    elif found:
+                        entries[name].columns.append(_Column(name, column, found))
+        kept.update(entries)
         return ValueIndex(kept, limits, skipped=skipped)
 
     # -- reading --------------------------------------------------------------------------
