@@ -59,7 +59,7 @@ class ValueLimits:
     per_column: int = 1000  # distinct values kept per column; a column with more is skipped
     rows_read: int = 20_000  # rows read per column to find its distinct values
     max_chars: int = 60  # longer values are text, not names
-    total: int = 500_000  # values across the whole index at most
+    total: int = 500_000  # values across the whole index at most (one a column at least)
     max_age_s: float | None = None  # values older than this are read again on refresh
 
 
