@@ -59,7 +59,7 @@ class ValueLimits:
     per_column: int = 1000  # distinct values kept per column; a column with more is skipped
     rows_read: int = 20_000  # rows read per column to find its distinct values
     max_chars: int = 60  # longer values are text, not names
-    total: int = 500_000  # values across the whole index at most (one a column at least)
+    total: int = 750_000  # values across the whole index at most (one a column at least)
     max_age_s: float | None = None  # values older than this are read again on refresh
 
 
@@ -234,16 +234,22 @@ class ValueIndex:
                 # first every column up to a small bound (label columns end here), then the
                 # columns with more share what the whole index may still hold
                 held = sum(len(c.values) for e in kept.values() for c in e.columns)
-                columns = sum(len(wanted[name]) for name in to_read)
+                to_count = sum(len(wanted[name]) for name in to_read)
                 first = min(
-                    limits.per_column, _FIRST_READ, max(1, (limits.total - held) // columns)
+                    limits.per_column, _FIRST_READ, max(1, (limits.total - held) // to_count)
                 )
                 more: list[tuple[str, str]] = []
                 for name in to_read:
                     for column, _ in wanted[name]:
-                        found = _distinct(read(name, column, first), limits.max_chars, first)
+                        sample = read(name, column, first)
+                        found = _distinct(sample, limits.max_chars, first)
                         if found is None:
-                            more.append((name, column))
+                            # more values than the first bound: read again only if they look
+                            # like labels (not free text, numbers or dates)
+                            if any(_kept(v, limits.max_chars) for v in sample):
+                                more.append((name, column))
+                            else:
+                                skipped += 1
                         elif found:
                             entries[name].columns.append(_Column(name, column, found))
                 left = limits.total - sum(
