@@ -17,7 +17,14 @@ from agents.catalogue import (
     rank_tables,
 )
 from agents.data_explorer import DataContext, DataExplorer
-from agents.errors import AgentError, AgentOutputError, ExecutionError, SchemaInspectionError
+from agents.descriptions import Descriptions, load_descriptions
+from agents.errors import (
+    AgentError,
+    AgentOutputError,
+    DescriptionsError,
+    ExecutionError,
+    SchemaInspectionError,
+)
 from agents.linking import SchemaIndex, Synonyms
 from agents.llm_agent import LLMAgent
 from agents.llm_batch import QuestionInput, SplitResults, split_results
@@ -78,6 +85,8 @@ __all__ = [
     "DataContext",
     "DataExplorer",
     "Decomposition",
+    "Descriptions",
+    "DescriptionsError",
     "ExecutionError",
     "ExecutionResult",
     "ForeignKeyInfo",
@@ -110,6 +119,7 @@ __all__ = [
     "batch_catalogue",
     "build_catalogue",
     "compact_catalogue",
+    "load_descriptions",
     "rank_tables",
     "split_results",
 ]

@@ -1,11 +1,18 @@
 """The reasoning step's catalogue for big databases: the tables the questions most likely need.
 
 A small schema is shown whole, one line per table. Above ``LARGE_SCHEMA_TABLES`` tables each
-question's best-ranked tables (``agents.linking.SchemaIndex``) are shown with their columns, and
-one line names the tables joined to them by a foreign key; every other table is only counted, and
-the text says so, so the model knows it may still plan with a table it was not shown.
+question's best-ranked tables (``agents.linking.SchemaIndex``) are shown with their columns, the
+join tables on a path between them come along, and one line names more tables without their
+columns (the next-ranked, then those one foreign key from the shown ones); every other table is
+only counted, and the text says so, so the model knows it may still plan with a table it was not
+shown. The values a question names (``agents.linking.ValueIndex``) count for the tables holding
+them, and a line tells the planner which column holds which value. When nothing in a question
+matches the schema, the names line is a map of the schema (the most connected table of each of
+its parts) instead of the same few hubs for every such question.
+
 ``build_catalogue`` returns a ``Catalogue`` (the text, the tables shown and their scores, the
-names line, the ranking time); ``compact_catalogue`` and ``batch_catalogue`` give its text.
+names line, the values found, the ranking time); ``compact_catalogue`` and ``batch_catalogue``
+give its text.
 
 Example:
     >>> from agents.schema_explorer import ColumnInfo, TableInfo
@@ -27,7 +34,8 @@ from itertools import zip_longest
 
 from pydantic import BaseModel, Field
 
-from agents.linking import SchemaIndex, Synonyms
+from agents.linking import SchemaIndex, Synonyms, Usage, ValueIndex, ValueMatch
+from agents.linking.values import Readable
 from agents.schema_explorer import TableInfo
 
 __all__ = [
@@ -52,21 +60,41 @@ LARGE_SCHEMA_TABLES = 40
 #: Tables shown with their columns per question in a large schema's catalogue. Measured by
 #: benchmarks/schema_linking.py on 875 merged public tables: 30 keeps every needed table shown for
 #: about 97 % of questions while the request stays near a tenth of the whole-schema request.
-DEFAULT_MAX_TABLES = 30
+DEFAULT_MAX_TABLES = 60
 
-#: Characters of table lines at most in one question's catalogue: wide tables cost more, so
-#: fewer of them are shown (on the 300-table test schema, about 26 of 30).
+#: Characters of one question's catalogue at most (table lines, names, values and the closing
+#: rule): wide tables cost more, so fewer of them are shown.
 DEFAULT_MAX_CHARS = 6_000
 
 #: A catalogue for several questions shows at most this many times one question's tables and
 #: characters: questions asked together are mostly about the same tables.
 BATCH_FACTOR = 2
 
-#: Tables named without columns at most, besides the ones shown (their foreign-key neighbours).
-DEFAULT_MAX_NAMED = 40
+#: Tables shown with their columns' types per question, when their score is at least
+#: ``CONFIDENT_SHARE`` of the best; the others shown show their column names only.
+DEFAULT_FULL_TABLES = 8
+CONFIDENT_SHARE = 0.5
+
+#: Tables named without columns at most, besides the ones shown.
+DEFAULT_MAX_NAMED = 60
+
+#: Characters of the names line at most (names are grouped by prefix, so about 10 per 100).
+DEFAULT_NAMES_CHARS = 800
+
+#: Candidates ranked per question, beyond the ones shown: the names line is filled from them.
+CANDIDATES = 120
+
+#: Values named in a question that the catalogue tells the planner about, at most.
+MAX_VALUES_SHOWN = 6
 
 #: The names line starts with this, so a reader (and a test) can tell a pruned catalogue.
 NAMES_LINE_PREFIX = "-- {count} more tables, columns not shown: "
+#: The names line of a question that matches nothing: a map of the schema's parts.
+OVERVIEW_LINE_PREFIX = (
+    "-- nothing in the question matches a table; {count} tables, one per part of the schema: "
+)
+#: The values line tells the planner where a value the question names is stored.
+VALUES_LINE_PREFIX = "-- values named in the question: "
 #: The rule stated under a pruned catalogue, so the model knows what else it may plan with.
 UNLISTED_RULE = (
     "-- {count} other tables are not listed: none shares a foreign key with the tables above or "
@@ -84,43 +112,54 @@ class Catalogue(BaseModel):
         description="Ranking score of each shown table (the best over the questions)"
     )
     named: list[str] = Field(
-        description="Tables named without columns: foreign-key neighbours of the shown ones"
+        description="Tables named without columns: the next-ranked, then the shown ones' "
+        "foreign-key neighbours (or, when nothing matched, one table per part of the schema)"
+    )
+    values: list[str] = Field(
+        default_factory=list,
+        description="Values the questions name, each as 'value' -> table.column",
     )
     unlisted: int = Field(description="Tables neither shown nor named, only counted")
     ranking_ms: float = Field(description="Time spent ranking and writing the catalogue, in ms")
 
 
 _INDEX_CACHE_SIZE = 8
-_IndexKey = tuple[int, int]
+_IndexKey = tuple[int, int, int]
 _indexes: OrderedDict[
-    _IndexKey, tuple[Mapping[str, TableInfo], Synonyms | None, tuple[int, ...], SchemaIndex]
+    _IndexKey, tuple[Mapping[str, TableInfo], object, tuple[int, ...], SchemaIndex]
 ] = OrderedDict()
 _indexes_lock = threading.Lock()
 
 
-def index_for(tables: Mapping[str, TableInfo], synonyms: Synonyms | None = None) -> SchemaIndex:
-    """The ``SchemaIndex`` of ``tables`` (with ``synonyms``), reused while both stay the same.
+def index_for(
+    tables: Mapping[str, TableInfo],
+    synonyms: Synonyms | None = None,
+    usage: Usage | None = None,
+) -> SchemaIndex:
+    """The ``SchemaIndex`` of ``tables`` (with ``synonyms`` and ``usage``), reused while they
+    stay the same.
 
     ``SchemaExplorer.tables()`` hands out one cached mapping per database, so each schema is
     indexed once however many questions are ranked against it. ``synonyms=None`` means
-    ``agents.linking.DEFAULT_SYNONYMS``; a ``Synonyms`` value is matched by identity, so build it
-    once (``DEFAULT_SYNONYMS | Synonyms.load(path)``) and pass the same object every time.
+    ``agents.linking.DEFAULT_SYNONYMS``; a ``Synonyms`` value is matched by identity (build it
+    once), a ``Usage`` by what it holds (a new note or reviewed question builds a new index).
     """
-    key = (id(tables), id(synonyms))
+    said = usage.fingerprint() if usage else ()
+    key = (id(tables), id(synonyms), hash(said))
     fingerprint = tuple(map(id, tables.values()))
     with _indexes_lock:
         cached = _indexes.get(key)
         if (
             cached is not None
             and cached[0] is tables
-            and cached[1] is synonyms
+            and cached[1] == (synonyms, said)
             and cached[2] == fingerprint
         ):
             _indexes.move_to_end(key)
             return cached[3]
-    index = SchemaIndex(tables, synonyms=synonyms)
+    index = SchemaIndex(tables, synonyms=synonyms, usage=usage)
     with _indexes_lock:
-        _indexes[key] = (tables, synonyms, fingerprint, index)
+        _indexes[key] = (tables, (synonyms, said), fingerprint, index)
         while len(_indexes) > _INDEX_CACHE_SIZE:
             _indexes.popitem(last=False)
     return index
@@ -132,15 +171,19 @@ def rank_tables(
     *,
     limit: int | None = None,
     index: SchemaIndex | None = None,
+    values: ValueIndex | None = None,
+    readable: Readable | None = None,
 ) -> list[str]:
     """The tables ``question`` is most likely about, best first, at most ``limit``.
 
-    Only tables that match the question or join one that does are ranked; when none does, the
-    most connected tables stand in (never an alphabetical filler).
+    Only tables that match the question (its words, or values it names) or join one that does
+    are ranked; when none does, a map of the schema stands in (one table per part), never an
+    alphabetical filler.
     """
     ranked = index or index_for(tables)
-    found = ranked.rank(question, limit)
-    return found if found else ranked.hubs(len(tables) if limit is None else limit)
+    matches = values.matches(question, readable) if values is not None else []
+    found = ranked.rank(question, limit, matches=matches)
+    return found if found else ranked.overview(len(tables) if limit is None else limit)
 
 
 def build_catalogue(
@@ -150,19 +193,26 @@ def build_catalogue(
     max_tables: int = DEFAULT_MAX_TABLES,
     max_named: int = DEFAULT_MAX_NAMED,
     max_chars: int = DEFAULT_MAX_CHARS,
+    names_chars: int = DEFAULT_NAMES_CHARS,
+    full_tables: int = DEFAULT_FULL_TABLES,
     always_include_all_below: int = LARGE_SCHEMA_TABLES,
     index: SchemaIndex | None = None,
+    values: ValueIndex | None = None,
+    readable: Readable | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Catalogue:
     """The catalogue for a reasoning call that plans ``questions`` (one or several).
 
     With at most ``always_include_all_below`` tables the text is byte-identical to
     ``SchemaExplorer.catalogue()``. Above that, each question's ``max_tables`` best tables are
-    shown (merged in turn: each question's best, then each one's second, ...) while their lines
-    stay within ``max_chars`` (``BATCH_FACTOR`` times the tables and characters for several
-    questions; the best table always), then one line
-    names at most ``max_named`` tables one foreign key from the shown ones (most links first),
-    then one line counts the rest and states that a plan may still name them.
+    shown (merged in turn: each question's best, then each one's second, ...), with the join
+    tables on a path between its best ones, while their lines stay within ``max_chars``
+    (``BATCH_FACTOR`` times the tables and characters for several questions; the best table
+    always); then one line names at most ``max_named`` more tables within ``names_chars``
+    (the next-ranked first, then the shown ones' foreign-key neighbours, most links first), then
+    one line counts the rest and states that a plan may still name them. ``values`` finds the
+    values the questions name (only in columns ``readable`` allows), which count for their
+    tables and are listed for the planner.
     """
     started = clock()
     if len(tables) <= always_include_all_below:
@@ -177,43 +227,135 @@ def build_catalogue(
         )
     ranked = index or index_for(tables)
     scores: dict[str, float] = {}
-    per_question = []
+    per_question: list[list[str]] = []
+    rest: list[list[str]] = []
+    found_values: list[ValueMatch] = []
+    unmatched = 0
     for question in questions:
-        best = ranked.scored(question, max(max_tables, 0))
+        matches = values.matches(question, readable) if values is not None else []
+        found_values.extend(m for m in matches if m.whole)
+        best = ranked.scored(question, max(max_tables, 0) + CANDIDATES, matches=matches)
         if not best:
-            best = [(name, 0.0) for name in ranked.hubs(max_tables)]
-        per_question.append([name for name, _ in best])
+            unmatched += 1
+        names = [name for name, _ in best]
+        head = names[: max(max_tables, 0)]
+        bridges = [b for b in ranked.bridges(head[:_BRIDGED]) if b not in head[:_BRIDGED]]
+        head = _with_bridges(head, bridges)
+        per_question.append(head)
+        rest.append([n for n in names if n not in head])
         for name, score in best:
             scores[name] = max(scores.get(name, 0.0), score)
     factor = 1 if len(questions) <= 1 else BATCH_FACTOR
-    cap, budget = max_tables * factor, max_chars * factor
+    unlisted_line = len(UNLISTED_RULE) + 8
+    told = _values_told(found_values, set(scores))
+    told_line = len(VALUES_LINE_PREFIX) + sum(len(_told(m)) + 2 for m in told) if told else 0
+    whole_budget = max_chars * factor - told_line - unlisted_line
+    cap, budget = max_tables * factor, whole_budget - names_chars * factor
+    full = _confident(per_question, scores, full_tables * factor)
     shown: dict[str, None] = {}
     used = 0
     for row in zip_longest(*per_question):
         for name in row:
             if name is None or name in shown or len(shown) >= cap:
                 continue
-            cost = len(tables[name].catalogue_line()) + 1
+            line = tables[name].catalogue_line() if name in full else tables[name].compact_line()
+            cost = len(line) + 1
             if shown and used + cost > budget:
                 continue
             shown[name] = None
             used += cost
-    named = _neighbour_names(ranked, list(shown), max_named)
+    candidates = [n for row in zip_longest(*rest) for n in row if n is not None]
+    candidates += _neighbour_names(ranked, list(shown), len(tables))
+    if unmatched == len(questions):
+        candidates = ranked.overview(max_named * factor)
+    named = _fit_names(candidates, set(shown), max_named * factor, whole_budget - used)
     unlisted = len(tables) - len(shown) - len(named)
-    text = _lines(tables[name] for name in shown)
+    parts = [
+        tables[name].catalogue_line() if name in full else tables[name].compact_line()
+        for name in shown
+    ]
     if named:
-        text += "\n" + NAMES_LINE_PREFIX.format(count=len(named)) + _grouped_names(named)
+        prefix = OVERVIEW_LINE_PREFIX if unmatched == len(questions) else NAMES_LINE_PREFIX
+        parts.append(prefix.format(count=len(named)) + _grouped_names(named))
+    listed = set(shown) | set(named)
+    told_lines = [_told(m) for m in told if m.table in listed]
+    if told_lines:
+        parts.append(VALUES_LINE_PREFIX + "; ".join(told_lines))
     if unlisted:
-        text += "\n" + UNLISTED_RULE.format(count=unlisted)
+        parts.append(UNLISTED_RULE.format(count=unlisted))
+    text = "\n".join(parts)
     return Catalogue(
         text=text,
         whole_schema=False,
         shown=list(shown),
-        scores={name: round(scores[name], 4) for name in shown},
+        scores={name: round(scores.get(name, 0.0), 4) for name in shown},
         named=named,
+        values=told_lines,
         unlisted=unlisted,
         ranking_ms=(clock() - started) * 1000.0,
     )
+
+
+#: The best tables of a question between which join tables are looked for.
+_BRIDGED = 4
+
+
+def _confident(per_question: list[list[str]], scores: dict[str, float], limit: int) -> set[str]:
+    """The tables shown with their column types: each question's best ones, while their score
+    is near its best (a clear winner keeps the types of few; flat scores of none beyond the
+    first few)."""
+    chosen: set[str] = set()
+    for names in per_question:
+        if not names:
+            continue
+        top = scores.get(names[0], 0.0)
+        for name in names[:limit]:
+            if scores.get(name, 0.0) >= CONFIDENT_SHARE * top:
+                chosen.add(name)
+    return chosen
+
+
+def _with_bridges(head: list[str], bridges: list[str]) -> list[str]:
+    """The join tables go right after the tables they join, ahead of weaker candidates."""
+    if not bridges:
+        return head
+    top = head[:_BRIDGED]
+    return top + bridges + [n for n in head[_BRIDGED:] if n not in bridges]
+
+
+def _fit_names(candidates: list[str], shown: set[str], limit: int, chars: int) -> list[str]:
+    """The first ``candidates`` not shown, at most ``limit`` and within ``chars``."""
+    named: list[str] = []
+    seen = set(shown)
+    used = 0
+    for name in candidates:
+        if name in seen:
+            continue
+        seen.add(name)
+        cost = len(name) + 2
+        if len(named) >= limit or used + cost > chars:
+            break
+        named.append(name)
+        used += cost
+    return named
+
+
+def _values_told(matches: list[ValueMatch], listed: set[str]) -> list[ValueMatch]:
+    """The strongest whole values found in ``listed`` tables, one per table and column."""
+    told: dict[tuple[str, str, str], ValueMatch] = {}
+    for match in sorted(matches, key=lambda m: -m.strength):
+        key = (match.table, match.column, match.value)
+        if match.table in listed and key not in told:
+            told[key] = match
+        if len(told) >= MAX_VALUES_SHOWN:
+            break
+    return list(told.values())
+
+
+def _told(match: ValueMatch) -> str:
+    """``'value' -> table.column``, the value quoted as a SQL string on one line."""
+    value = " ".join(match.value.split()).replace("'", "''")
+    return f"'{value}' -> {match.table}.{match.column}"
 
 
 def compact_catalogue(
@@ -223,6 +365,7 @@ def compact_catalogue(
     max_tables: int = DEFAULT_MAX_TABLES,
     always_include_all_below: int = LARGE_SCHEMA_TABLES,
     index: SchemaIndex | None = None,
+    values: ValueIndex | None = None,
 ) -> str:
     """The catalogue text for one question (``build_catalogue([question], ...).text``)."""
     return build_catalogue(
@@ -231,6 +374,7 @@ def compact_catalogue(
         max_tables=max_tables,
         always_include_all_below=always_include_all_below,
         index=index,
+        values=values,
     ).text
 
 
@@ -241,6 +385,7 @@ def batch_catalogue(
     max_tables: int = DEFAULT_MAX_TABLES,
     always_include_all_below: int = LARGE_SCHEMA_TABLES,
     index: SchemaIndex | None = None,
+    values: ValueIndex | None = None,
 ) -> str:
     """The catalogue text for several questions planned in one call (see ``build_catalogue``)."""
     return build_catalogue(
@@ -249,6 +394,7 @@ def batch_catalogue(
         max_tables=max_tables,
         always_include_all_below=always_include_all_below,
         index=index,
+        values=values,
     ).text
 
 

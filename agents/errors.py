@@ -5,6 +5,7 @@ Every error carries a stable, machine-readable ``code`` (snake_case) for results
     AgentError                      base class, code "agent_error"
      ├── SchemaInspectionError      the database could not be inspected
      │                              (code "database_unreachable" or "schema_inspection_failed")
+     ├── DescriptionsError          a descriptions file cannot be read (code "invalid_descriptions")
      ├── ExecutionError             a statement failed to run (code "statement_timeout",
      │                              "resource_limit", "dialect_mismatch", "refused_statement",
      │                              "execution_error" or "database_unreachable"; ``timed_out`` is
@@ -15,7 +16,13 @@ Every error carries a stable, machine-readable ``code`` (snake_case) for results
 
 from __future__ import annotations
 
-__all__ = ["AgentError", "AgentOutputError", "ExecutionError", "SchemaInspectionError"]
+__all__ = [
+    "AgentError",
+    "AgentOutputError",
+    "DescriptionsError",
+    "ExecutionError",
+    "SchemaInspectionError",
+]
 
 
 class AgentError(Exception):
@@ -37,6 +44,12 @@ class SchemaInspectionError(AgentError):
     """The database's catalogue could not be read."""
 
     code = "schema_inspection_failed"
+
+
+class DescriptionsError(AgentError):
+    """A descriptions file that cannot be read or is malformed; the message names the key."""
+
+    code = "invalid_descriptions"
 
 
 class ExecutionError(AgentError):

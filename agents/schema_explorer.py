@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from functools import cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
@@ -22,6 +22,9 @@ from sqlalchemy.engine.reflection import ObjectKind
 
 from agents.errors import SchemaInspectionError
 from agents.sql_executor import clean_message
+
+if TYPE_CHECKING:
+    from agents.descriptions import Descriptions
 
 __all__ = [
     "ColumnInfo",
@@ -101,6 +104,10 @@ class TableInfo(BaseModel):
 
     def catalogue_line(self) -> str:
         return f"{self.name}({', '.join(f'{c.name} {c.type}'.rstrip() for c in self.columns)})"
+
+    def compact_line(self) -> str:
+        """``name(column, ...)``: the columns without their types, for a long catalogue."""
+        return f"{self.name}({', '.join(c.name for c in self.columns)})"
 
     def render(self, dialect: str = "sqlite") -> str:
         """CREATE-TABLE-like text: single-column keys inline, composite keys as constraints."""
@@ -195,7 +202,12 @@ def dialect_name(engine: Engine) -> str:
 
 
 class SchemaExplorer:
-    """Reads tables, columns, keys, foreign keys and comments through SQLAlchemy, once per database.
+    """Reads tables, columns, keys, foreign keys and comments, once per database.
+
+    Comments come from the engine's own catalogue (PostgreSQL and DuckDB ``COMMENT ON``,
+    MySQL/MariaDB ``COMMENT``) and, on SQLite, which keeps none, from the ``-- ...`` and
+    ``/* ... */`` written in each ``CREATE TABLE`` text (``agents.sqlite_comments``). A
+    ``descriptions`` file (``agents.descriptions``) adds to them where the database says little.
 
     ``cache_key`` names the database in the module-level cache (default: the URL without its
     password, plus ``db_schema``). ``db_schema`` selects a non-default schema (PostgreSQL, DuckDB).
@@ -212,17 +224,21 @@ class SchemaExplorer:
         db_schema: str | None = None,
         *,
         sample_values: int = 0,
+        descriptions: Descriptions | None = None,
     ) -> None:
         self.engine = engine
         self.db_schema = db_schema
         self.dialect = dialect_name(engine)
         self.sample_values = max(sample_values, 0)
+        self.descriptions = descriptions
         base = (
             cache_key if cache_key is not None else engine.url.render_as_string(hide_password=True)
         )
         self.cache_key = f"{base}#{db_schema}" if db_schema else base
         if self.sample_values:
             self.cache_key += f"#values={self.sample_values}"
+        if descriptions is not None:
+            self.cache_key += f"#descriptions={descriptions.fingerprint()}"
 
     def tables(self, refresh: bool = False) -> dict[str, TableInfo]:
         """Every table and view, keyed by name (read from the database on first use)."""
@@ -313,8 +329,12 @@ class SchemaExplorer:
                     tables = _read_duckdb(conn, self.db_schema)
                 else:
                     tables = _read_inspector(conn, self.db_schema)
+                if self.engine.dialect.name == "sqlite":
+                    _sqlite_comments(conn, tables, self.db_schema)
                 if self.sample_values:
                     _sample_values(conn, tables, self.db_schema, self.sample_values)
+                if self.descriptions is not None:
+                    tables = self.descriptions.apply(tables)
                 return tables
         except sa.exc.SQLAlchemyError as exc:
             raise SchemaInspectionError(clean_message(exc)) from exc
@@ -346,6 +366,30 @@ def _sample_values(
                 continue
             values = [str(v) for v in found if 0 < len(str(v)) <= SHORT_TEXT_CHARS]
             column.values = sorted(set(values), key=values.index)[:limit]
+
+
+def _sqlite_comments(conn: sa.Connection, tables: dict[str, TableInfo], schema: str | None) -> None:
+    """Comments written in the ``CREATE TABLE`` texts, where SQLAlchemy found none (it never
+    does on SQLite: the engine keeps no comment catalogue)."""
+    from agents.sqlite_comments import create_table_comments
+
+    master = (
+        f'"{schema.replace(chr(34), chr(34) * 2)}".sqlite_master' if schema else "sqlite_master"
+    )
+    rows = conn.exec_driver_sql(f"SELECT name, sql FROM {master} WHERE type = 'table'").all()
+    for name, sql in rows:
+        info = tables.get(name)
+        if info is None or not sql:
+            continue
+        found = create_table_comments(str(sql))
+        if found.table and not info.comment:
+            info.comment = found.table
+        if found.columns:
+            folded = {k.casefold(): v for k, v in found.columns.items()}
+            for column in info.columns:
+                text = found.columns.get(column.name) or folded.get(column.name.casefold())
+                if text and not column.comment:
+                    column.comment = text
 
 
 def _read_inspector(conn: sa.Connection, schema: str | None) -> dict[str, TableInfo]:
@@ -418,6 +462,23 @@ def _read_duckdb(conn: sa.Connection, schema: str | None) -> dict[str, TableInfo
         ),
         params,
     ).all()
+    comments = {
+        (table, column): comment
+        for table, column, comment in conn.execute(
+            sa.text(
+                "SELECT table_name, NULL, comment FROM duckdb_tables() "
+                "WHERE schema_name = :schema AND database_name = current_database() "
+                "AND comment IS NOT NULL "
+                "UNION ALL SELECT view_name, NULL, comment FROM duckdb_views() "
+                "WHERE schema_name = :schema AND database_name = current_database() "
+                "AND comment IS NOT NULL AND NOT internal "
+                "UNION ALL SELECT table_name, column_name, comment FROM duckdb_columns() "
+                "WHERE schema_name = :schema AND database_name = current_database() "
+                "AND comment IS NOT NULL"
+            ),
+            params,
+        ).all()
+    }
     pks: dict[str, list[str]] = {}
     fks: dict[str, list[ForeignKeyInfo]] = {}
     for table, kind, cols, ref_table, ref_cols in constraints:
@@ -435,6 +496,7 @@ def _read_duckdb(conn: sa.Connection, schema: str | None) -> dict[str, TableInfo
             out[table] = TableInfo(
                 name=table,
                 kind="view" if table_type == "VIEW" else "table",
+                comment=comments.get((table, None)) or None,
                 primary_key=pks.get(table, []),
                 foreign_keys=fks.get(table, []),
             )
@@ -445,6 +507,7 @@ def _read_duckdb(conn: sa.Connection, schema: str | None) -> dict[str, TableInfo
                 type=data_type,
                 primary_key=pk,
                 nullable=is_nullable == "YES" and not pk,
+                comment=comments.get((table, column)) or None,
             )
         )
     return out

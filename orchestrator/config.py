@@ -16,6 +16,8 @@ SQLGATE_APPROVAL_TTL     seconds a deferred approval batch may wait before it is
 SQLGATE_APPROVAL_QUORUM  distinct reviewers a deferred batch needs (default 1)
 SQLGATE_LEASE       seconds a process's claim on a run lasts unrenewed (default 30): a stopped
                     process's runs are taken over after this
+SQLGATE_DESCRIPTIONS  a descriptions file (sqlgate YAML, dbt schema.yml or manifest.json) adding
+                    table and column descriptions to what the database's comments say
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
+from agents.descriptions import Descriptions, load_descriptions
+from agents.errors import DescriptionsError
 from orchestrator.errors import ConfigurationError
 from orchestrator.lease import DEFAULT_LEASE_S
 from orchestrator.llm import LLMSettings
@@ -80,6 +84,8 @@ class Settings(BaseModel):
     statement_timeout_s: float | None = None
     policy: Policy = Field(default_factory=Policy)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    #: table and column descriptions from a file (SQLGATE_DESCRIPTIONS)
+    descriptions: Descriptions | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -95,6 +101,7 @@ class Settings(BaseModel):
         if timeout is not None and timeout <= 0:
             raise ConfigurationError("SQLGATE_STATEMENT_TIMEOUT must be a positive number")
         policy = policy_from_file(env.get("SQLGATE_POLICY") or None)
+        descriptions = descriptions_from_file(env.get("SQLGATE_DESCRIPTIONS") or None)
         try:
             ttl = float(env["SQLGATE_APPROVAL_TTL"]) if env.get("SQLGATE_APPROVAL_TTL") else None
             quorum = int(env.get("SQLGATE_APPROVAL_QUORUM") or 1)
@@ -125,6 +132,7 @@ class Settings(BaseModel):
             token_limit=int(tokens) if tokens else None,
             rate_backend=env.get("SQLGATE_RATE_BACKEND") or None,
             pipeline=pipeline,
+            descriptions=descriptions,
         )
 
     def open_database(self) -> TargetDatabase:
@@ -132,7 +140,10 @@ class Settings(BaseModel):
         from orchestrator.database import TargetDatabase
 
         return TargetDatabase(
-            self.db or "", policy=self.policy, statement_timeout_s=self.statement_timeout_s
+            self.db or "",
+            policy=self.policy,
+            statement_timeout_s=self.statement_timeout_s,
+            descriptions=self.descriptions,
         )
 
     def require_credentials(self) -> None:
@@ -143,6 +154,17 @@ class Settings(BaseModel):
                 "OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio). "
                 "To try sqlgate without a model, run: sqlgate demo"
             )
+
+
+def descriptions_from_file(path: str | Path | None) -> Descriptions | None:
+    """The descriptions in ``path`` (None for None); a malformed file is one
+    ``ConfigurationError`` naming the file and the key."""
+    if path is None:
+        return None
+    try:
+        return load_descriptions(path)
+    except DescriptionsError as exc:
+        raise ConfigurationError(exc.message) from None
 
 
 def policy_from_file(path: str | Path | None) -> Policy:

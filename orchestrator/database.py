@@ -20,12 +20,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 
-from agents.schema_explorer import SchemaExplorer
+from agents.descriptions import Descriptions
+from agents.linking import ValueIndex, ValueLimits
+from agents.schema_explorer import SchemaExplorer, TableInfo
 from agents.sql_executor import SQLExecutor
 from orchestrator.errors import (
     ConfigurationError,
@@ -35,9 +37,11 @@ from orchestrator.errors import (
 )
 from safety import (
     DatabaseSchema,
+    NameRules,
     Policy,
     PolicyError,
     ReadOnlySettings,
+    SafetyPolicy,
     SqlValidator,
     check_privileges,
     dialect_for_url,
@@ -83,6 +87,8 @@ class TargetDatabase:
         *,
         policy: Policy | None = None,
         statement_timeout_s: float | None = None,
+        descriptions: Descriptions | None = None,
+        value_limits: ValueLimits | None = ValueLimits(),  # noqa: B008 (frozen, never changed)
     ) -> None:
         if not url or not url.strip():
             raise DatabaseURLInvalid("no database URL given: pass --db URL or set SQLGATE_DB")
@@ -117,9 +123,14 @@ class TargetDatabase:
             raise DatabaseUnreachable(
                 f"cannot open {self.safe_url} read-only: {_one_line(exc)}"
             ) from exc
-        self.schema = SchemaExplorer(self.engine, cache_key=self.safe_url)
+        self.schema = SchemaExplorer(
+            self.engine, cache_key=self.safe_url, descriptions=descriptions
+        )
         self._resolved: DatabaseSchema | None = None
         self._lock = threading.Lock()
+        self.value_limits = value_limits
+        self._values: tuple[Mapping[str, TableInfo], ValueIndex] | None = None
+        self._values_lock = threading.Lock()
         try:
             self.privilege_warnings = check_privileges(self.engine)
         except Exception as exc:  # a role that may not read the grant tables: say so, go on
@@ -140,6 +151,44 @@ class TargetDatabase:
                         f"cannot read the schema of {self.safe_url}: {_one_line(exc)}"
                     ) from exc
             return self._resolved
+
+    def value_index(self) -> ValueIndex | None:
+        """The values of the schema's label-like text columns (``agents.linking.ValueIndex``),
+        read on first use through the read-only engine, never from a column the base policy
+        denies, and refreshed (only what changed is read again) when the schema is read again.
+        None when turned off (``value_limits=None``)."""
+        if self.value_limits is None:
+            return None
+        tables = self.schema.tables()
+        with self._values_lock:
+            if self._values is not None and self._values[0] is tables:
+                return self._values[1]
+            readable = self.readable()
+            if self._values is None:
+                index = ValueIndex.build(
+                    self.engine, tables, readable=readable, limits=self.value_limits
+                )
+            else:
+                index = self._values[1].refresh(self.engine, tables, readable=readable)
+            self._values = (tables, index)
+            return index
+
+    def readable(self, policy: Policy | None = None) -> Callable[[str, str], bool]:
+        """Whether ``policy`` (default: the base policy) lets a query read ``table.column`` of
+        the engine's default schema: what the value index may read and show."""
+        rules = NameRules.from_policy(*_name_lists((policy or self.policy).safety_policy()))
+        if rules.empty:
+            return _everything
+        default = self.resolved_schema().default_schema
+
+        def readable(table: str, column: str) -> bool:
+            name, field = table.lower(), column.lower()
+            return (
+                rules.table_verdict(default, name, default) is None
+                and rules.column_verdict(default, name, field, default) is None
+            )
+
+        return readable
 
     def policy_for(self, role: str | None) -> Policy:
         """The base policy, or the narrower one of ``role`` (``ConfigurationError`` naming the
@@ -211,6 +260,21 @@ def validator_without_database(context: Mapping[str, object], default: Policy) -
     return SqlValidator(
         str(dialect) if dialect else "sqlite",
         policy=policy_of(context, default).safety_policy(),
+    )
+
+
+def _everything(table: str, column: str) -> bool:
+    return True
+
+
+def _name_lists(
+    policy: SafetyPolicy,
+) -> tuple[tuple[str, ...] | None, tuple[str, ...], tuple[str, ...] | None, tuple[str, ...]]:
+    return (
+        policy.allowed_tables,
+        policy.denied_tables,
+        policy.allowed_columns,
+        policy.denied_columns,
     )
 
 

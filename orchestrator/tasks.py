@@ -119,6 +119,7 @@ class _Worker:
                     url,
                     policy=self.settings.policy,
                     statement_timeout_s=self.settings.statement_timeout_s,
+                    descriptions=self.settings.descriptions,
                 )
                 self.pipelines[url] = Pipeline(
                     database,

@@ -2,6 +2,7 @@
 
 from .access import NameRules
 from .catalog import DEFAULT_SCHEMAS, SchemaCatalog
+from .codes import CORRECTABLE_CODES, FINDING_CODES, FindingCode, FindingKind, kind_of
 from .dialects import DIALECTS, dialect_for_url
 from .errors import (
     PolicyError,
@@ -10,6 +11,7 @@ from .errors import (
     SafetyError,
     StatementFailed,
     StatementTimeout,
+    UnregisteredFindingCode,
     UnsupportedDialect,
     is_statement_timeout,
 )
@@ -26,9 +28,13 @@ from .validator import SqlValidator
 
 __all__ = [
     "AutoApprovalRules",
+    "CORRECTABLE_CODES",
     "DEFAULT_SCHEMAS",
     "DIALECTS",
     "DatabaseSchema",
+    "FINDING_CODES",
+    "FindingCode",
+    "FindingKind",
     "FunctionAllowlist",
     "NameRules",
     "Policy",
@@ -48,11 +54,13 @@ __all__ = [
     "SqlValidator",
     "StatementFailed",
     "StatementTimeout",
+    "UnregisteredFindingCode",
     "UnsupportedDialect",
     "ValidationResult",
     "check_privileges",
     "dialect_for_url",
     "is_statement_timeout",
+    "kind_of",
     "load_policy",
     "open_readonly_engine",
     "read_schema",

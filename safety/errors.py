@@ -8,7 +8,8 @@ Every error carries a stable, machine-readable ``code``.
     ├── PolicyError                  code="invalid_policy"
     ├── StatementTimeout             code="statement_timeout"
     ├── ResourceLimitExceeded        code="resource_limit"
-    └── StatementFailed              code="statement_failed"
+    ├── StatementFailed              code="statement_failed"
+    └── UnregisteredFindingCode      code="unregistered_finding_code"
 
 Refusals of SQL text are not exceptions: ``SqlValidator.validate`` returns a
 ``ValidationResult`` whose findings carry their own codes.
@@ -25,6 +26,7 @@ __all__ = [
     "SafetyError",
     "StatementFailed",
     "StatementTimeout",
+    "UnregisteredFindingCode",
     "UnsupportedDialect",
     "is_statement_timeout",
 ]
@@ -79,6 +81,13 @@ class StatementFailed(SafetyError):
     engine's own."""
 
     code = "statement_failed"
+
+
+class UnregisteredFindingCode(SafetyError, ValueError):
+    """A finding was made with a code ``safety/codes.py`` does not register: a programming error,
+    raised loudly (never turned into a refusal) so that a new code cannot ship without a kind."""
+
+    code = "unregistered_finding_code"
 
 
 # MySQL ER_QUERY_TIMEOUT (max_execution_time), MariaDB ER_STATEMENT_TIMEOUT (max_statement_time),

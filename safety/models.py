@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+
+from .codes import check_code
 
 __all__ = ["SafetyFinding", "Severity", "ValidationResult"]
 
@@ -23,6 +25,12 @@ class SafetyFinding(BaseModel):
         description="'error' refuses the statement; 'rewrite' records a change made; 'warning' informs.",
     )
     node: str | None = Field(default=None, description="sqlglot class name of the node concerned.")
+
+    @field_validator("code")
+    @classmethod
+    def _registered(cls, code: str) -> str:
+        check_code(code)  # every code has a kind in safety/codes.py
+        return code
 
     @property
     def blocking(self) -> bool:

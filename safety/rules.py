@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from .access import NameRules, check_access
 from .catalog import SchemaCatalog
+from .codes import check_code
 from .dialect_rules import check_executable_comments, check_regexp, check_session_state
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, Severity
@@ -70,6 +71,7 @@ class RuleContext:
         node: exp.Expr | None = None,
         severity: Severity = "error",
     ) -> None:
+        check_code(code)  # a code without a kind in safety/codes.py is a programming error
         # model_construct: the fields are built right here, so pydantic's validation is skipped (hot path).
         self.findings.append(
             SafetyFinding.model_construct(

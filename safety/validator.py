@@ -13,6 +13,7 @@ from .access import NameRules
 from .catalog import DEFAULT_SCHEMAS, SchemaCatalog, SchemaInput
 from .dialect_rules import render
 from .dialects import check_dialect
+from .errors import UnregisteredFindingCode
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
@@ -116,6 +117,8 @@ class SqlValidator:
                 if ctx.halted:
                     break
             rendered = None if ctx.refused else render(expression, self._dialect, sql)
+        except UnregisteredFindingCode:
+            raise  # a code without a kind is a bug to fix, not a refusal to show
         except Exception as error:  # a rule or the generator failed: refuse, never run the raw text
             ctx.report(
                 "validation_failed",

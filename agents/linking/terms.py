@@ -40,7 +40,7 @@ having he her here hers him his how i if in into is it its itself just me more m
 neither no nor not of off on once only or other our ours out over own per please same she should
 show so some such than that the their theirs them then there these they this those through to too
 under until up us very was we were what whatever when where whether which while who whom whose why
-will with within without would yes you your yours list find return display tell
+will with within without would yes you your yours list find return display tell many
 """.split()
 )
 

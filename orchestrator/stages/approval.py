@@ -24,7 +24,7 @@ from orchestrator.result import ApprovalRecord, RunError, RunStatus
 from orchestrator.run_context import RunContext
 from orchestrator.stages.correction import correct
 from orchestrator.stages.execution import Runnable, execute
-from safety import SqlValidator, ValidationResult
+from safety import CORRECTABLE_CODES, SqlValidator, ValidationResult
 
 if TYPE_CHECKING:
     from agents import SQLExecutor
@@ -32,8 +32,13 @@ if TYPE_CHECKING:
 
 __all__ = ["CORRECTABLE_REFUSALS", "approve_and_execute", "resume_cycle"]
 
-#: Validator refusals a model can fix by rewriting (the others are attacks: they are not retried).
-CORRECTABLE_REFUSALS = frozenset({"select_star", "parse_error", "unknown_table", "unknown_column"})
+#: Validator refusals a model can fix by rewriting: every code ``safety/codes.py`` registers as
+#: naming something unknown or not allowed, or as a form a rewrite avoids. The others (writes,
+#: commands, files, catalogs) are attacks and are not retried.
+CORRECTABLE_REFUSALS = CORRECTABLE_CODES
+#: Findings written into one correction request at most (a statement naming twenty unknown
+#: columns needs the first few to be rewritten, not a page of them).
+_FINDINGS_TOLD = 5
 
 
 def approve_and_execute(
@@ -110,14 +115,32 @@ def _validate_all(
             refused=not validation.ok,
             cycle=cycle,
         )
-        pending[item.call_id] = PendingStatement(
-            q,
-            item,
-            validation.ok,
-            refusal.code if refusal else None,
-            refusal.message if refusal else None,
-        )
+        code, message = _verdict(validation)
+        pending[item.call_id] = PendingStatement(q, item, validation.ok, code, message)
     return pending
+
+
+def _verdict(validation: ValidationResult) -> tuple[str | None, str | None]:
+    """The refusal that decides what happens next, and what the model is told.
+
+    One refusal a rewrite cannot fix (a write, a file) decides alone. When every refusal is
+    correctable, the first one's code stands and the message carries each finding, so one
+    correction can fix them all.
+    """
+    errors = validation.errors
+    if not errors:
+        return None, None
+    final = next((f for f in errors if f.code not in CORRECTABLE_REFUSALS), None)
+    if final is not None:
+        return final.code, final.message
+    shown = errors[:_FINDINGS_TOLD]
+    more = len(errors) - len(shown)
+    message = " ".join(
+        [shown[0].message]
+        + [f"{f.code}: {f.message}" for f in shown[1:]]
+        + ([f"({more} more findings like these.)"] if more else [])
+    )
+    return errors[0].code, message
 
 
 def _decide(

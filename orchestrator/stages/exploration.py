@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agents import DEFAULT_MAX_TABLES, DataExplorer, Intent, rank_tables
+from agents import DataExplorer, Intent, rank_tables
 from agents.response_synthesizer import describe_schema
 from orchestrator.question import QuestionState
 from orchestrator.result import RunStatus
@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from orchestrator.pipeline import Pipeline
 
 __all__ = ["explore"]
+
+#: Tables Batch 2 sees when the plan names none it can use: the best-ranked of a large schema.
+UNPLANNED_TABLES = 30
 
 
 def explore(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
@@ -32,7 +35,7 @@ def explore(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         if not planned or not p.db.schema.explore(planned, neighbours=False).tables:
             # Nothing usable planned: the whole schema if small, else the best-ranked tables.
             planned = (
-                rank_tables(q.text, all_tables, limit=DEFAULT_MAX_TABLES)
+                rank_tables(q.text, all_tables, limit=UNPLANNED_TABLES)
                 if large
                 else list(all_tables)
             )

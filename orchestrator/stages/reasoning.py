@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agents import ReasoningAgent
-from agents.catalogue import Catalogue, build_catalogue
+from agents.catalogue import Catalogue, build_catalogue, index_for
+from agents.linking import Usage
 from agents.llm_batch import QuestionInput
 from agents.reasoning import ClarifyingQuestion
 from orchestrator.clarify import answered_context
@@ -72,6 +73,12 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
 
     started = p.clock()
     tables = p.db.schema.tables()
+    # a large schema's catalogue is ranked: the values a question names count (read once per
+    # schema, never from a column the run's policy hides)
+    large = len(tables) > LARGE_SCHEMA_TABLES
+    values = p.db.value_index() if large else None
+    readable = p.db.readable(p.run_policy(ctx)) if large else None
+    index = index_for(tables, usage=usage_of(p)) if large else None
     ctx.catalogue_ms = (p.clock() - started) * 1000.0
     agent = ReasoningAgent()
     notes = notes_by_question(p, qs)  # business notes per question; no LLM call
@@ -80,7 +87,12 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
 
     def build(items: list[QuestionInput]) -> list[dict[str, str]]:
         catalogue = build_catalogue(
-            [i.question for i in items], tables, always_include_all_below=LARGE_SCHEMA_TABLES
+            [i.question for i in items],
+            tables,
+            always_include_all_below=LARGE_SCHEMA_TABLES,
+            index=index,
+            values=values,
+            readable=readable,
         )
         ctx.catalogue_ms += catalogue.ranking_ms
         for item in items:
@@ -123,6 +135,32 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         if not c.resolved:
             q.clarification_questions = unique_questions(c.questions)
             q.finish(RunStatus.NEEDS_CLARIFICATION)
+
+
+#: Reviewed questions read per database for the ranker's vocabulary, newest first.
+USAGE_EXAMPLES = 500
+
+
+def usage_of(p: Pipeline) -> Usage | None:
+    """What notes and reviewed questions said about this database's tables: the ranker learns
+    the analysts' words for them ("borrowers" for ``client``). Only when memory feeds prompts."""
+    memory = p.memory
+    if memory is None:
+        return None
+    settings = memory.settings
+    if not (settings.notes_per_question or settings.examples_per_question):
+        return None
+    database = p.db.safe_url
+    if memory.store.is_empty(database):
+        return None
+    usage = Usage()
+    for note in memory.store.notes(database):
+        for table in note.tables:
+            usage.add(table, [note.text])
+    for example in memory.store.examples(database=database, kind="positive", limit=USAGE_EXAMPLES):
+        for table in example.tables:
+            usage.add(table, [example.question])
+    return usage or None
 
 
 def catalogue_summary(catalogue: Catalogue | None, total: int) -> str:

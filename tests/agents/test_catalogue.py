@@ -90,17 +90,22 @@ def test_catalogue_object_says_what_was_shown_named_and_left_out() -> None:
     assert cat.unlisted == len(tables) - len(cat.shown) - len(cat.named)
     assert cat.ranking_ms == pytest.approx(250.0)
     lines = cat.text.splitlines()
-    assert lines[: len(cat.shown)] == [tables[n].catalogue_line() for n in cat.shown]
+    # the best tables with their columns' types; the rest of the shown ones with names only
+    assert lines[0] == tables[cat.shown[0]].catalogue_line()
+    assert all(
+        line in (tables[n].catalogue_line(), tables[n].compact_line())
+        for line, n in zip(lines, cat.shown, strict=False)
+    )
 
 
-def test_names_line_lists_the_shown_tables_neighbours_and_states_the_rule() -> None:
+def test_names_line_lists_the_next_ranked_and_the_neighbours_and_states_the_rule() -> None:
     tables = big_schema()
     cat = build_catalogue(["customers"], tables, max_tables=1)
     assert cat.shown == ["customer"]
-    assert cat.named == ["orders"]
+    assert cat.named == ["orders", "order_line"]  # ranked next (orders refers to customer)
     lines = cat.text.splitlines()
-    assert lines[1] == "-- 1 more tables, columns not shown: orders"
-    assert lines[2].startswith(f"-- {len(tables) - 2} other tables are not listed")
+    assert lines[1] == "-- 2 more tables, columns not shown: orders, order_line"
+    assert lines[2].startswith(f"-- {len(tables) - 3} other tables are not listed")
     assert "a plan may still name any table of the database" in lines[2]
 
 
@@ -109,10 +114,20 @@ def test_no_alphabetical_filler_when_a_question_matches_little() -> None:
     cat = build_catalogue(["warehouses"], tables)
     assert not any(name.startswith("aa_filler") for name in cat.shown)
     assert cat.shown[0] == "warehouse"
-    # nothing matches at all: the most connected tables stand in, not the first names
-    nothing = build_catalogue(["what is the meaning of life"], tables, max_tables=3)
-    assert nothing.shown == ["orders", "order_line", "product"]  # two links each; then position
-    assert rank_tables("what is the meaning of life", tables, limit=2) == ["orders", "order_line"]
+
+
+def test_a_question_matching_nothing_gets_a_map_of_the_schema_not_the_same_hubs() -> None:
+    tables = big_schema()
+    nothing = build_catalogue(["what is the meaning of life"], tables, max_named=4)
+    assert nothing.shown == []
+    # one table per foreign-key-connected part, the largest part's most connected table first
+    assert nothing.named == ["orders", "aa_filler_00", "aa_filler_01", "aa_filler_02"]
+    assert nothing.text.startswith(
+        "-- nothing in the question matches a table; 4 tables, one per part of the schema: "
+    )
+    assert rank_tables("what is the meaning of life", tables, limit=2) == ["orders", "aa_filler_00"]
+    # a word that only shares its first letters with a schema word still finds it
+    assert build_catalogue(["warehousing costs"], tables).shown[0] == "warehouse"
 
 
 def test_rank_tables_orders_by_relevance_and_honours_the_limit() -> None:

@@ -202,6 +202,8 @@ THROTTLED = "How many customers are there? (the provider throttles first)"
 FLAKY = "How many employees are there? (the provider fails once)"
 SLOW_QUERY = "How many pairs of order items are there?"
 PRODUCT_COUNT = "How many products are in each category?"
+#: The model quotes a string with double quotes, which PostgreSQL reads as a column name.
+CATS_QUOTED = "How many of the pets are cats?"
 ORDERS_2025 = "List every order placed in 2025 with its date and status."
 
 
@@ -389,6 +391,16 @@ SCENARIOS.update(
             reasoning=reasoning(tables=["order_items"], aggregations=["COUNT(*)"]),
             sql="SELECT COUNT(*) AS pairs FROM order_items AS a CROSS JOIN order_items AS b "
             "CROSS JOIN order_items AS c",
+        ),
+        CATS_QUOTED: Scenario(
+            reasoning=reasoning(
+                tables=["pets"],
+                filters=[("pets", "pettype", "= cat")],
+                aggregations=["COUNT(*)"],
+            ),
+            sql='SELECT COUNT(*) AS cats FROM pets WHERE pets.pettype = "cat"',
+            corrections=["SELECT COUNT(*) AS cats FROM pets WHERE pets.pettype = 'cat'"],
+            answer=_count_answer("cats"),
         ),
         ORDERS_2025: Scenario(
             reasoning=reasoning(tables=["orders"], filters=[("orders", "order_date", "in 2025")]),
