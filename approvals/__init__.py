@@ -78,6 +78,7 @@ from .models import (
     parse_decision,
     sql_hash,
 )
+from .notify import DecisionSignals, DecisionWatch, PostgresListener, WakeReason
 from .policy import AutoApprovePolicy, EarnedApprovalRule, EarnedAutoApproval
 from .reviewers import ApproveAll, MappingReviewer, RejectAll
 from .service import decide_batch, history, list_pending, reviewer_identity
@@ -107,6 +108,8 @@ __all__ = [
     "DecisionConflict",
     "DecisionError",
     "DecisionProblem",
+    "DecisionSignals",
+    "DecisionWatch",
     "DuplicateVote",
     "EarnedApprovalRule",
     "EarnedAutoApproval",
@@ -121,6 +124,7 @@ __all__ = [
     "MappingReviewer",
     "MemoryApprovalStore",
     "NotRunnable",
+    "PostgresListener",
     "Reject",
     "RejectAll",
     "ReplayedBatch",
@@ -133,6 +137,7 @@ __all__ = [
     "TerminalReviewer",
     "ValidationLike",
     "Vote",
+    "WakeReason",
     "combine_votes",
     "decide_batch",
     "default_store_url",

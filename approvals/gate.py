@@ -45,6 +45,7 @@ from .models import (
     new_id,
     sql_hash,
 )
+from .notify import WakeReason
 from .policy import Policy
 from .store import ApprovalStore, MemoryApprovalStore
 
@@ -232,28 +233,44 @@ class ApprovalGate:
         self,
         batch_id: str,
         *,
-        poll: float = 0.5,
+        poll: float | None = None,
         timeout: float | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        on_wake: Callable[[WakeReason], None] | None = None,
     ) -> ApprovalOutcome:
         """Wait for a decision arriving through the store (another process, the web page).
 
-        Store reads run in a worker thread and waiting is ``sleep`` — never blocking the event
-        loop. Expiry is applied here too when the deadline passes. Raises ``TimeoutError``.
+        The wait ends at the first notification that the batch moved on (this process; other
+        processes on PostgreSQL) or after ``sleep(poll)``; either way the stored state is read
+        again and decides. ``poll`` defaults to the store's ``wait_poll`` (a long safety net
+        where decisions notify, short where only polling can tell). ``on_wake(reason)`` is told
+        why each wait ended: ``"process"``, ``"postgres"`` or ``"poll"``. Store reads run in a
+        worker thread — never blocking the event loop. Expiry is applied here too when the
+        deadline passes. Raises ``TimeoutError``.
         """
+        interval = self.store.wait_poll if poll is None else poll
+        loop = asyncio.get_running_loop()
         waited = 0.0
-        while True:
-            record = await asyncio.to_thread(self.store.get_batch, batch_id)
-            if record.status == "pending":
-                expired = await asyncio.to_thread(expire, self.store, record, self.clock())
-                if expired is not None:
-                    return expired
-            else:
-                return self.outcome_of(record)
-            if timeout is not None and waited >= timeout:
-                raise TimeoutError(f"no decision for {batch_id} after {waited:g} s")
-            await sleep(poll)
-            waited += poll
+        watch = await asyncio.to_thread(self.store.watch, batch_id)
+        try:
+            while True:
+                watch.take()  # what woke us is read now
+                record = await asyncio.to_thread(self.store.get_batch, batch_id)
+                if record.status == "pending":
+                    expired = await asyncio.to_thread(expire, self.store, record, self.clock())
+                    if expired is not None:
+                        return expired
+                else:
+                    return self.outcome_of(record)
+                if timeout is not None and waited >= timeout:
+                    raise TimeoutError(f"no decision for {batch_id} after {waited:g} s")
+                started = loop.time()
+                reason = await watch.wait(interval, sleep)
+                waited += interval if reason == "poll" else loop.time() - started
+                if on_wake is not None:
+                    on_wake(reason)
+        finally:
+            watch.close()
 
     @staticmethod
     def outcome_of(record: BatchRecord) -> ApprovalOutcome:

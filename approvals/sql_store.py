@@ -38,6 +38,14 @@ from .models import (
     ExecutionRecord,
     Vote,
 )
+from .notify import (
+    CHANNEL,
+    DecisionSignals,
+    DecisionWatch,
+    WakeReason,
+    listener_for,
+    signals_for,
+)
 from .store import ApprovalStore, CallLocation
 
 _VOTES = TypeAdapter(list[Vote])
@@ -233,14 +241,59 @@ class SqlApprovalStore(ApprovalStore):
 
     ``url_or_engine``: a SQLAlchemy URL (``sqlite:///path``, ``postgresql+psycopg://…``) or an
     engine. Call ``setup()`` once before use (it is cheap and idempotent).
+
+    A batch that moves on wakes its waiters in this process (``signals``: default, the one
+    ``DecisionSignals`` of this database in the process) and, on PostgreSQL, in every process
+    (``NOTIFY`` in the same transaction). ``notify=False`` sends neither: waiters then learn by
+    polling, as they do from a writer of an older version.
     """
 
-    def __init__(self, url_or_engine: str | Engine | None = None) -> None:
+    def __init__(
+        self,
+        url_or_engine: str | Engine | None = None,
+        *,
+        signals: DecisionSignals | None = None,
+        notify: bool = True,
+    ) -> None:
         if isinstance(url_or_engine, Engine):
             self.engine = url_or_engine
         else:
             self.engine = state_engine(url_or_engine or default_store_url())
         self.dialect = self.engine.dialect.name
+        self._key = self.engine.url.render_as_string(hide_password=True)
+        self._signals = signals if signals is not None else signals_for(self._key)
+        self.notify = notify
+        # Only PostgreSQL tells other processes; elsewhere they are polled for, more often.
+        self.wait_poll = 5.0 if self._listens else 0.5
+
+    # -- notifications -----------------------------------------------------------------------
+    @property
+    def _listens(self) -> bool:
+        return self.dialect == "postgresql" and self.engine.driver == "psycopg"
+
+    def decision_signals(self) -> DecisionSignals:
+        return self._signals
+
+    def watch(self, batch_id: str) -> DecisionWatch:
+        """Subscribe to ``batch_id``; on PostgreSQL the process's listener is running first."""
+        if self._listens:
+            listener_for(self._key, self._listen_connection)
+        return super().watch(batch_id)
+
+    def on_decisions(self, wake: Callable[[WakeReason], None]) -> Callable[[], None]:
+        if self._listens:
+            listener_for(self._key, self._listen_connection)
+        return super().on_decisions(wake)
+
+    def _listen_connection(self) -> object:
+        import psycopg
+
+        url = self.engine.url.set(drivername="postgresql")
+        return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+
+    def _announce(self, batch_id: str) -> None:
+        if self.notify:
+            super()._announce(batch_id)
 
     # -- schema ----------------------------------------------------------------------------
     def setup(self) -> None:
@@ -367,6 +420,11 @@ class SqlApprovalStore(ApprovalStore):
                 return False
             if events:
                 self._append(conn, events)
+            if self.notify and self.dialect == "postgresql":  # delivered when this commits
+                conn.execute(
+                    sa.text("SELECT pg_notify(:channel, :batch_id)"),
+                    {"channel": CHANNEL, "batch_id": record.batch_id},
+                )
             return True
 
     def _select(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -26,6 +26,7 @@ from .models import (
     ExecutionRecord,
     Vote,
 )
+from .notify import DecisionSignals, DecisionWatch, WakeReason
 
 
 class CallLocation(NamedTuple):
@@ -44,6 +45,10 @@ class ApprovalStore(ABC):
     ``DecisionConflict`` — or, when they carry the winner's idempotency key and decision, the
     winner's record.
     """
+
+    #: Seconds between reads of a pending batch while a run waits for it. Long where every
+    #: decision notifies the waiter (a safety net), short where only polling can tell.
+    wait_poll: float = 5.0
 
     def setup(self) -> None:  # noqa: B027 - optional hook; a store needing nothing keeps the no-op
         """Create or migrate whatever the backend needs. Safe to call any number of times."""
@@ -103,6 +108,25 @@ class ApprovalStore(ABC):
     ) -> list[AuditEvent]:
         """Events in the order they were appended, each with its ``seq``; ``after``: only those
         with a larger ``seq`` (to follow the log, e.g. for notifications)."""
+
+    # -- notifications -------------------------------------------------------------------
+    def decision_signals(self) -> DecisionSignals:
+        """Where this store announces in this process that a batch moved on (its own, here)."""
+        signals = self.__dict__.get("_decision_signals")
+        if signals is None:
+            signals = self.__dict__.setdefault("_decision_signals", DecisionSignals())
+        return signals
+
+    def watch(self, batch_id: str) -> DecisionWatch:
+        """A subscription that wakes when ``batch_id`` moves on (close it after waiting)."""
+        return DecisionWatch(self.decision_signals(), batch_id)
+
+    def on_decisions(self, wake: Callable[[WakeReason], None]) -> Callable[[], None]:
+        """Call ``wake(reason)`` whenever any batch moves on; returns the unsubscribe function."""
+        return self.decision_signals().subscribe(None, wake)
+
+    def _announce(self, batch_id: str) -> None:
+        self.decision_signals().publish(batch_id, "process")
 
     # -- the shared rules ----------------------------------------------------------------
     def create_batch(self, batch: ApprovalBatch, events: Sequence[AuditEvent] = ()) -> BatchRecord:
@@ -227,6 +251,7 @@ class ApprovalStore(ABC):
             }
         )
         if self._compare_and_set(expected_version, updated, events):
+            self._announce(batch_id)
             return updated
         winner = self.get_batch(batch_id)
         replayed = self.replay(winner, idempotency_key, decision_digest or "", actor=actor)

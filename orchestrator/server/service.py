@@ -69,9 +69,12 @@ class Service:
             dispatch=enqueue if broker_url() else None,
         )
         self.hub.listeners.append(self.runs.on_event)
+        # A decision made anywhere (this process; any process on PostgreSQL) is read at once.
+        self._stop_waking = self.approvals.on_decisions(lambda _reason: self.hub.poke())
         self.runs.start_recovery()
 
     def close(self) -> None:
+        self._stop_waking()
         self.runs.close()
         self.database.dispose()
         self.approvals.close()

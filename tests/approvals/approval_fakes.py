@@ -87,16 +87,18 @@ class Backend:
     memory: MemoryApprovalStore | None = None
     opened: list[ApprovalStore] = field(default_factory=list)
 
-    def open(self) -> ApprovalStore:
+    def open(self, **store_options: Any) -> ApprovalStore:
+        """A store on the same state; ``store_options`` go to ``SqlApprovalStore``."""
         if self.kind == "memory":
+            assert not store_options, "the memory store takes no options"
             return self.memory
         if self.schema:
             engine = sa.create_engine(
                 self.url, connect_args={"options": f"-csearch_path={self.schema}"}
             )
-            store = SqlApprovalStore(engine)
+            store = SqlApprovalStore(engine, **store_options)
         else:
-            store = SqlApprovalStore(self.url)
+            store = SqlApprovalStore(self.url, **store_options)
         store.setup()
         self.opened.append(store)
         return store

@@ -15,6 +15,7 @@ MODULES = [
     "approvals",
     "approvals.expiry",
     "approvals.models",
+    "approvals.notify",
     "approvals.policy",
     "approvals.reviewers",
     "approvals.service",
