@@ -182,7 +182,9 @@ def test_the_listener_reconnects_and_wakes_every_waiter(postgres_url):
     try:
         engine = sa.create_engine(postgres_url)
         with engine.begin() as conn:
-            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": listener.backend_pid})
+            conn.execute(
+                sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": listener.backend_pid}
+            )
         assert woken.wait(10), "the listener did not come back"
         assert listener.connections == 2
         engine.dispose()
