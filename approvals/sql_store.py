@@ -489,6 +489,13 @@ class SqlApprovalStore(ApprovalStore):
             for batch_id, run_id_, cycle, status_, version, created, deadline, pending, votes, quorum in rows
         ]
 
+    def count_batches(self, status: BatchStatus | None = "pending") -> int:
+        query = sa.select(sa.func.count()).select_from(batches)
+        if status is not None:
+            query = query.where(batches.c.status == status)
+        with self.engine.connect() as conn:
+            return conn.execute(query).scalar() or 0
+
     def last_cycle(self, run_id: str) -> int:
         with self.engine.connect() as conn:
             query = sa.select(sa.func.max(batches.c.cycle)).where(batches.c.run_id == run_id)

@@ -159,6 +159,10 @@ class ApprovalStore(ABC):
         """A light listing (no items, no SQL), oldest first: for ``approvals list``."""
         return [BatchSummary.of(r) for r in self._select(status, run_id, limit)]
 
+    def count_batches(self, status: BatchStatus | None = "pending") -> int:
+        """How many batches are in ``status`` (None: every batch)."""
+        return len(self._select(status, None, None))
+
     def last_cycle(self, run_id: str) -> int:
         """The highest cycle number of the run's batches, 0 when it has none."""
         return max((r.batch.cycle for r in self._select(None, run_id, None)), default=0)

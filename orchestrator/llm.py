@@ -24,6 +24,7 @@ from tenacity import (
 )
 
 from agents.llm_agent import AgentOutputError, LLMAgent
+from orchestrator import telemetry
 from orchestrator.errors import (
     LLMError,
     LLMOutputInvalid,
@@ -164,12 +165,23 @@ class LLMClient:
             self.calls += 1
         started = self._clock()
         requests = _Requests()
-        try:
-            return self._call(agent, messages, started, requests, index)
-        except LLMError as exc:
-            exc.call_index = index
-            exc.http_requests = requests.count
-            raise
+        with telemetry.llm_call(self.settings.model, agent.schema_name) as span:
+            try:
+                output, call = self._call(agent, messages, started, requests, index)
+            except LLMError as exc:
+                exc.call_index = index
+                exc.http_requests = requests.count
+                telemetry.llm_call_ended(span, agent.schema_name, requests.count, error=exc.code)
+                raise
+            telemetry.llm_call_ended(
+                span,
+                agent.schema_name,
+                requests.count,
+                input_tokens=call.tokens.prompt,
+                output_tokens=call.tokens.completion,
+                repaired=call.repaired,
+            )
+            return output, call
 
     def _call(
         self,
@@ -273,6 +285,8 @@ class LLMClient:
         self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
         grant = self.limiter.acquire(tokens=estimate_tokens(messages))
+        if getattr(grant, "waited", 0.0) > 0:
+            telemetry.limiter_waited(grant.waited)
         try:
             # The agents' messages are plain role/content dicts and the response format a dict
             # built from the output model: both are what the SDK's TypedDicts describe.

@@ -34,7 +34,7 @@ from agents import SchemaInspectionError, SQLExecutor
 from agents.catalogue import LARGE_SCHEMA_TABLES
 from approvals import ApprovalCancelled, ApprovalGate, ApprovalOutcome, ApprovalStore, Reviewer
 from approvals.expiry import supersede
-from orchestrator import stages
+from orchestrator import stages, telemetry
 from orchestrator.batching import Progress
 from orchestrator.checkpoint import (
     ExecutedCheckpoint,
@@ -464,11 +464,22 @@ class Pipeline:
 
     def _held(self, ctx: RunContext, *, resumed: Resumed) -> list[RunResult]:
         """Advance the run, holding its lease while a recorded run is advanced."""
-        if ctx.stored is None or self.run_store is None:
-            return self._advance(ctx, resumed=resumed)
-        with Lease(self.run_store, ctx.run_id, self.owner, lease_s=self.config.lease_s) as lease:
-            ctx.lease = lease
-            return self._advance(ctx, resumed=resumed)
+        attributes: telemetry.Attributes = {
+            "sqlgate.run_id": ctx.run_id,
+            "sqlgate.questions": len(ctx.questions),
+            "sqlgate.resumed": resumed is not None,
+        }
+        with telemetry.span("sqlgate.run", attributes) as run_span:
+            if ctx.stored is None or self.run_store is None:
+                results = self._advance(ctx, resumed=resumed)
+            else:
+                with Lease(
+                    self.run_store, ctx.run_id, self.owner, lease_s=self.config.lease_s
+                ) as lease:
+                    ctx.lease = lease
+                    results = self._advance(ctx, resumed=resumed)
+            telemetry.run_ended(run_span, [RunStatus(r.status).value for r in results])
+            return results
 
     def _advance(
         self,
@@ -480,16 +491,25 @@ class Pipeline:
         results whose answers are still to be written; pause or finish."""
         try:
             if resumed is None:
-                stages.reason(self, ctx, ctx.active())
+                with telemetry.stage("reasoning"):
+                    stages.reason(self, ctx, ctx.active())
                 ctx.emit()
-                stages.explore(self, ctx, ctx.active())
-                stages.generate(self, ctx, [q for q in ctx.active() if q.after_synthesis is None])
+                with telemetry.stage("exploration"):
+                    stages.explore(self, ctx, ctx.active())
+                with telemetry.stage("generation"):
+                    stages.generate(
+                        self, ctx, [q for q in ctx.active() if q.after_synthesis is None]
+                    )
                 ctx.emit()
             if resumed != "executed":
-                stages.approve_and_execute(self, ctx, resumed=resumed)
+                with telemetry.stage("approval", expected=(PausedAtGate,)):
+                    stages.approve_and_execute(self, ctx, resumed=resumed)
                 ctx.emit()
                 self._executed(ctx)
-            stages.synthesize(self, ctx, [q for q in ctx.active() if q.after_synthesis is not None])
+            with telemetry.stage("synthesis"):
+                stages.synthesize(
+                    self, ctx, [q for q in ctx.active() if q.after_synthesis is not None]
+                )
         except PausedAtGate as pause:
             self._pause(ctx, pause)
             return ctx.results()

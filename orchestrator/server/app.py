@@ -10,6 +10,7 @@
     GET  /approvals/{batch_id}/memory what memory knows about each statement    (reviewer, admin)
     /memory/...                       reviewed-SQL memory: examples, notes, export, revoke (admin)
     GET  /events                      Server-Sent Events; Last-Event-ID resumes   (any token)
+    GET  /metrics                     Prometheus text format                             (admin)
     GET  /analyst, /reviewer          the pages; /openapi.json, /docs
 
 Each area is an ``APIRouter`` in its own module (``routes_*``); errors are raised by the routes and
@@ -33,6 +34,7 @@ from orchestrator.server import (
     routes_batches,
     routes_events,
     routes_memory,
+    routes_metrics,
     routes_pages,
     routes_runs,
     routes_service,
@@ -48,6 +50,7 @@ ROUTERS = (
     routes_batches.router,
     routes_events.router,
     routes_memory.router,
+    routes_metrics.router,
     routes_pages.router,
 )
 

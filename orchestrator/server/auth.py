@@ -60,6 +60,7 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "events": frozenset({Role.ANALYST, Role.REVIEWER, Role.ADMIN}),
     "all_events": frozenset({Role.REVIEWER, Role.ADMIN}),
     "curate_memory": frozenset({Role.ADMIN}),
+    "read_metrics": frozenset({Role.ADMIN}),
 }
 
 

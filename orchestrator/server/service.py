@@ -7,11 +7,12 @@ created and closed when it stops. Routes reach it through ``orchestrator.server.
 from __future__ import annotations
 
 from approvals import ApprovalGate, BatchRecord, ExpirySweeper, SqlApprovalStore
+from orchestrator import metrics
 from orchestrator.memory import memory_for
 from orchestrator.runs import RunStore
 from orchestrator.server.auth import TokenRegistry
 from orchestrator.server.config import ServerConfig
-from orchestrator.server.events import EventHub, EventSource
+from orchestrator.server.events import EventHub, EventSource, ServerEvent
 from orchestrator.server.runner import RunService, shared_pipeline
 from orchestrator.server.state import ServerState
 from orchestrator.tasks import broker_url, enqueue
@@ -69,6 +70,7 @@ class Service:
             dispatch=enqueue if broker_url() else None,
         )
         self.hub.listeners.append(self.runs.on_event)
+        self.hub.listeners.append(self._time_decision)
         # A decision made anywhere (this process; any process on PostgreSQL) is read at once.
         self._stop_waking = self.approvals.on_decisions(lambda _reason: self.hub.poke())
         self.runs.start_recovery()
@@ -78,6 +80,28 @@ class Service:
         self.runs.close()
         self.database.dispose()
         self.approvals.close()
+
+    def _time_decision(self, event: ServerEvent) -> None:
+        """``EventHub`` listener: how long a decided or expired batch waited, into the
+        approval latency histogram (every decision in the store, wherever it was made)."""
+        if event.type not in ("approval_decided", "approval_expired") or not event.batch_id:
+            return
+        record = self.approvals.get_batch(event.batch_id)
+        if record.outcome is not None and record.outcome.decided_at is not None:
+            waited = record.outcome.decided_at - record.batch.created_at
+            outcome = "expired" if event.type == "approval_expired" else "decided"
+            metrics.approval_latency_seconds.observe(waited.total_seconds(), outcome=outcome)
+
+    def gauges(self) -> list[metrics.GaugeSamples]:
+        """What ``/metrics`` reads when scraped."""
+        pending = self.approvals.count_batches("pending")
+        return [
+            (
+                "sqlgate_approval_batches_pending",
+                "Approval batches waiting for a decision in the approvals store.",
+                [({}, float(pending))],
+            )
+        ]
 
     def edit_validator(self, record: BatchRecord) -> SqlValidator:
         """The validator a reviewer's edit of ``record`` is checked with: the batch's dialect and

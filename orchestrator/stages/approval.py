@@ -17,6 +17,7 @@ from approvals import (
     ApprovalOutcome,
     DecisionError,
 )
+from orchestrator import telemetry
 from orchestrator.checkpoint import PendingCheckpoint
 from orchestrator.memory import remember_rejected
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
@@ -95,7 +96,11 @@ def _validate_all(
     for q in qs:
         sql, q.pending_sql = q.pending_sql or "", None
         started = p.clock()
-        validation = validator.validate(sql)
+        with telemetry.span(
+            "sqlgate.validate", {"sqlgate.question_id": q.qid, "sqlgate.cycle": cycle}
+        ) as span:
+            validation = validator.validate(sql)
+            span.set_attribute("sqlgate.validation.ok", validation.ok)
         refusal = validation.refusal
         q.note(
             "SafetyValidator",
@@ -153,6 +158,34 @@ def _decide(
     """ONE review of every statement of the cycle; or, with no reviewer here, pause."""
     items = [s.item for s in pending.values() if s.item is not None]
     ctx.progress("waiting for approval", 0, len(items))
+    attributes: telemetry.Attributes = {
+        "sqlgate.cycle": cycle,
+        "sqlgate.approval.items": len(items),
+    }
+    with telemetry.span("sqlgate.approval", attributes, expected=(PausedAtGate,)) as span:
+        try:
+            outcome = _review(p, items, gate, cycle, pending)
+        except PausedAtGate as pause:
+            span.set_attributes(
+                {"sqlgate.approval.batch_id": pause.batch_id, "sqlgate.approval.status": "paused"}
+            )
+            raise
+        span.set_attributes(
+            {
+                "sqlgate.approval.batch_id": outcome.batch_id,
+                "sqlgate.approval.status": str(outcome.status),
+            }
+        )
+        return outcome
+
+
+def _review(
+    p: Pipeline,
+    items: list[ApprovalItem],
+    gate: ApprovalGate,
+    cycle: int,
+    pending: dict[str, PendingStatement],
+) -> ApprovalOutcome:
     if p.reviewer is None:
         batch = gate.open(items)
         if batch.pending:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from agents import ExecutionError, ExecutionResult, ResultValidator
 from agents.response_synthesizer import PREVIEW_ROWS
 from approvals import AlreadyExecuted, ApprovalGate, ApprovalOutcome, ExecutionInDoubt
+from orchestrator import telemetry
 from orchestrator.memory import remember_executed
 from orchestrator.question import QuestionState
 from orchestrator.result import RunError, RunStatus
@@ -55,6 +56,20 @@ def execute(
 
     def run_one(entry: Runnable) -> _Ran:
         q, outcome, call_id = entry
+        attributes: telemetry.Attributes = {
+            "db.system.name": p.db.dialect,
+            "sqlgate.question_id": q.qid,
+            "sqlgate.call_id": call_id,
+        }
+        with telemetry.span("sqlgate.execute", attributes) as span:
+            ran = _run_one(q, outcome, call_id)
+            if ran.result is not None:
+                span.set_attribute("sqlgate.rows", ran.result.row_count)
+            elif ran.error is not None:
+                span.set_attribute("error.type", ran.error.code)
+            return ran
+
+    def _run_one(q: QuestionState, outcome: ApprovalOutcome, call_id: str) -> _Ran:
         started = p.clock()
         try:
             with gate.ledger.executing(outcome, call_id) as sql:
@@ -74,7 +89,7 @@ def execute(
         done = [run_one(runnable[0])]
     else:
         with ThreadPoolExecutor(max_workers=min(p.config.parallelism, len(runnable))) as pool:
-            done = list(pool.map(run_one, runnable))
+            done = list(pool.map(telemetry.in_context(run_one), runnable))
 
     remember_executed(
         p,

@@ -1,0 +1,216 @@
+"""Traces and metrics of real runs: the demo's pipeline, its model replies replayed offline.
+
+Spans are read from the OpenTelemetry SDK's ``InMemorySpanExporter``; whether sqlgate imports
+OpenTelemetry when traces are off is checked in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from approvals import ApproveAll
+from orchestrator import metrics, telemetry
+from orchestrator.demo import DEMO_QUESTIONS, TOP_CATEGORIES, DemoSession
+from orchestrator.question import PausedAtGate
+from orchestrator.result import RunStatus
+from tests.conftest import ROOT
+
+pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import StatusCode  # noqa: E402
+
+
+@pytest.fixture
+def exporter():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.use_tracer_provider(provider)
+    yield exporter
+    telemetry.use_tracer_provider(None)
+    provider.shutdown()
+
+
+def by_name(spans, name):
+    return [s for s in spans if s.name == name]
+
+
+def test_a_run_is_traced_run_stages_llm_calls_validation_approval_execution(exporter, demo_db):
+    session = DemoSession.replaying(demo_db, ApproveAll())
+    result = session.ask(TOP_CATEGORIES)
+    assert result.status is RunStatus.ANSWERED
+    spans = exporter.get_finished_spans()
+    ids = {s.context.span_id: s for s in spans}
+
+    def parent(span):
+        return ids[span.parent.span_id].name if span.parent else None
+
+    (run,) = by_name(spans, "sqlgate.run")
+    assert run.attributes["sqlgate.run.outcome"] == "finished"
+    assert run.attributes["sqlgate.questions"] == 1
+    stages = [s.name for s in spans if parent(s) == "sqlgate.run"]
+    assert stages == [
+        "sqlgate.stage.reasoning",
+        "sqlgate.stage.exploration",
+        "sqlgate.stage.generation",
+        "sqlgate.stage.approval",
+        "sqlgate.stage.synthesis",
+    ]
+
+    chats = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert len(chats) == result.llm_calls == 3
+    for chat in chats:
+        assert chat.name == "chat sqlgate-scripted-demo"
+        assert chat.attributes["gen_ai.request.model"] == "sqlgate-scripted-demo"
+        assert parent(chat).startswith("sqlgate.stage.")
+    assert sum(c.attributes["gen_ai.usage.input_tokens"] for c in chats) == result.tokens.prompt
+    assert (
+        sum(c.attributes["gen_ai.usage.output_tokens"] for c in chats) == result.tokens.completion
+    )
+    assert result.tokens.prompt > 0
+
+    (validate,) = by_name(spans, "sqlgate.validate")
+    assert validate.attributes["sqlgate.validation.ok"] is True
+    (approval,) = by_name(spans, "sqlgate.approval")
+    assert parent(approval) == parent(validate) == "sqlgate.stage.approval"
+    assert approval.attributes["sqlgate.approval.status"] == "resolved"
+    (execute,) = by_name(spans, "sqlgate.execute")
+    assert parent(execute) == "sqlgate.stage.approval"
+    assert execute.attributes["db.system.name"] == "sqlite"
+    assert execute.attributes["sqlgate.rows"] == result.row_count == 5
+    assert len({s.context.trace_id for s in spans}) == 1
+
+
+def test_runs_calls_tokens_and_limiter_waits_are_counted(demo_db):
+    m = metrics
+    before = {
+        "calls": m.llm_calls_total.value(result="ok"),
+        "answered": m.questions_total.value(status="answered"),
+        "finished": m.runs_total.value(outcome="finished"),
+        "input": m.llm_tokens_total.value(type="input"),
+        "output": m.llm_tokens_total.value(type="output"),
+        "waits": m.limiter_waits_total.value(),
+    }
+
+    session = DemoSession.replaying(demo_db, ApproveAll())
+    results = [session.ask(q) for q in DEMO_QUESTIONS]
+
+    answered = [r.status for r in results].count(RunStatus.ANSWERED)
+    assert m.runs_total.value(outcome="finished") - before["finished"] == len(DEMO_QUESTIONS)
+    assert m.questions_total.value(status="answered") - before["answered"] == answered == 3
+    assert m.llm_calls_total.value(result="ok") - before["calls"] == 10
+    assert sum(r.llm_calls for r in results) == 10
+    assert m.llm_tokens_total.value(type="input") - before["input"] == sum(
+        r.tokens.prompt for r in results
+    )
+    assert m.llm_tokens_total.value(type="output") - before["output"] == sum(
+        r.tokens.completion for r in results
+    )
+    # 10 requests under 5 per 60 s: the limiter held some back (on the demo's virtual clock)
+    assert session.simulated_wait_s > 0
+    assert m.limiter_waits_total.value() > before["waits"]
+
+
+def test_a_pause_at_the_gate_is_an_event_an_error_is_an_error(exporter):
+    with pytest.raises(PausedAtGate):
+        with telemetry.span("sqlgate.approval", expected=(PausedAtGate,)):
+            raise PausedAtGate("batch_1", 1, {})
+    with pytest.raises(ValueError):
+        with telemetry.span("sqlgate.stage.generation", expected=(PausedAtGate,)):
+            raise ValueError("broken")
+    paused, broken = exporter.get_finished_spans()
+    assert paused.status.status_code is StatusCode.UNSET
+    assert [e.name for e in paused.events] == ["PausedAtGate"]
+    assert broken.status.status_code is StatusCode.ERROR
+
+
+def test_wanted_reads_the_endpoint_or_the_switch():
+    assert telemetry.wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
+    assert telemetry.wanted({"SQLGATE_OTEL": "1"})
+    assert not telemetry.wanted({"SQLGATE_OTEL": "0"})
+    assert not telemetry.wanted({})
+
+
+_PROBE = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+    from pathlib import Path
+
+    OURS = [str(Path(p).resolve()) for p in ("orchestrator", "agents", "safety", "ratelimit",
+                                             "approvals")]
+    seen = []
+
+    class Watch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name.split(".")[0] == "opentelemetry":
+                frame = sys._getframe(1)
+                while frame and "importlib" in frame.f_code.co_filename:
+                    frame = frame.f_back
+                where = str(Path(frame.f_code.co_filename).resolve()) if frame else "?"
+                if any(where.startswith(p) for p in OURS):
+                    seen.append(f"{name} from {where}")
+            return None
+
+    sys.meta_path.insert(0, Watch())
+    from approvals import ApproveAll
+    from orchestrator import telemetry
+    from orchestrator.demo import TOP_CATEGORIES, DemoSession
+    from orchestrator.demo.database import build_demo_database
+
+    db = build_demo_database(Path(sys.argv[1]))
+    result = DemoSession.replaying(db, ApproveAll()).ask(TOP_CATEGORIES)
+    provider = None
+    if telemetry.enabled():
+        from opentelemetry import trace
+        provider = trace.get_tracer_provider()
+        exporters = [type(p.span_exporter).__name__
+                     for p in provider._active_span_processor._span_processors]
+        provider = {"provider": type(provider).__name__, "exporters": exporters}
+    print(json.dumps({"status": result.status.value, "enabled": telemetry.enabled(),
+                      "imports": seen, "provider": provider}))
+    """
+)
+
+
+def _probe(tmp_path: Path, **env: str) -> dict:
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OTEL_EXPORTER_OTLP_ENDPOINT", "SQLGATE_OTEL")
+    }
+    environ.update(env)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(tmp_path / "demo.sqlite")],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_when_off_sqlgate_never_imports_opentelemetry(tmp_path):
+    found = _probe(tmp_path)
+    assert found == {"status": "answered", "enabled": False, "imports": [], "provider": None}
+
+
+def test_sqlgate_otel_exports_by_otlp(tmp_path):
+    # nothing listens there: the batch processor's export fails quietly in the background
+    found = _probe(tmp_path, SQLGATE_OTEL="1", OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
+    assert found["status"] == "answered" and found["enabled"] is True
+    assert found["imports"]  # this time sqlgate imported it
+    assert found["provider"] == {"provider": "TracerProvider", "exporters": ["OTLPSpanExporter"]}
