@@ -87,3 +87,36 @@ def test_a_run_paused_decided_and_finished_shows_in_the_metrics(live: Running) -
         after, f"{latency}_count", outcome="decided"
     )
     assert "sqlgate_limiter_waits_total" in {name for name, _ in after}
+
+
+def test_a_decision_made_outside_the_server_wakes_its_hub(
+    demo_db, state_url, scripted_model
+) -> None:
+    """The hub polls once an hour here: only the decision's own signal can resume the run."""
+    from approvals import ApproveAll, SqlApprovalStore, decide_batch
+    from orchestrator.server import create_app
+    from safety import SqlValidator
+    from tests.server.conftest import make_config, start_server, stop_server
+
+    app = create_app(make_config(demo_db, state_url, scripted_model, poll_interval=3600.0))
+    server, thread, base_url = start_server(app)
+    live = Running(base_url, app, state_url)
+    try:
+        with live.client("alice") as alice, live.client("rita") as rita:
+            run_id = alice.post("/runs", json={"questions": [sc.PRODUCT_COUNT]}).json()["run_id"]
+            wait_for_run(alice, run_id, ("awaiting_approval",))
+            batch = pending_batch(rita, run_id)
+            elsewhere = SqlApprovalStore(state_url)  # as `sqlgate approvals decide` opens it
+            outcome = decide_batch(
+                elsewhere,
+                batch["batch_id"],
+                ApproveAll(),
+                SqlValidator("sqlite").validate,
+                actor="rita",
+            )
+            elsewhere.close()
+            assert outcome.status == "resolved"
+            run = wait_for_run(alice, run_id, ("finished",), timeout=30)
+        assert run["results"][0]["status"] == "answered"
+    finally:
+        stop_server(server, thread)
