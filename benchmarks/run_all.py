@@ -76,8 +76,15 @@ BENCHMARKS = [
     Benchmark(
         "approvals",
         "approvals_gate.py",
-        "approval gate: decision-to-resume latency, listing pending",
+        "approval gate: decision to resumed run by wake path, beside LangGraph; listing pending",
         quick=["--rounds", "50", "--pending", "2000"],
+        other=True,
+    ),
+    Benchmark(
+        "telemetry",
+        "telemetry_overhead.py",
+        "CPU per question with traces off and on",
+        quick=["--rounds", "2", "--batch", "20"],
         other=True,
     ),
     Benchmark(
