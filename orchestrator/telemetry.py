@@ -13,6 +13,7 @@ Spans (names and attributes are listed in the README's "Observability" section):
         chat <model>                one LLM call (GenAI semantic conventions)
         sqlgate.validate            one statement through the safety validator
         sqlgate.approval            the review of one cycle's batch (or the pause at the gate)
+        sqlgate.approval.wait       on a resumed run: the batch opened -> decided, as it happened
         sqlgate.execute             one approved statement run against the database
 
 Example:
@@ -25,6 +26,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from orchestrator import metrics
@@ -246,3 +248,24 @@ def limiter_waited(seconds: float) -> None:
         from opentelemetry import trace
 
         trace.get_current_span().add_event("sqlgate.limiter.wait", {"sqlgate.wait_s": seconds})
+
+
+def waited_at_gate(batch_id: str, opened: datetime, decided: datetime, status: str) -> None:
+    """A finished span ``sqlgate.approval.wait`` from the batch's opening to its decision, as
+    they happened (in other processes, maybe), under the current span of the resumed run."""
+    if _tracer is None:
+        return
+    wait = _tracer.start_span(
+        "sqlgate.approval.wait",
+        start_time=_nanoseconds(opened),
+        attributes={
+            "sqlgate.approval.batch_id": batch_id,
+            "sqlgate.approval.status": status,
+            "sqlgate.approval.wait_s": (decided - opened).total_seconds(),
+        },
+    )
+    wait.end(end_time=_nanoseconds(decided))
+
+
+def _nanoseconds(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000_000)

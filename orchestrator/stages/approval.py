@@ -60,6 +60,9 @@ def approve_and_execute(
     cycle = 0
     if resumed is not None:
         cycle, pending, outcome = resumed
+        if telemetry.enabled() and outcome.decided_at is not None:
+            opened = gate.store.get_batch(outcome.batch_id).batch.created_at
+            telemetry.waited_at_gate(outcome.batch_id, opened, outcome.decided_at, outcome.status)
         gate.ledger.recover(run_id=ctx.run_id)  # claims of a worker that died mid-run: in doubt
         _after_review(p, ctx, pending, outcome, cycle, executor, gate, validator.row_limit)
     while True:

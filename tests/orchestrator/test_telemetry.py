@@ -15,12 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from approvals import ApproveAll
+from approvals import ApprovalGate, Approve, ApproveAll, SqlApprovalStore
 from orchestrator import metrics, telemetry
 from orchestrator.demo import DEMO_QUESTIONS, TOP_CATEGORIES, DemoSession
 from orchestrator.question import PausedAtGate
 from orchestrator.result import RunStatus
+from orchestrator.runs import RunStore
 from tests.conftest import ROOT
+from tests.orchestrator.conftest import Harness
+from tests.scripted_llm import scenarios as sc
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
 
@@ -91,6 +94,58 @@ def test_a_run_is_traced_run_stages_llm_calls_validation_approval_execution(expo
     assert execute.attributes["db.system.name"] == "sqlite"
     assert execute.attributes["sqlgate.rows"] == result.row_count == 5
     assert len({s.context.trace_id for s in spans}) == 1
+
+
+class _Accepted:
+    ok, findings, refusal = True, [], None
+
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+
+
+@pytest.mark.vcr
+def test_a_paused_run_and_its_resumption_are_two_traces_the_wait_shown_as_it_happened(
+    exporter, harness: Harness, demo_url: str, tmp_path: Path, vcr
+) -> None:
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    paused = harness.pipeline(demo_url, None, stores=(SqlApprovalStore(url), RunStore(url)))
+    assert paused.ask(sc.PRODUCT_COUNT).status is RunStatus.AWAITING_APPROVAL
+    (first,) = by_name(exporter.get_finished_spans(), "sqlgate.run")
+    assert first.attributes["sqlgate.run.outcome"] == "paused"
+    (approval,) = by_name(exporter.get_finished_spans(), "sqlgate.approval")
+    assert approval.attributes["sqlgate.approval.status"] == "paused"
+    assert approval.status.status_code is StatusCode.UNSET  # a pause is not an error
+    batch_id = approval.attributes["sqlgate.approval.batch_id"]
+
+    elsewhere = SqlApprovalStore(url)
+    [record] = elsewhere.pending_batches()
+    gate = ApprovalGate(None, validate=_Accepted, store=elsewhere)
+    gate.submit(batch_id, {i.call_id: Approve() for i in record.batch.pending}, actor="alice")
+    exporter.clear()
+    fresh = harness.pipeline(demo_url, None, stores=(SqlApprovalStore(url), RunStore(url)))
+    [done] = fresh.resume(first.attributes["sqlgate.run_id"])
+    assert done.status is RunStatus.ANSWERED
+
+    spans = exporter.get_finished_spans()
+    (run,) = by_name(spans, "sqlgate.run")
+    assert run.attributes["sqlgate.resumed"] is True
+    assert run.context.trace_id != first.context.trace_id
+    (wait,) = by_name(spans, "sqlgate.approval.wait")
+    decided = elsewhere.get_batch(batch_id).outcome.decided_at
+    assert wait.attributes["sqlgate.approval.batch_id"] == batch_id
+    assert wait.start_time == int(record.batch.created_at.timestamp() * 1e9)
+    assert wait.end_time == int(decided.timestamp() * 1e9)
+    assert [s.name for s in spans if s.parent and s.parent.span_id == run.context.span_id] == [
+        "sqlgate.stage.approval",
+        "sqlgate.stage.synthesis",
+    ]
+
+
+def test_the_module_examples_run():
+    import doctest
+
+    assert doctest.testmod(telemetry).failed == 0
+    assert doctest.testmod(metrics).failed == 0
 
 
 def test_runs_calls_tokens_and_limiter_waits_are_counted(demo_db):
@@ -164,7 +219,7 @@ _PROBE = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Watch())
-    from approvals import ApproveAll
+    from approvals import ApprovalGate, Approve, ApproveAll, SqlApprovalStore
     from orchestrator import telemetry
     from orchestrator.demo import TOP_CATEGORIES, DemoSession
     from orchestrator.demo.database import build_demo_database
