@@ -86,6 +86,7 @@ class DecisionSignals:
 _registry_lock = threading.Lock()
 _signals: dict[str, DecisionSignals] = {}
 _listeners: dict[str, PostgresListener] = {}
+_listener_users: dict[str, int] = {}
 
 
 def signals_for(key: str) -> DecisionSignals:
@@ -108,7 +109,14 @@ class DecisionWatch:
     (``"poll"``). Usable from any thread; the async wait never blocks the event loop.
     """
 
-    def __init__(self, signals: DecisionSignals, batch_id: str) -> None:
+    def __init__(
+        self,
+        signals: DecisionSignals,
+        batch_id: str,
+        *,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self._on_close = on_close
         self._lock = threading.Lock()
         self._reason: WakeReason | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -154,6 +162,9 @@ class DecisionWatch:
 
     def close(self) -> None:
         self._unsubscribe()
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
 
     def __enter__(self) -> DecisionWatch:
         return self
@@ -194,18 +205,24 @@ class PostgresListener:
         self._thread.start()
         return self.listening.wait(timeout)
 
-    def stop(self) -> None:
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop listening (the thread ends within half a second; ``wait`` joins it)."""
         self._stop.set()
-        self._thread.join(timeout=5)
+        if wait:
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        failing = False
         while not self._stop.is_set():
             try:
                 conn = self._connect()
             except Exception as exc:
-                log.warning("cannot listen for approval decisions (%s); polling only", exc)
+                if not failing:  # said once per outage, not at every retry
+                    log.warning("cannot listen for approval decisions (%s); polling only", exc)
+                failing = True
                 self._stop.wait(self.retry_after)
                 continue
+            failing = False
             try:
                 conn.autocommit = True
                 conn.execute(f"LISTEN {CHANNEL}")
@@ -228,14 +245,29 @@ class PostgresListener:
 
 
 def listener_for(key: str, connect: Callable[[], Any]) -> PostgresListener:
-    """The process's listener of one PostgreSQL database, started on first use."""
+    """The process's listener of one PostgreSQL database, started on first use; each call is
+    one more user, until its ``release_listener``. The last user's release stops it."""
     with _registry_lock:
         found = _listeners.get(key)
         started = found is None
         if found is None:
             found = _listeners[key] = PostgresListener(connect, _signals_locked(key))
+        _listener_users[key] = _listener_users.get(key, 0) + 1
     if started:
         found.start()
     elif found.connections == 0:  # another thread is starting it
         found.listening.wait(5.0)
     return found
+
+
+def release_listener(key: str) -> None:
+    """One user of the listener of ``key`` is done; the last one stops it (without waiting)."""
+    with _registry_lock:
+        users = _listener_users.get(key, 0) - 1
+        if users > 0:
+            _listener_users[key] = users
+            return
+        _listener_users.pop(key, None)
+        listener = _listeners.pop(key, None)
+    if listener is not None:
+        listener.stop(wait=False)

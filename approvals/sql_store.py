@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ from .notify import (
     DecisionWatch,
     WakeReason,
     listener_for,
+    release_listener,
     signals_for,
 )
 from .store import ApprovalStore, CallLocation
@@ -275,15 +277,29 @@ class SqlApprovalStore(ApprovalStore):
         return self._signals
 
     def watch(self, batch_id: str) -> DecisionWatch:
-        """Subscribe to ``batch_id``; on PostgreSQL the process's listener is running first."""
-        if self._listens:
-            listener_for(self._key, self._listen_connection)
-        return super().watch(batch_id)
+        """Subscribe to ``batch_id``; on PostgreSQL the process's listener is running first
+        (and is let go when the watch closes)."""
+        if not self._listens:
+            return super().watch(batch_id)
+        listener_for(self._key, self._listen_connection)
+        return DecisionWatch(
+            self.decision_signals(), batch_id, on_close=lambda: release_listener(self._key)
+        )
 
     def on_decisions(self, wake: Callable[[WakeReason], None]) -> Callable[[], None]:
-        if self._listens:
-            listener_for(self._key, self._listen_connection)
-        return super().on_decisions(wake)
+        if not self._listens:
+            return super().on_decisions(wake)
+        listener_for(self._key, self._listen_connection)
+        unsubscribe = super().on_decisions(wake)
+        done = threading.Event()
+
+        def stop() -> None:
+            if not done.is_set():
+                done.set()
+                unsubscribe()
+                release_listener(self._key)
+
+        return stop
 
     def _listen_connection(self) -> object:
         import psycopg

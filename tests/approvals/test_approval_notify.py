@@ -23,7 +23,7 @@ from approvals import (
     PostgresListener,
     SqlApprovalStore,
 )
-from approvals.notify import listener_for
+from approvals.notify import listener_for, release_listener
 
 
 def gate_on(store: ApprovalStore, **kw) -> ApprovalGate:
@@ -193,13 +193,21 @@ def test_the_listener_reconnects_and_wakes_every_waiter(postgres_url):
         listener.stop()
 
 
-def test_one_listener_per_database_and_process(postgres_url):
+def test_one_listener_per_database_and_process_while_anyone_waits(postgres_url):
     store = SqlApprovalStore(postgres_url)
-    with store.watch("batch_x"), store.watch("batch_y"):
-        pass
-    first = listener_for(store._key, store._listen_connection)
-    assert listener_for(store._key, store._listen_connection) is first
-    assert first.listening.is_set()
+    with store.watch("batch_x"):
+        first = listener_for(store._key, store._listen_connection)
+        with store.watch("batch_y"):
+            assert listener_for(store._key, store._listen_connection) is first
+            release_listener(store._key)
+        release_listener(store._key)
+        assert first.listening.is_set()
+    # the last user gone, the listener stops; the next wait starts a new one
+    first._thread.join(timeout=5)
+    assert not first._thread.is_alive()
+    with store.watch("batch_z"):
+        assert listener_for(store._key, store._listen_connection) is not first
+        release_listener(store._key)
     store.close()
 
 
