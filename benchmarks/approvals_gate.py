@@ -158,12 +158,15 @@ def sqlgate_rows(sqlite_url: str, pg_url: str | None, rounds: int) -> None:
     with pg_schema(pg_url) as engine_for:
         waiting = SqlApprovalStore(engine_for())
         waiting.setup()
+        # the waiting process keeps its LISTEN connection between waits, as a server does
+        keep_listening = waiting.on_decisions(lambda _reason: None)
         elsewhere = SqlApprovalStore(engine_for(), signals=DecisionSignals())
         decision_to_resume(
             "sqlgate PostgreSQL, other process (NOTIFY)", waiting, elsewhere, rounds, None
         )
         silent = SqlApprovalStore(engine_for(), signals=DecisionSignals(), notify=False)
         decision_to_resume("sqlgate PostgreSQL, polled every 10 ms", waiting, silent, rounds, 0.01)
+        keep_listening()
         for store in (waiting, elsewhere, silent):
             store.close()
 
