@@ -6,11 +6,13 @@ OpenTelemetry when traces are off is checked in a fresh interpreter.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -263,9 +265,51 @@ def test_when_off_sqlgate_never_imports_opentelemetry(tmp_path):
     assert found == {"status": "answered", "enabled": False, "imports": [], "provider": None}
 
 
-def test_sqlgate_otel_exports_by_otlp(tmp_path):
-    # nothing listens there: the batch processor's export fails quietly in the background
-    found = _probe(tmp_path, SQLGATE_OTEL="1", OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
+class _Collector(http.server.BaseHTTPRequestHandler):
+    """A local OTLP/HTTP receiver: keeps every span name it is sent."""
+
+    received: list[tuple[str, list[str]]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        names = [
+            span.name
+            for resource in request.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
+        self.received.append((self.path, names))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_environment_turns_traces_on_and_they_reach_the_collector_by_otlp(tmp_path):
+    _Collector.received = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        found = _probe(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
+    finally:
+        server.shutdown()
     assert found["status"] == "answered" and found["enabled"] is True
     assert found["imports"]  # this time sqlgate imported it
     assert found["provider"] == {"provider": "TracerProvider", "exporters": ["OTLPSpanExporter"]}
+    # the batch processor sent everything when the process exited
+    paths = {path for path, _ in _Collector.received}
+    names = [name for _, batch in _Collector.received for name in batch]
+    assert paths == {"/v1/traces"}
+    assert names.count("sqlgate.run") == 1 and names.count("chat sqlgate-scripted-demo") == 3
+    assert {"sqlgate.validate", "sqlgate.approval", "sqlgate.execute"} <= set(names)
