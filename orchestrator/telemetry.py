@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from orchestrator import metrics
+from orchestrator.errors import ConfigurationError
 
 Attributes = Mapping[str, str | bool | int | float]
 T = TypeVar("T")
@@ -89,7 +90,7 @@ def _decide() -> None:
         try:
             _tracer = _otlp_tracer()
         except ImportError as exc:
-            raise RuntimeError(
+            raise ConfigurationError(
                 f"traces were asked for ({ENDPOINT_ENV} or {OTEL_ENV}=1) but OpenTelemetry is "
                 f"not installed ({exc.name}): pip install 'sqlgate[otel]'"
             ) from exc

@@ -7,7 +7,7 @@ created and closed when it stops. Routes reach it through ``orchestrator.server.
 from __future__ import annotations
 
 from approvals import ApprovalGate, BatchRecord, ExpirySweeper, SqlApprovalStore
-from orchestrator import metrics
+from orchestrator import metrics, telemetry
 from orchestrator.memory import memory_for
 from orchestrator.runs import RunStore
 from orchestrator.server.auth import TokenRegistry
@@ -26,6 +26,7 @@ class Service:
         from orchestrator.database import TargetDatabase
         from orchestrator.state_db import StateDatabase
 
+        telemetry.enabled()  # traces asked for but not installed: refused at start, not per run
         self.config = config
         self.tokens: TokenRegistry = config.tokens
         self.state_db = StateDatabase(config.state_url)

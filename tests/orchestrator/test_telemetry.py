@@ -20,6 +20,7 @@ import pytest
 from approvals import ApprovalGate, Approve, ApproveAll, SqlApprovalStore
 from orchestrator import metrics, telemetry
 from orchestrator.demo import DEMO_QUESTIONS, TOP_CATEGORIES, DemoSession
+from orchestrator.errors import ConfigurationError
 from orchestrator.question import PausedAtGate
 from orchestrator.result import RunStatus
 from orchestrator.runs import RunStore
@@ -191,6 +192,15 @@ def test_a_pause_at_the_gate_is_an_event_an_error_is_an_error(exporter):
     assert paused.status.status_code is StatusCode.UNSET
     assert [e.name for e in paused.events] == ["PausedAtGate"]
     assert broken.status.status_code is StatusCode.ERROR
+
+
+def test_traces_asked_for_without_opentelemetry_is_a_clear_configuration_error(monkeypatch):
+    monkeypatch.setenv("SQLGATE_OTEL", "1")
+    monkeypatch.setattr(telemetry, "_decided", False)
+    monkeypatch.setattr(telemetry, "_tracer", None)
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if the extra were missing
+    with pytest.raises(ConfigurationError, match=r"pip install 'sqlgate\[otel\]'"):
+        telemetry.span("sqlgate.run")
 
 
 def test_wanted_reads_the_endpoint_or_the_switch():
