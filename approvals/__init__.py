@@ -17,6 +17,9 @@ One cycle, as the pipeline drives it::
   applies a decision with a conditional update on (status, version): exactly one submission
   wins; the same idempotency key replays the first result. Deadlines (``ExpirySweeper``),
   k-of-n quorum votes and the append-only audit log (``replay_audit``) live there too.
+- A batch that moves on wakes its waiters (``ApprovalGate.await_outcome``, ``store.on_decisions``):
+  in the same process at once, across processes by PostgreSQL ``LISTEN/NOTIFY``; polling is the
+  safety net (``approvals.notify``). The stored state, never the notification, decides.
 - Reviewers: ``ApproveAll``, ``RejectAll``, ``MappingReviewer`` (dict / JSON file),
   ``TerminalReviewer``; for a reviewer's command line see ``approvals.service``.
 

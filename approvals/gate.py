@@ -8,7 +8,8 @@ claimed through ``gate.ledger.executing(outcome, call_id)`` so it runs at most o
 
 ``open`` and ``submit`` are the two halves, for a decision that arrives later or from another
 process (a reviewer's command line, an HTTP endpoint); ``await_outcome`` waits for it without
-blocking an event loop.
+blocking an event loop, woken by the decision's notification (``approvals.notify``) with
+polling behind it.
 """
 
 from __future__ import annotations
