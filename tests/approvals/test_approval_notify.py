@@ -16,11 +16,15 @@ import sqlalchemy as sa
 from approval_fakes import ManualClock, fake_validate, item
 
 from approvals import (
+    AlreadyExecuted,
     ApprovalGate,
     ApprovalStore,
     Approve,
+    DecisionConflict,
     DecisionSignals,
+    NotRunnable,
     PostgresListener,
+    Reject,
     SqlApprovalStore,
 )
 from approvals.notify import listener_for, release_listener
@@ -117,6 +121,58 @@ def test_a_vote_that_leaves_the_batch_pending_wakes_and_the_state_decides(backen
     vote.join()
     assert reasons == ["postgres" if by_notify else "process"] * 2
     assert outcome.status == "resolved" and outcome.votes == 2
+
+
+def test_two_waiters_and_three_racing_reviewers_one_decision_one_execution(backend):
+    """Notifications change nothing of the guarantees: one submission wins, every waiter gets
+    that outcome, and the approved statement is claimed once whoever holds it."""
+    run = gate_on(backend.open())
+    a = item()
+    batch = run.open([a])
+    waiters = [gate_on(backend.open(), run_id=run.run_id) for _ in range(2)]
+    reviewers = [gate_on(backend.open(), run_id=run.run_id) for _ in range(3)]
+    barrier = threading.Barrier(3)
+    won, lost = [], []
+
+    def review(gate: ApprovalGate, actor: str) -> None:
+        decision = Approve() if actor != "eve" else Reject(reason="not today")
+        barrier.wait()
+        try:
+            won.append(gate.submit(batch.batch_id, {a.call_id: decision}, actor=actor))
+        except DecisionConflict:
+            lost.append(actor)
+
+    async def wait_all():
+        async def one(gate: ApprovalGate):
+            return await gate.await_outcome(batch.batch_id, poll=0.05)
+
+        tasks = [asyncio.create_task(one(g)) for g in waiters]
+        await asyncio.sleep(0.01)
+        threads = [
+            threading.Thread(target=review, args=(g, actor))
+            for g, actor in zip(reviewers, ("dana", "eve", "frank"), strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        outcomes = await asyncio.wait_for(asyncio.gather(*tasks), 20)
+        for thread in threads:
+            thread.join()
+        return outcomes
+
+    outcomes = asyncio.run(wait_all())
+    assert len(won) == 1 and len(lost) == 2
+    assert outcomes[0] == outcomes[1] == won[0]
+    claimed, refused = [], []
+    for gate, outcome in zip(waiters, outcomes, strict=True):
+        try:
+            with gate.ledger.executing(outcome, a.call_id) as sql:
+                claimed.append(sql)
+        except (AlreadyExecuted, NotRunnable) as exc:
+            refused.append(type(exc).__name__)
+    if won[0].decided_by == "eve":  # her rejection won: nothing may run
+        assert claimed == [] and refused == ["NotRunnable", "NotRunnable"]
+    else:
+        assert claimed == [a.sql] and refused == ["AlreadyExecuted"]
 
 
 def test_a_lost_notification_still_resolves_by_polling(sql_backend):
