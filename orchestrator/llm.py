@@ -319,6 +319,9 @@ class LLMClient:
         if tokens.total:
             self.limiter.correct(grant, tokens.total)  # the estimate, replaced by what was used
         content = completion.choices[0].message.content if completion.choices else None
+        telemetry.llm_response(
+            completion.model, completion.choices[0].finish_reason if completion.choices else None
+        )
         return content, tokens
 
     def _count(self, requests: _Requests) -> None:

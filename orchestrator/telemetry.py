@@ -241,6 +241,19 @@ def llm_call_ended(
     call_span.set_attribute("sqlgate.repaired", repaired)
 
 
+def llm_response(model: str | None, finish_reason: str | None) -> None:
+    """Note the model that answered and why it stopped on the current LLM call's span."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    if model:
+        current.set_attribute("gen_ai.response.model", model)
+    if finish_reason:
+        current.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
+
+
 def limiter_waited(seconds: float) -> None:
     """A request waited ``seconds`` for the rate limiter: counted, and an event on the span."""
     metrics.limiter_waits_total.inc()

@@ -80,6 +80,8 @@ def test_a_run_is_traced_run_stages_llm_calls_validation_approval_execution(expo
     for chat in chats:
         assert chat.name == "chat sqlgate-scripted-demo"
         assert chat.attributes["gen_ai.request.model"] == "sqlgate-scripted-demo"
+        assert chat.attributes["gen_ai.response.model"] == "sqlgate-scripted-demo"
+        assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
         assert parent(chat).startswith("sqlgate.stage.")
     assert sum(c.attributes["gen_ai.usage.input_tokens"] for c in chats) == result.tokens.prompt
     assert (
