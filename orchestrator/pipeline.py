@@ -133,6 +133,7 @@ class Pipeline:
             raise ValueError(
                 "a pipeline without a reviewer pauses at the gate: give it approval_store and run_store"
             )
+        telemetry.enabled()  # traces asked for but not installed: refused before any run starts
         self.db = database
         self.llm = llm
         self.reviewer = reviewer
