@@ -158,6 +158,9 @@ class DecisionWatch:
             for task in (timer, notified):
                 task.cancel()
             await asyncio.gather(timer, notified, return_exceptions=True)
+        failure = timer.exception() if timer.done() and not timer.cancelled() else None
+        if failure is not None:  # the sleep's own failure, not a wake
+            raise failure
         return self.take() or "poll"
 
     def close(self) -> None:

@@ -197,6 +197,17 @@ def test_a_lost_notification_still_resolves_by_polling(sql_backend):
     ) == 1
 
 
+def test_a_failing_sleep_is_raised_not_taken_for_a_wake(store):
+    gate = gate_on(store)
+    batch = gate.open([item()])
+
+    async def broken(seconds: float) -> None:
+        raise RuntimeError("the clock broke")
+
+    with pytest.raises(RuntimeError, match="the clock broke"):
+        asyncio.run(gate.await_outcome(batch.batch_id, poll=0.1, sleep=broken))
+
+
 def test_the_store_polls_less_where_decisions_notify(sql_backend):
     store = sql_backend.open()
     assert store.wait_poll == (5.0 if sql_backend.kind == "postgres" else 0.5)
