@@ -12,8 +12,9 @@ process, so machine load hits both alike:
 
 "On" is ``telemetry.use_tracer_provider`` with an SDK ``TracerProvider`` and a
 ``SimpleSpanProcessor`` into an ``InMemorySpanExporter`` (cleared after each round): every span
-is built, ended and exported synchronously, an upper bound of what a ``BatchSpanProcessor``
-costs the run's own threads. "Off" is sqlgate's default: no provider, ``span()`` returns a shared
+is built, ended and exported synchronously, with no network (an OTLP ``BatchSpanProcessor``
+also serialises and sends from a background thread, not measured here). "Off" is sqlgate's
+default: no provider, ``span()`` returns a shared
 no-op. Figures: median CPU ms per question over the rounds, and spans per question; then what
 one span costs by itself, off and on (``timeit`` of an empty ``with telemetry.span(...)``).
 """
