@@ -10,7 +10,8 @@ Run: .venv/bin/python benchmarks/approvals_gate.py [--url URL] [--pg-url URL] [-
    - in-process: a ``MemoryApprovalStore`` shared by both (woken by the in-process signal);
    - SQLite, same process: two stores on one file (woken by the in-process signal);
    - SQLite, polled every 10 ms: the reviewer sends no notification (the path before
-     notifications, and what a reviewer in another process gets on SQLite);
+     notifications; a reviewer in another process on SQLite is found by polling too, every
+     0.5 s by default);
    - PostgreSQL, ``NOTIFY``: the reviewer shares nothing in-process with the waiter, as
      another process (woken by the waiter's ``LISTEN`` connection);
    - PostgreSQL, polled every 10 ms (the path before notifications).
