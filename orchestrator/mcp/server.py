@@ -5,7 +5,9 @@ the approval gate and report where a reviewer decides; no tool approves, and eve
 schema is closed (``additionalProperties: false``): an argument the schema does not declare is
 refused with a tool error before the tool runs, ``argument_refused`` when it looks like a
 decision or an identity. Refusals are tool errors whose structured content is
-``{"error": {"code": ..., "message": ...}}`` (``errors.ToolRefusal``).
+``{"error": {"code": ..., "message": ...}}`` (``errors.ToolRefusal``), arguments that fail the
+input schema included (``invalid_arguments``); every tool's output schema declares that shape
+beside its answer, so clients that validate structured content accept both.
 
 Resources: ``sqlgate://schema`` (the catalogue, one line per table) and
 ``sqlgate://schema/{table}`` (one table with its keys and foreign keys).
@@ -19,13 +21,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationError
 
 from orchestrator.mcp.config import McpConfig
-from orchestrator.mcp.errors import ToolRefusal, refuse_arguments
+from orchestrator.mcp.errors import ToolRefusal, refuse_arguments, with_error_shape
 from orchestrator.mcp.service import McpService
 from orchestrator.mcp.tools import GUARANTEE, SqlgateTools
 
@@ -42,8 +44,10 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_w
 
 
 def _closed(tool: Tool) -> Tool:
-    """The tool with a closed input schema, refused extras included (defence in depth)."""
+    """The tool with a closed input schema, refused extras included (defence in depth), and an
+    output schema that declares the error shape beside the answer."""
     tool.parameters["additionalProperties"] = False
+    tool.fn_metadata.output_schema = with_error_shape(tool.fn_metadata.output_schema)
     base = tool.fn_metadata.arg_model
     tool.fn_metadata.arg_model = type(
         base.__name__,
@@ -53,20 +57,50 @@ def _closed(tool: Tool) -> Tool:
     return tool
 
 
-def _tools(tools: SqlgateTools) -> list[Tool]:
+#: Starts or stops a run (state is written) but never changes the database it reads.
+_STARTS_RUN = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+
+def _tools(tools: SqlgateTools, max_question_chars: int) -> list[Tool]:
     entries: list[tuple[Callable[..., Any], ToolAnnotations]] = [
-        # ask starts a run (state is written) but never changes the database it reads.
-        (
-            tools.ask,
-            ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
-        ),
+        (tools.ask, _STARTS_RUN),
         (tools.run_status, _READ_ONLY),
         (tools.wait_for_run, _READ_ONLY),
+        (tools.list_runs, _READ_ONLY),
+        (tools.cancel_run, _STARTS_RUN),
+        (tools.answer_clarification, _STARTS_RUN),
+        (tools.get_rows, _READ_ONLY),
         (tools.schema, _READ_ONLY),
         (tools.validate, _READ_ONLY),
         (tools.explain_policy, _READ_ONLY),
     ]
-    return [_closed(Tool.from_function(fn, annotations=notes)) for fn, notes in entries]
+    built = [_closed(Tool.from_function(fn, annotations=notes)) for fn, notes in entries]
+    _limit_question_length(built[0], max_question_chars)
+    return built
+
+
+def _limit_question_length(ask: Tool, limit: int) -> None:
+    """``ask``'s schema says the pipeline's own question limit (the tool checks it before a
+    run is created)."""
+    properties = ask.parameters["properties"]
+    for option in properties["question"].get("anyOf", [properties["question"]]):
+        if option.get("type") == "string":
+            option["maxLength"] = limit
+    for option in properties["questions"].get("anyOf", [properties["questions"]]):
+        if option.get("type") == "array":
+            option["items"] = {**option.get("items", {}), "maxLength": limit}
+
+
+def _invalid_arguments(name: str, exc: ValidationError) -> ToolRefusal:
+    """The SDK's input-schema failure, in the documented error shape."""
+    problems = [
+        {"field": ".".join(str(part) for part in error["loc"]) or name, "message": error["msg"]}
+        for error in exc.errors(include_url=False)
+    ]
+    told = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
+    return ToolRefusal(
+        "invalid_arguments", f"{name} arguments are invalid: {told}", errors=problems
+    )
 
 
 def refusal_result(refusal: ToolRefusal) -> CallToolResult:
@@ -85,7 +119,7 @@ class SqlgateMCPServer(MCPServer[McpService]):
     def __init__(self, service: McpService, **kwargs: Any) -> None:
         self.service = service
         self.tool_set = SqlgateTools(service)
-        tools = _tools(self.tool_set)
+        tools = _tools(self.tool_set, service.config.pipeline.max_question_chars)
         self._declared = {t.name: set(t.parameters.get("properties", {})) for t in tools}
 
         @asynccontextmanager
@@ -111,14 +145,20 @@ class SqlgateMCPServer(MCPServer[McpService]):
         self, name: str, arguments: dict[str, Any], context: Context[McpService, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
-            if name in self._declared:
-                refuse_arguments(name, set(arguments), self._declared[name])
+            if name not in self._declared:
+                raise ToolRefusal(
+                    "unknown_tool",
+                    f"there is no tool {name!r}; the tools are: {', '.join(sorted(self._declared))}",
+                )
+            refuse_arguments(name, set(arguments), self._declared[name])
             return await super().call_tool(name, arguments, context)
         except ToolRefusal as refusal:
             return refusal_result(refusal)
         except ToolError as exc:
             if isinstance(exc.__cause__, ToolRefusal):
                 return refusal_result(exc.__cause__)
+            if isinstance(exc.__cause__, ValidationError):
+                return refusal_result(_invalid_arguments(name, exc.__cause__))
             raise
 
     def _add_resources(self) -> None:
@@ -142,7 +182,9 @@ class SqlgateMCPServer(MCPServer[McpService]):
         def table(table: str) -> str:
             found = schema.table(table)
             if found is None:
-                raise ValueError(f"no table {table!r}")
+                raise ResourceNotFoundError(
+                    f"no table {table!r}: read sqlgate://schema for the list"
+                )
             return found.render(self.service.database.dialect)
 
 

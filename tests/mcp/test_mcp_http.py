@@ -152,7 +152,7 @@ def test_batched_ask_over_http_paused_decided_by_a_reviewer_then_answered(
                 foreign = await bob.call_tool("run_status", {"run_id": run_id})
             batch_id = asked.structured_content["review"]["batch_id"]
             decided = await anyio.to_thread.run_sync(decide_as, state_url, batch_id, "rita")
-            answered = await alice.call_tool("wait_for_run", {"run_id": run_id, "timeout_s": 60})
+            answered = await alice.call_tool("wait_for_run", {"run_id": run_id, "timeout_s": 25})
             return locals()
 
     got = anyio.run(session)
