@@ -20,7 +20,6 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
-import orchestrator.llm
 from approvals import ApprovalGate
 from orchestrator.llm import LLMSettings
 from orchestrator.mcp import McpConfig, create_http_app
@@ -81,12 +80,6 @@ def serving(config: McpConfig) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
-
-
-@pytest.fixture
-def allow_local_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The model is the local cassette server: requests to it are allowed."""
-    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
 
 
 @pytest.fixture
