@@ -10,11 +10,13 @@ agent reads its code.
           unknown_argument         any other argument the tool's schema does not declare
           invalid_arguments        an argument of the wrong type or size (``errors``: each field)
           unknown_tool             no tool of that name
-          not_cancellable          the run is past the point where it can be stopped
+          not_cancellable          the run is not waiting at the gate (still planning, running
+                                   its approved SQL, or ended): only a waiting run is cancelled
           no_rows                  the question kept no rows (nothing ran, or it failed)
           unauthenticated          an HTTP request without a known bearer token
           forbidden                the caller's role may not use this tool
-          invalid_input            neither question nor questions, or an empty one
+          invalid_input            neither question nor questions (sql nor statements), an empty
+                                   or too long one, answers that match no clarifying question
           run_not_found            no such run of the caller's
           awaiting_approval        the run waits for a reviewer (wait_for_run timed out)
           still_running            the run has not reached the gate or its end yet

@@ -34,10 +34,15 @@ from orchestrator.mcp.tools import GUARANTEE, SqlgateTools
 INSTRUCTIONS = (
     "sqlgate answers questions about one SQL database. "
     + GUARANTEE
-    + " Call `ask`; when the run pauses at the approval gate, tell the user which SQL waits and "
-    "where a reviewer decides, then call `wait_for_run`. Use `schema` and `validate` to look "
-    "before asking; `explain_policy` says what is allowed. Errors carry a `code`: "
-    "awaiting_approval, rate_limited (with retry_after), unsafe (with the reason), rejected, ..."
+    + " Call `ask` (or `submit_sql` with SQL you wrote: the same validator and review, no "
+    "model). It answers within seconds with a run_id; when the run pauses at the approval gate, "
+    "tell the user which SQL waits and where a reviewer decides, then call `wait_for_run` (25 s "
+    "at most: call it again while the code is awaiting_approval or still_running). "
+    "`list_runs` finds your runs again, `get_rows` pages through a result, "
+    "`answer_clarification` answers a question sqlgate asked back, `cancel_run` withdraws a run "
+    "waiting for review. Use `schema` and `validate` to look before asking; `explain_policy` "
+    "says what is allowed. Errors carry a `code`: awaiting_approval, rate_limited (with "
+    "retry_after), unsafe (with the reason), rejected, ..."
 )
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
@@ -64,6 +69,7 @@ _STARTS_RUN = ToolAnnotations(read_only_hint=False, destructive_hint=False, open
 def _tools(tools: SqlgateTools, max_question_chars: int) -> list[Tool]:
     entries: list[tuple[Callable[..., Any], ToolAnnotations]] = [
         (tools.ask, _STARTS_RUN),
+        (tools.submit_sql, _STARTS_RUN),
         (tools.run_status, _READ_ONLY),
         (tools.wait_for_run, _READ_ONLY),
         (tools.list_runs, _READ_ONLY),

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from approvals import ExpirySweeper
+from approvals import AuditEvent, ExpirySweeper, sql_hash
 from approvals.expiry import supersede
 from orchestrator.checkpoint import FinishedCheckpoint, PausedCheckpoint
 from orchestrator.database import TargetDatabase
@@ -35,6 +35,26 @@ RESTING = frozenset({"awaiting_approval", "finished", "failed"})
 ENDED = frozenset({"finished", "failed"})
 
 OnProgress = Callable[[str, int, int], Awaitable[None]]
+
+
+def submitted_event(
+    run_id: str, owner: str, purposes: list[str], statements: list[str]
+) -> AuditEvent:
+    """The audit entry of SQL an agent submitted: who asked, why, and each statement's hash."""
+    return AuditEvent(
+        at=datetime.now(UTC),
+        run_id=run_id,
+        batch_id="",  # no batch yet: the validator and the gate come next
+        event="sql_submitted",
+        actor=owner,
+        detail={
+            "via": "mcp submit_sql",
+            "statements": [
+                {"purpose": purpose, "sql": sql, "sql_hash": sql_hash(sql)}
+                for purpose, sql in zip(purposes, statements, strict=True)
+            ],
+        },
+    )
 
 
 class NotCancellable(SqlgateError):
@@ -228,13 +248,24 @@ class McpService:
         role: str | None = None,
         *,
         follow_up_of: str | None = None,
+        statements: list[str] | None = None,
     ) -> tuple[str, Cursor]:
-        """Start a run; the cursor is the event position before it, for ``watch``."""
+        """Start a run; the cursor is the event position before it, for ``watch``.
+
+        ``statements``: the caller's own SQL, one per question (its purpose); the audit log
+        records who submitted it (``sql_submitted``) before anything is reviewed."""
         await self.start()
         cursor = self.hub.position
-        run_id = await asyncio.to_thread(
-            lambda: self.runs.submit(questions, owner, role, follow_up_of=follow_up_of)
-        )
+
+        def start() -> str:
+            run_id = self.runs.submit(
+                questions, owner, role, follow_up_of=follow_up_of, statements=statements
+            )
+            if statements is not None:
+                self.approvals.append_audit([submitted_event(run_id, owner, questions, statements)])
+            return run_id
+
+        run_id = await asyncio.to_thread(start)
         return run_id, cursor
 
     async def watch(
@@ -257,7 +288,8 @@ class McpService:
         assert row is not None, f"unknown run {run_id}"
         if row.status in until:
             return row
-        events = self.hub.follow(after, keepalive=min(1.0, max(timeout_s, 0.05)))
+        keepalive = min(1.0, self.config.heartbeat_s, max(timeout_s, 0.05))
+        events = self.hub.follow(after, keepalive=keepalive)
         stage, done, total = row.status, 0, len(row.questions)
         heard = time.monotonic()
         with contextlib.suppress(TimeoutError):

@@ -6,6 +6,8 @@ run id and where the run is; waiting is ``wait_for_run``, bounded (``WAIT_DEFAUL
 ``MAX_WAIT_S``), with progress notifications while the run works.
 
     ask(question | questions)      start a run; back within seconds (at the gate, or still working)
+    submit_sql(sql | statements, purpose)   the agent's own SQL: same validator, same ONE review,
+                                   no model call
     run_status(run_id)             where a run is, and its results once known
     wait_for_run(run_id, timeout_s)   wait (<= 25 s) until the run ends; call again if it has not
     list_runs(status?, limit, offset)   the caller's own runs, newest first
@@ -49,11 +51,22 @@ MAX_QUESTIONS = 100
 WAIT_DEFAULT_S = 20.0
 MAX_WAIT_S = 25.0
 MAX_PAGE_ROWS = 500
+MAX_SQL_CHARS = 100_000
 GUARANTEE = (
     "No SQL runs before a person with a reviewer's credentials approves it, in one batched "
     "review, under the safety policy; an agent can ask, never approve."
 )
 RUN_ID = Annotated[str, Field(max_length=64, description="The run_id returned by ask")]
+
+
+def purpose_text(actor: str, purpose: str) -> str:
+    """What the reviewer reads beside a submitted statement (the run's "question").
+
+    Example:
+        >>> purpose_text("alice", "  Revenue per   month ")
+        'SQL written by alice (agent), purpose: Revenue per month'
+    """
+    return f"SQL written by {actor} (agent), purpose: {' '.join(purpose.split())}"
 
 
 def principal_of(ctx: Context[Any, Any], service: McpService) -> Principal:
@@ -165,6 +178,58 @@ class SqlgateTools:
                 f"a question has {longest} characters; the limit is {limit}",
             )
         run_id, cursor = await self.service.submit(asked, principal.actor, principal.role.value)
+        return await self._first_answer(ctx, principal, run_id, cursor)
+
+    async def submit_sql(
+        self,
+        ctx: Context[Any, Any],
+        purpose: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="Why this SQL should run: shown to the reviewer beside each statement",
+            ),
+        ],
+        sql: Annotated[
+            str | None, Field(max_length=MAX_SQL_CHARS, description="One SQL statement")
+        ] = None,
+        statements: Annotated[
+            list[Annotated[str, Field(max_length=MAX_SQL_CHARS)]] | None,
+            Field(
+                max_length=MAX_QUESTIONS,
+                description="Several SQL statements, reviewed together in ONE review",
+            ),
+        ] = None,
+    ) -> RunReport:
+        """Run SQL you wrote yourself, through the same gate as ask: the safety policy's
+        validator (read-only, allowed tables and columns, every column resolved, LIMIT enforced)
+        and ONE review by a person, who sees your purpose beside each statement. No language
+        model is involved: the SQL is not rewritten or corrected, and the answer is its result.
+        Returns like ask (run_id, status, the SQL waiting, where a reviewer decides); then call
+        wait_for_run. A statement the policy refuses ends with the error code unsafe and its
+        reason. Give either `sql` or `statements`."""
+        principal = principal_of(ctx, self.service)
+        _require(principal, "ask")
+        given = [sql] if sql is not None else list(statements or [])
+        if (sql is None) == (statements is None) or not given:
+            raise ToolRefusal("invalid_input", "give either sql or statements (not both)")
+        if any(not s.strip() for s in given):
+            raise ToolRefusal("invalid_input", "a statement is empty")
+        text = purpose_text(principal.actor, purpose)
+        limit = self.service.config.pipeline.max_question_chars
+        if not purpose.strip() or len(text) > limit:
+            raise ToolRefusal(
+                "invalid_input",
+                f"the purpose must say why, in at most {limit - len(text) + len(purpose)} "
+                "characters",
+            )
+        purposes = [
+            text if len(given) == 1 else f"{text} (statement {i} of {len(given)})"
+            for i in range(1, len(given) + 1)
+        ]
+        run_id, cursor = await self.service.submit(
+            purposes, principal.actor, principal.role.value, statements=given
+        )
         return await self._first_answer(ctx, principal, run_id, cursor)
 
     def run_status(self, ctx: Context[Any, Any], run_id: RUN_ID) -> RunReport:

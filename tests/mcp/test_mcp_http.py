@@ -222,6 +222,15 @@ def test_elicitation_asks_the_person_at_the_client_only_when_their_token_may_dec
     assert result["sql"] in asked_people[0][1]
     assert got["analyst"].structured_content["status"] == "awaiting_approval"
     assert got["modern"].structured_content["status"] == "awaiting_approval"
+    # recorded as a decision taken at the client, apart from a review on the reviewer page
+    state = StateDatabase(state_url)
+    run_id = approved.structured_content["run_id"]
+    [marker] = [
+        e for e in state.approvals.audit_log(run_id=run_id) if e.event == "decided_at_client"
+    ]
+    state.close()
+    assert marker.actor == "root"
+    assert marker.detail == {"via": "mcp elicitation", "role": "admin", "decision": "approve"}
 
 
 def test_sql_the_validator_refuses_ends_the_ask_with_an_unsafe_tool_error(

@@ -38,6 +38,7 @@ from tests.scripted_llm.scenarios import AMBIGUOUS_ANSWERS, COUNT_QUESTIONS
 
 TOOLS = {
     "ask",
+    "submit_sql",
     "run_status",
     "wait_for_run",
     "list_runs",

@@ -17,6 +17,7 @@ from tests.mcp.model_server import CassetteModelServer
 
 TOOLS = {
     "ask",
+    "submit_sql",
     "run_status",
     "wait_for_run",
     "list_runs",
