@@ -9,27 +9,42 @@ decision or an identity. Refusals are tool errors whose structured content is
 input schema included (``invalid_arguments``); every tool's output schema declares that shape
 beside its answer, so clients that validate structured content accept both.
 
+Published template tools (``template_tools``) are listed after sqlgate's own, read from the state
+database on every ``tools/list``; publishing one sends ``notifications/tools/list_changed`` to the
+connections that have called a tool (handshake era) and on the subscription bus
+(``subscriptions/listen``).
+
 Resources: ``sqlgate://schema`` (the catalogue, one line per table) and
 ``sqlgate://schema/{table}`` (one table with its keys and foreign keys).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import Tool as MCPTool
 from pydantic import ConfigDict, ValidationError
 
 from orchestrator.mcp.config import McpConfig
 from orchestrator.mcp.errors import ToolRefusal, refuse_arguments, with_error_shape
 from orchestrator.mcp.service import McpService
 from orchestrator.mcp.tools import GUARANTEE, SqlgateTools
+from orchestrator.mcp.views import RunReport
+
+log = logging.getLogger("sqlgate.mcp")
+#: Connections remembered to tell of tool list changes (the most recent ones).
+MAX_SESSIONS_TOLD = 1000
 
 INSTRUCTIONS = (
     "sqlgate answers questions about one SQL database. "
@@ -76,6 +91,7 @@ def _tools(tools: SqlgateTools, max_question_chars: int) -> list[Tool]:
         (tools.cancel_run, _STARTS_RUN),
         (tools.answer_clarification, _STARTS_RUN),
         (tools.get_rows, _READ_ONLY),
+        (tools.publish_template, _STARTS_RUN),
         (tools.schema, _READ_ONLY),
         (tools.validate, _READ_ONLY),
         (tools.explain_policy, _READ_ONLY),
@@ -127,6 +143,13 @@ class SqlgateMCPServer(MCPServer[McpService]):
         self.tool_set = SqlgateTools(service)
         tools = _tools(self.tool_set, service.config.pipeline.max_question_chars)
         self._declared = {t.name: set(t.parameters.get("properties", {})) for t in tools}
+        self.tool_set.builtin = set(self._declared)
+        self.tool_set.on_tools_changed = self.announce_tools_changed
+        #: per connection, the session that last called a tool: told when the tool list changes
+        self._sessions: dict[Any, Any] = {}
+        self._run_report_schema = with_error_shape(
+            RunReport.model_json_schema(ref_template="#/$defs/{model}")
+        )
 
         @asynccontextmanager
         async def lifespan(_server: MCPServer[McpService]) -> AsyncIterator[McpService]:
@@ -146,16 +169,56 @@ class SqlgateMCPServer(MCPServer[McpService]):
             **kwargs,
         )
         self._add_resources()
+        self._announce_list_changes()
+
+    def _announce_list_changes(self) -> None:
+        """Initialisation says ``tools.listChanged``: published tools come and change."""
+        low = self._lowlevel_server
+        original = low.create_initialization_options
+
+        def with_tool_changes(
+            notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+        ) -> Any:
+            options = notification_options or NotificationOptions(tools_changed=True)
+            return original(options, *args, **kwargs)
+
+        low.create_initialization_options = with_tool_changes  # type: ignore[method-assign]
+
+    async def announce_tools_changed(self) -> None:
+        """``notifications/tools/list_changed``: to every handshake-era session that has called
+        a tool, and on the subscription bus for clients following ``subscriptions/listen``."""
+        await self._subscriptions.publish(ToolsListChanged())
+        for key, session in list(self._sessions.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:  # a closed session: it lists again when it reconnects
+                log.info("tools/list_changed not delivered: %s", exc)
+                self._sessions.pop(key, None)
+
+    async def list_tools(self) -> list[MCPTool]:
+        """sqlgate's own tools, then the published template tools of this database."""
+        own = await super().list_tools()
+        published = await asyncio.to_thread(self.service.published_tools)
+        return own + [
+            MCPTool(
+                name=tool.name,
+                title=tool.name,
+                description=tool.full_description(),
+                input_schema=tool.input_schema(),
+                output_schema=self._run_report_schema,
+                annotations=_STARTS_RUN,
+            )
+            for tool in published
+            if tool.name not in self._declared
+        ]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[McpService, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        self._remember(context)
         try:
             if name not in self._declared:
-                raise ToolRefusal(
-                    "unknown_tool",
-                    f"there is no tool {name!r}; the tools are: {', '.join(sorted(self._declared))}",
-                )
+                return await self._call_published(name, arguments, context)
             refuse_arguments(name, set(arguments), self._declared[name])
             return await super().call_tool(name, arguments, context)
         except ToolRefusal as refusal:
@@ -166,6 +229,43 @@ class SqlgateMCPServer(MCPServer[McpService]):
             if isinstance(exc.__cause__, ValidationError):
                 return refusal_result(_invalid_arguments(name, exc.__cause__))
             raise
+
+    def _remember(self, context: Context[McpService, Any] | None) -> None:
+        """Keep the calling session (the latest per connection) to tell it of tool changes."""
+        try:
+            session = context.request_context.session if context is not None else None
+        except (AttributeError, LookupError, ValueError):  # no request context (in-process call)
+            return
+        if session is None or not hasattr(session, "send_tool_list_changed"):
+            return
+        request = context.request_context.request if context is not None else None
+        headers = getattr(request, "headers", None)
+        key = (headers.get("mcp-session-id") if headers is not None else None) or id(session)
+        self._sessions.pop(key, None)
+        self._sessions[key] = session
+        while len(self._sessions) > MAX_SESSIONS_TOLD:  # the oldest connections first
+            self._sessions.pop(next(iter(self._sessions)))
+
+    async def _call_published(
+        self, name: str, arguments: dict[str, Any], context: Context[McpService, Any] | None
+    ) -> CallToolResult:
+        tool = await asyncio.to_thread(
+            self.service.template_tools.tool, self.service.database.safe_url, name
+        )
+        if tool is None or context is None:
+            known = sorted(self._declared) + [
+                t.name for t in await asyncio.to_thread(self.service.published_tools)
+            ]
+            raise ToolRefusal(
+                "unknown_tool", f"there is no tool {name!r}; the tools are: {', '.join(known)}"
+            )
+        refuse_arguments(name, set(arguments), {p.name for p in tool.parameters})
+        report = await self.tool_set.call_template(context, tool, arguments)
+        payload = report.model_dump(mode="json")
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(payload, default=str))],
+            structured_content=payload,
+        )
 
     def _add_resources(self) -> None:
         schema = self.service.database.schema

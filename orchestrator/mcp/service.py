@@ -22,6 +22,12 @@ from orchestrator.checkpoint import FinishedCheckpoint, PausedCheckpoint
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import RunConflict, RunNotFound, SqlgateError
 from orchestrator.mcp.config import McpConfig
+from orchestrator.mcp.template_tools import (
+    TemplateTool,
+    TemplateToolError,
+    TemplateToolStore,
+    parameters_of,
+)
 from orchestrator.mcp.views import RowsPage, RunReport, run_report
 from orchestrator.memory import memory_for
 from orchestrator.result import RunError, RunResult, RunStatus
@@ -110,6 +116,7 @@ class McpService:
             notify=self.hub.poke,
         )
         self.hub.listeners.append(self.runs.on_event)
+        self.template_tools = TemplateToolStore(self.state_db.engine)
         self._started = False
 
     async def start(self) -> None:
@@ -217,6 +224,56 @@ class McpService:
         cancelled = self.state.run(row.run_id)
         assert cancelled is not None
         return cancelled
+
+    # -- published template tools -------------------------------------------------------------
+    def published_tools(self) -> list[TemplateTool]:
+        return self.template_tools.tools(self.database.safe_url)
+
+    def publish_template(
+        self, name: str, example_id: int, names: list[str], description: str, actor: str
+    ) -> TemplateTool:
+        """Publish a statement reviewers approved (a positive example of memory on this
+        database) as a tool; its SQL must pass the policy now too.
+
+        Raises:
+            TemplateToolError: no such approved example here, names that do not fit its
+                literals, or SQL the policy refuses today.
+        """
+        from orchestrator.memory import MemoryNotFound
+
+        try:
+            example = self.state_db.memory.example(example_id)
+        except MemoryNotFound:
+            raise TemplateToolError(f"no example {example_id} in reviewed-SQL memory") from None
+        if example.kind != "positive" or example.status not in ("approved", "edited"):
+            raise TemplateToolError(
+                f"example {example_id} is {example.status}: only SQL a reviewer approved "
+                "(or edited) at the gate can be published"
+            )
+        if example.database != self.database.safe_url:
+            raise TemplateToolError(f"example {example_id} is of another database")
+        parameters = parameters_of(example.sql, example.dialect, names)
+        verdict = self.pipeline.validator().validate(example.sql)
+        if not verdict.ok:
+            refusal = verdict.refusal
+            raise TemplateToolError(
+                f"the policy refuses example {example_id} now: "
+                f"{refusal.message if refusal else 'refused'}"
+            )
+        tool = TemplateTool(
+            name=name,
+            description=description,
+            database=self.database.safe_url,
+            dialect=example.dialect,
+            example_id=example.id,
+            template_id=example.template_id,
+            sql=example.sql,
+            parameters=parameters,
+            published_by=actor,
+            published_at=datetime.now(UTC),
+        )
+        self.template_tools.publish(tool)
+        return tool
 
     def rows_page(
         self, row: RunRow, question_id: str, *, offset: int, limit: int

@@ -14,6 +14,8 @@ run id and where the run is; waiting is ``wait_for_run``, bounded (``WAIT_DEFAUL
     cancel_run(run_id)             stop a run waiting at the gate: nothing of it runs
     answer_clarification(run_id, answers)   answer a run's clarifying questions: a follow-up run
     get_rows(run_id, question_id, offset, limit)   page through every row a question kept
+    publish_template(name, example_id, parameters, description)   admins: a reviewed statement
+                                   becomes a typed tool (``template_tools``)
     schema(tables?)                the tables and columns sqlgate sees
     validate(sql)                  the safety policy's verdict and the SQL that would run
     explain_policy()               what sqlgate allows, and who decides
@@ -22,6 +24,7 @@ run id and where the run is; waiting is ``wait_for_run``, bounded (``WAIT_DEFAUL
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -31,8 +34,10 @@ from orchestrator.clarify import ClarificationError, follow_up_question
 from orchestrator.mcp.elicitation import may_elicit, review_at_client
 from orchestrator.mcp.errors import ToolRefusal
 from orchestrator.mcp.service import ENDED, RESTING, McpService, NotCancellable, OnProgress
+from orchestrator.mcp.template_tools import TemplateTool, TemplateToolError, bind
 from orchestrator.mcp.views import (
     PolicyView,
+    PublishedTool,
     RowsPage,
     RunList,
     RunReport,
@@ -138,6 +143,10 @@ class SqlgateTools:
 
     def __init__(self, service: McpService) -> None:
         self.service = service
+        #: the names of sqlgate's own tools (a published tool may not take one)
+        self.builtin: set[str] = set()
+        #: awaited after a tool is published (the server tells its clients)
+        self.on_tools_changed: Callable[[], Awaitable[None]] = _nothing
 
     async def ask(
         self,
@@ -461,6 +470,81 @@ class SqlgateTools:
             else "questions wait for the model budget",
         )
 
+    async def publish_template(
+        self,
+        ctx: Context[Any, Any],
+        name: Annotated[
+            str, Field(max_length=48, description="The tool's name: lower case letters, digits, _")
+        ],
+        example_id: Annotated[
+            int, Field(ge=1, description="The approved example of reviewed-SQL memory")
+        ],
+        parameters: Annotated[
+            list[Annotated[str, Field(max_length=48)]],
+            Field(
+                min_length=1,
+                max_length=50,
+                description="One argument name per literal of the statement, in the order they "
+                'are written; "" keeps that literal as reviewed',
+            ),
+        ],
+        description: Annotated[
+            str, Field(min_length=1, max_length=500, description="What the tool answers")
+        ],
+    ) -> PublishedTool:
+        """Admins only: publish a statement reviewers approved (reviewed-SQL memory) as a named,
+        typed tool, e.g. orders_above(amount: number). Each argument replaces one literal of the
+        reviewed statement; a call is validated by the policy and goes through the gate, where
+        earned auto-approval applies when the policy allows it. Every client is told the tool
+        list changed."""
+        principal = principal_of(ctx, self.service)
+        _require(principal, "curate_memory")
+        if name in self.builtin:
+            raise ToolRefusal("invalid_input", f"{name} is one of sqlgate's own tools")
+        try:
+            tool = await asyncio.to_thread(
+                self.service.publish_template,
+                name,
+                example_id,
+                parameters,
+                description,
+                principal.actor,
+            )
+        except TemplateToolError as exc:
+            raise ToolRefusal("invalid_input", exc.message) from None
+        await self.on_tools_changed()
+        return PublishedTool(
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema(),
+            sql=tool.sql,
+            template_id=tool.template_id,
+            example_id=tool.example_id,
+            published_by=tool.published_by,
+        )
+
+    async def call_template(
+        self, ctx: Context[Any, Any], tool: TemplateTool, arguments: dict[str, Any]
+    ) -> RunReport:
+        """A published tool's call: the reviewed statement with the arguments as its literals,
+        then the way of ``submit_sql``."""
+        principal = principal_of(ctx, self.service)
+        _require(principal, "ask")
+        try:
+            sql = bind(tool.sql, tool.dialect, tool.parameters, arguments)
+        except TemplateToolError as exc:
+            raise ToolRefusal("invalid_arguments", exc.message) from None
+        shown = ", ".join(f"{p.name}={arguments[p.name]!r}" for p in tool.parameters)
+        purpose = purpose_text(
+            principal.actor,
+            f"{tool.name}({shown}), the reviewed template of example {tool.example_id} "
+            f"published by {tool.published_by}",
+        )
+        run_id, cursor = await self.service.submit(
+            [purpose], principal.actor, principal.role.value, statements=[sql]
+        )
+        return await self._first_answer(ctx, principal, run_id, cursor)
+
     # -- helpers ------------------------------------------------------------------------------
     async def _first_answer(
         self, ctx: Context[Any, Any], principal: Principal, run_id: str, cursor: Any
@@ -492,6 +576,10 @@ class SqlgateTools:
         if row is None or (row.owner != principal.actor and not principal.may("read_any_run")):
             raise ToolRefusal("run_not_found", f"no run {run_id!r} of yours")
         return row
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _progress_reporter(ctx: Context[Any, Any]) -> OnProgress:

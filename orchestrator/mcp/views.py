@@ -163,6 +163,18 @@ class RowsPage(BaseModel):
     )
 
 
+class PublishedTool(BaseModel):
+    """A reviewed template, now a tool every agent of this database sees."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(description="The tool's arguments")
+    sql: str = Field(description="The reviewed statement its arguments fill in")
+    template_id: str
+    example_id: int
+    published_by: str
+
+
 class SchemaAnswer(BaseModel):
     dialect: str = Field(description="SQL dialect of the database: sqlite, postgres, mysql, duckdb")
     tables: list[str] = Field(description="Tables described (requested ones and their neighbours)")

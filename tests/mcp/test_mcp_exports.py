@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator import mcp as sqlgate_mcp
-from orchestrator.mcp import errors, tools
+from orchestrator.mcp import errors, template_tools, tools
 from orchestrator.mcp.errors import ToolRefusal, refuse_arguments
 
 
@@ -19,7 +19,9 @@ def test_all_is_sorted_and_importable() -> None:
         assert hasattr(sqlgate_mcp, name), name
 
 
-@pytest.mark.parametrize("module", [errors, tools], ids=["errors", "tools"])
+@pytest.mark.parametrize(
+    "module", [errors, tools, template_tools], ids=["errors", "tools", "template_tools"]
+)
 def test_the_examples_in_the_docstrings_run(module: Any) -> None:
     failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert tried > 0 and failures == 0

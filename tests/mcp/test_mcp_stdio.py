@@ -24,6 +24,7 @@ TOOLS = {
     "cancel_run",
     "answer_clarification",
     "get_rows",
+    "publish_template",
     "schema",
     "validate",
     "explain_policy",
