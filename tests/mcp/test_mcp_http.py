@@ -65,10 +65,17 @@ def mcp_config(
 @contextmanager
 def serving(config: McpConfig) -> Iterator[str]:
     """``create_http_app`` under uvicorn on a free port of 127.0.0.1; yields the /mcp URL."""
+    with serving_app(create_http_app(config)) as base:
+        yield f"{base}/mcp"
+
+
+@contextmanager
+def serving_app(app: Any) -> Iterator[str]:
+    """An ASGI app under uvicorn on a free port of 127.0.0.1; yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(create_http_app(config), log_level="warning", lifespan="on"))
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -76,7 +83,7 @@ def serving(config: McpConfig) -> Iterator[str]:
         assert thread.is_alive() and time.monotonic() < deadline, "the MCP server did not start"
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)

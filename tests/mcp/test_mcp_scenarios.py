@@ -1,8 +1,10 @@
 """One scenario suite, four clients: the Python SDK and the official TypeScript SDK, each over
 stdio and streamable HTTP. What an agent meets with any MCP client: the tools, every error code
 with its reason (structured content that validates against the tool's declared output schema),
-ask back within seconds at the gate, a person deciding with ``sqlgate approvals decide``, the rows
-paged to the end, a clarifying question answered, a waiting run cancelled, the rate limit.
+ask back within seconds at the gate, a person deciding (``sqlgate approvals decide`` beside the
+stdio server, the reviewer HTTP API of ``sqlgate serve`` beside the HTTP one), the rows paged to
+the end, a clarifying question answered, a waiting run cancelled, the agent's own SQL rejected,
+the rate limit.
 
 The TypeScript client is ``tests/mcp/ts-client`` (the SDK pinned in its package.json and
 package-lock.json, installed with ``npm ci`` on first use); without node and npm its cases skip.
@@ -11,17 +13,21 @@ package-lock.json, installed with ``npm ci`` on first use); without node and npm
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import jsonschema
 import pytest
 
 from orchestrator.demo import AMBIGUOUS, TOP_CATEGORIES
 from orchestrator.pipeline import PipelineConfig
+from orchestrator.server.app import create_app
+from orchestrator.server.auth import TokenRegistry
+from orchestrator.server.config import ServerConfig
 from ratelimit import SlidingWindowLimiter
 from tests.mcp.conftest import sqlgate, sqlgate_env
 from tests.mcp.drivers import (
@@ -33,7 +39,7 @@ from tests.mcp.drivers import (
     python_stdio,
 )
 from tests.mcp.model_server import CassetteModelServer
-from tests.mcp.test_mcp_http import mcp_config, serving
+from tests.mcp.test_mcp_http import mcp_config, serving, serving_app
 from tests.scripted_llm.scenarios import AMBIGUOUS_ANSWERS, COUNT_QUESTIONS
 
 TOOLS = {
@@ -91,7 +97,13 @@ class Scenario:
         return dict(result["structuredContent"])
 
 
-async def scenario(driver: Driver, decide: Callable[[str, dict[str, str]], Any]) -> None:
+async def scenario(
+    driver: Driver,
+    decide: Callable[[str, dict[str, Any]], Any],
+    reviewer: Driver | None = None,
+) -> None:
+    """The suite. ``decide(batch_id, decisions)`` is a person's decision (CLI or reviewer HTTP
+    API); ``reviewer`` a second connection with a reviewer's token (HTTP only)."""
     s = Scenario(driver)
 
     # -- the tools: closed inputs, outputs that declare the error shape ------------------------
@@ -179,6 +191,26 @@ async def scenario(driver: Driver, decide: Callable[[str, dict[str, str]], Any])
     [only] = (await s.answer("list_runs", {"limit": 1, "offset": 1}))["runs"]
     assert only["run_id"] == ambiguous_run
 
+    # -- the agent's own SQL: the same gate, no model call; a person rejects it ---------------
+    sql = "SELECT status, COUNT(*) AS n FROM orders GROUP BY status"
+    submitted = await s.answer("submit_sql", {"sql": sql, "purpose": "orders per status"})
+    assert submitted["status"] == "awaiting_approval"
+    [own] = submitted["waiting"]
+    assert own["question"].endswith("purpose: orders per status")
+    await anyio.to_thread.run_sync(
+        decide,
+        submitted["review"]["batch_id"],
+        {own["call_id"]: {"action": "reject", "reason": "use the monthly report"}},
+    )
+    rejected = await s.error(
+        "wait_for_run", {"run_id": submitted["run_id"], "timeout_s": 25}, "rejected"
+    )
+    assert rejected["reason"].endswith("use the monthly report")
+
+    if reviewer is not None:  # a reviewer's token decides, it never asks
+        forbidden = await Scenario(reviewer).error("ask", {"question": "Top?"}, "forbidden")
+        assert "reviewer" in forbidden["message"]
+
     # -- the model budget used up: refused at once, with a time to come back ------------------
     limited = await s.error("ask", {"question": COUNT_QUESTIONS[0]}, "rate_limited")
     assert 0 < limited["retry_after"] <= 60
@@ -187,8 +219,8 @@ async def scenario(driver: Driver, decide: Callable[[str, dict[str, str]], Any])
     assert max(r["elapsed_s"] for _, r in s.calls) < 30
 
 
-def decide_by_cli(env: dict[str, str], tmp_path: Path) -> Callable[[str, dict[str, str]], Any]:
-    def decide(batch_id: str, decisions: dict[str, str]) -> None:
+def decide_by_cli(env: dict[str, str], tmp_path: Path) -> Callable[[str, dict[str, Any]], Any]:
+    def decide(batch_id: str, decisions: dict[str, Any]) -> None:
         file = tmp_path / f"{batch_id}.json"
         file.write_text(json.dumps(decisions))
         done = sqlgate(
@@ -250,19 +282,37 @@ def test_http_scenario(
         limiter=SlidingWindowLimiter(limit=RATE_LIMIT, window=60.0, mode="fail_fast"),
         pipeline=PipelineConfig(admission=True),
     )
-    env = sqlgate_env(demo_db, state_url, model.base_url, tmp_path)
-
-    @asynccontextmanager
-    async def connected(url: str) -> AsyncIterator[Driver]:
-        connect: Callable[[str, str], AbstractAsyncContextManager[Driver]] = (
-            python_http if client_kind == "python" else node_http
+    # The reviewer HTTP API of `sqlgate serve` on the same state database, the same model and
+    # limiter (whichever process resumes the run after the decision).
+    api = create_app(
+        ServerConfig(
+            database_url=config.database_url,
+            state_url=state_url,
+            tokens=config.tokens or TokenRegistry.from_json("[]"),
+            llm=config.llm,
+            limiter=config.limiter,
+            pipeline=config.pipeline,
+            poll_interval=0.05,
+            sweep_interval=0.2,
         )
-        async with connect(url, "tok-alice") as driver:
-            yield driver
+    )
+    connect: Callable[[str, str], AbstractAsyncContextManager[Driver]] = (
+        python_http if client_kind == "python" else node_http
+    )
 
-    async def run(url: str) -> None:
-        async with connected(url) as driver:
-            await scenario(driver, decide_by_cli(env, tmp_path))
+    async def run(url: str, api_url: str) -> None:
+        def decide(batch_id: str, decisions: dict[str, Any]) -> None:
+            response = httpx2.post(
+                f"{api_url}/approvals/{batch_id}/decision",
+                json={"decisions": decisions},
+                headers={"Authorization": "Bearer tok-rita"},
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+            assert response.json()["decided_by"] == "rita"
 
-    with serving(config) as url:
-        anyio.run(run, url)
+        async with connect(url, "tok-alice") as driver, connect(url, "tok-rita") as rita:
+            await scenario(driver, decide, reviewer=rita)
+
+    with serving(config) as url, serving_app(api) as api_url:
+        anyio.run(run, url, api_url)
