@@ -16,6 +16,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from approvals import sql_hash
 from orchestrator.llm import LLMSettings
 from orchestrator.mcp import McpConfig
 from orchestrator.replay import CassetteTransport
@@ -168,6 +169,20 @@ def test_published_templates_are_typed_tools_reviewed_or_earned(
     [result] = earned["questions"]
     assert [row[0] for row in result["rows"]] == [3998, 3999, 4000]
     assert result["approvals"][0]["status"] == "auto_approved"
+    # the audit log: who asked, that the earned rule approved it, what ran
+    state = StateDatabase(state_url)
+    events = state.approvals.audit_log(run_id=earned["run_id"])
+    state.close()
+    [asked] = [e for e in events if e.event == "sql_submitted"]
+    assert asked.actor == "alice"
+    assert "orders_above(amount=3997)" in asked.detail["statements"][0]["purpose"]
+    assert [e for e in events if e.event == "vote_cast"] == []  # no person voted
+    [resolved] = [e for e in events if e.event == "batch_resolved"]
+    assert resolved.actor == "sqlgate"
+    [opened] = [e for e in events if e.event == "batch_opened"]
+    assert opened.detail["auto_approved"] and not opened.detail["pending"]
+    [ran] = [e for e in events if e.event == "execution_done"]
+    assert ran.detail["sql_hash"] == sql_hash(result["sql"])
 
     rejected = got["rejected"].structured_content["error"]
     assert rejected["code"] == "rejected"
