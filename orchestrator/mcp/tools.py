@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -61,6 +61,7 @@ GUARANTEE = (
     "No SQL runs before a person with a reviewer's credentials approves it, in one batched "
     "review, under the safety policy; an agent can ask, never approve."
 )
+RunState = Literal["queued", "running", "awaiting_approval", "resuming", "finished", "failed"]
 RUN_ID = Annotated[str, Field(max_length=64, description="The run_id returned by ask")]
 
 
@@ -272,12 +273,8 @@ class SqlgateTools:
         self,
         ctx: Context[Any, Any],
         status: Annotated[
-            str | None,
-            Field(
-                max_length=32,
-                description="Only runs in this state: queued, running, awaiting_approval, "
-                "finished or failed",
-            ),
+            RunState | None,
+            Field(description="Only runs in this state"),
         ] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="Runs per page")] = 20,
         offset: Annotated[int, Field(ge=0, description="Runs to skip (newest first)")] = 0,

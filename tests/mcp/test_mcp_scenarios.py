@@ -190,6 +190,10 @@ async def scenario(
     assert runs[2]["status"] == "finished"
     [only] = (await s.answer("list_runs", {"limit": 1, "offset": 1}))["runs"]
     assert only["run_id"] == ambiguous_run
+    ended = (await s.answer("list_runs", {"status": "finished"}))["runs"]
+    assert len(ended) == 3 and {r["status"] for r in ended} == {"finished"}
+    assert (await s.answer("list_runs", {"status": "awaiting_approval"}))["runs"] == []
+    await s.error("list_runs", {"status": "done"}, "invalid_arguments")
 
     # -- the agent's own SQL: the same gate, no model call; a person rejects it ---------------
     sql = "SELECT status, COUNT(*) AS n FROM orders GROUP BY status"
