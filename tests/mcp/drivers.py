@@ -43,6 +43,8 @@ class Driver(Protocol):
 
     async def read_resource(self, uri: str) -> dict[str, Any]: ...
 
+    async def notifications(self) -> list[str]: ...
+
 
 def node_ready() -> str | None:
     """Why the TypeScript client cannot run here (None when it can): node and npm present, and
@@ -63,9 +65,16 @@ def node_ready() -> str | None:
 
 
 class PythonDriver:
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Client, name: str, notes: list[str] | None = None) -> None:
         self.client = client
         self.name = name
+        self.notes = notes if notes is not None else []
+
+    async def notifications(self) -> list[str]:
+        """The change notifications received since the last call."""
+        got = [n for n in self.notes if n.endswith("list_changed")]
+        self.notes.clear()
+        return got
 
     async def list_tools(self) -> list[dict[str, Any]]:
         tools = (await self.client.list_tools()).tools
@@ -126,6 +135,10 @@ class NodeDriver:
         answer.setdefault("isError", False)
         return answer
 
+    async def notifications(self) -> list[str]:
+        got: list[str] = await self._ask({"op": "notifications"})
+        return got
+
     async def read_resource(self, uri: str) -> dict[str, Any]:
         try:
             read: dict[str, Any] = await self._ask({"op": "read_resource", "uri": uri})
@@ -158,15 +171,27 @@ async def python_stdio(env: dict[str, str], stderr: Path) -> AsyncIterator[Pytho
 
 
 @asynccontextmanager
-async def python_http(url: str, token: str) -> AsyncIterator[PythonDriver]:
+async def python_http(url: str, token: str, *, legacy: bool = False) -> AsyncIterator[PythonDriver]:
+    """``legacy``: a handshake-era session (as the TypeScript SDK opens), which receives change
+    notifications on its stream; else the SDK's default."""
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {token}"},
         timeout=httpx2.Timeout(30.0, read=CLIENT_PATIENCE_S),
     )
+    notes: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if not isinstance(message, Exception):
+            notes.append(str(getattr(message, "method", "")))
+
+    options: dict[str, Any] = {"mode": "legacy"} if legacy else {}
     async with Client(
-        streamable_http_client(url, http_client=http), read_timeout_seconds=CLIENT_PATIENCE_S
+        streamable_http_client(url, http_client=http),
+        read_timeout_seconds=CLIENT_PATIENCE_S,
+        message_handler=on_message,
+        **options,
     ) as client:
-        yield PythonDriver(client, "python-http")
+        yield PythonDriver(client, "python-http", notes)
 
 
 @asynccontextmanager

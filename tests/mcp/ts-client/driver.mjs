@@ -2,7 +2,8 @@
 // (tests/mcp/drivers.py). argv[2] is a JSON config:
 //   {"transport": "stdio", "command": ..., "args": [...], "env": {...}, "cwd": ..., "stderr": path}
 //   {"transport": "http", "url": ..., "token": ...}
-// Each stdin line is a request {"id", "op": "list_tools" | "call" | "read_resource", ...}; each
+// Each stdin line is a request {"id", "op": "list_tools" | "call" | "read_resource" |
+// "notifications" (the change notifications received since the last ask), ...}; each
 // stdout line answers it: {"id", "ok": true, "result"} or {"id", "ok": false, "error"}. The SDK's
 // own checks apply as in any client built on it: a tool result whose structured content does not
 // match the tool's output schema is an error here, as it is for the agent.
@@ -11,6 +12,7 @@ import readline from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const config = JSON.parse(process.argv[2]);
 
@@ -33,11 +35,18 @@ function transport() {
 }
 
 const client = new Client({ name: "sqlgate-ts-scenario", version: "1.0.0" });
+const notifications = [];
+client.setNotificationHandler(ToolListChangedNotificationSchema, (note) => {
+  notifications.push(note.method);
+});
 await client.connect(transport());
 
 async function handle(request) {
   if (request.op === "list_tools") {
     return (await client.listTools()).tools;
+  }
+  if (request.op === "notifications") {
+    return notifications.splice(0);
   }
   if (request.op === "read_resource") {
     return await client.readResource({ uri: request.uri });
