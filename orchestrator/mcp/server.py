@@ -55,7 +55,8 @@ INSTRUCTIONS = (
     "at most: call it again while the code is awaiting_approval or still_running). "
     "`list_runs` finds your runs again, `get_rows` pages through a result, "
     "`answer_clarification` answers a question sqlgate asked back, `cancel_run` withdraws a run "
-    "waiting for review. Use `schema` and `validate` to look before asking; `explain_policy` "
+    "waiting for review. Other tools may be reviewed statements an admin published (typed "
+    "arguments, the same gate). Use `schema` and `validate` to look before asking; `explain_policy` "
     "says what is allowed. Errors carry a `code`: awaiting_approval, rate_limited (with "
     "retry_after), unsafe (with the reason), rejected, ..."
 )
