@@ -75,6 +75,11 @@ class QuestionCheckpoint(BaseModel):
     )
     data_context: str = ""
     pending_sql: str | None = Field(default=None, description="SQL waiting for the next cycle.")
+    agent_sql: bool = Field(
+        default=False,
+        description="The caller wrote the SQL (MCP submit_sql): no model call plans, fixes or "
+        "answers it.",
+    )
     sql: str | None = Field(default=None, description="The SQL of the latest cycle.")
     failure: str | None = Field(default=None, description="Why there is no result, for the answer.")
     correction_error: str | None = None
@@ -125,6 +130,10 @@ class StartedCheckpoint(BaseModel):
     version: int = CHECKPOINT_VERSION
     run_id: str
     questions: list[str]
+    statements: list[str] | None = Field(
+        default=None,
+        description="The caller's own SQL, one per question (then each question is its purpose).",
+    )
     policy: dict[str, Any] | None = Field(
         default=None, description="The policy the run is judged under (a role's, if it has one)."
     )

@@ -200,6 +200,7 @@ class Pipeline:
         progress: Progress | None = None,
         role: str | None = None,
         follow_up_of: str | None = None,
+        statements: Sequence[str] | None = None,
     ) -> list[RunResult]:
         """Answer many questions with batched LLM calls and ONE approval cycle per round.
 
@@ -214,9 +215,14 @@ class Pipeline:
         holds its lease while it advances, so another process can take it over if this one
         stops (``recover``). ``role`` narrows the database's policy to that role's section; a
         run queued with a role keeps the policy it was queued under.
+
+        ``statements``: the caller's own SQL, one per question (each question is then the
+        statement's purpose). They go through the same validator and the same ONE review, and
+        no model call is made: no plan, no correction, the answer is the result itself.
         """
         run_id = run_id or "run_" + uuid.uuid4().hex[:16]
         ctx = self._context(run_id, list(questions), progress, on_result)
+        self._submitted(ctx, statements)
         ctx.policy = self.db.policy_for(role).model_dump(mode="json")
         ctx.follow_up_of = follow_up_of
         if self._durable:
@@ -238,6 +244,7 @@ class Pipeline:
         *,
         role: str | None = None,
         follow_up_of: str | None = None,
+        statements: Sequence[str] | None = None,
     ) -> None:
         """Record a run nobody advances yet (a service accepted it); ``run_batch`` claims it, and
         ``recover`` starts it if the service stops first. The run keeps the policy of ``role``
@@ -247,7 +254,12 @@ class Pipeline:
         self.run_store.create(
             run_id,
             self.db.safe_url,
-            StartedCheckpoint(run_id=run_id, questions=list(questions), policy=policy),
+            StartedCheckpoint(
+                run_id=run_id,
+                questions=list(questions),
+                statements=list(statements) if statements is not None else None,
+                policy=policy,
+            ),
             status="queued",
             follow_up_of=follow_up_of,
         )
@@ -324,6 +336,7 @@ class Pipeline:
         checkpoint = stored.checkpoint
         if isinstance(checkpoint, StartedCheckpoint):
             ctx = self._context(run_id, checkpoint.questions, progress, None)
+            self._submitted(ctx, checkpoint.statements)
             ctx.policy = checkpoint.policy
             ctx.stored = ("running", version)
             ctx.follow_up_of = stored.follow_up_of
@@ -391,6 +404,20 @@ class Pipeline:
             on_result=on_result,
             release_streamed=on_result is not None and self.reviewer is not None,
         )
+
+    @staticmethod
+    def _submitted(ctx: RunContext, statements: Sequence[str] | None) -> None:
+        """The caller's own SQL waits for the first approval cycle, one statement per question."""
+        if statements is None:
+            return
+        if len(statements) != len(ctx.questions):
+            raise ValueError(
+                f"{len(statements)} statements for {len(ctx.questions)} purposes: give one each"
+            )
+        for q, sql in zip(ctx.questions, statements, strict=True):
+            q.agent_sql = True
+            q.pending_sql = sql
+            q.note("submitted", q.text, sql, started=q.started)
 
     def _restore(
         self, checkpoint: PausedCheckpoint | ExecutedCheckpoint, progress: Progress | None
@@ -492,14 +519,15 @@ class Pipeline:
         results whose answers are still to be written; pause or finish."""
         try:
             if resumed is None:
+                asked = [q for q in ctx.active() if not q.agent_sql]  # the caller's SQL: as is
                 with telemetry.stage("reasoning"):
-                    stages.reason(self, ctx, ctx.active())
+                    stages.reason(self, ctx, asked)
                 ctx.emit()
                 with telemetry.stage("exploration"):
-                    stages.explore(self, ctx, ctx.active())
+                    stages.explore(self, ctx, [q for q in asked if q.active])
                 with telemetry.stage("generation"):
                     stages.generate(
-                        self, ctx, [q for q in ctx.active() if q.after_synthesis is None]
+                        self, ctx, [q for q in asked if q.active and q.after_synthesis is None]
                     )
                 ctx.emit()
             if resumed != "executed":

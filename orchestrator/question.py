@@ -62,6 +62,7 @@ class QuestionState:
         self.schema: SchemaContext | None = None
         self.data_context = ""
         self.pending_sql: str | None = None  # SQL waiting for the next approval cycle
+        self.agent_sql = False  # the caller wrote the SQL: no model call plans, fixes or answers
         self.sql: str | None = None
         self.failure: str | None = None  # why there is no result, for the answer
         self.after_synthesis: RunStatus | None = None  # the status once the answer is written
@@ -95,6 +96,7 @@ class QuestionState:
             db_schema=self.schema,
             data_context=self.data_context,
             pending_sql=self.pending_sql,
+            agent_sql=self.agent_sql,
             sql=self.sql,
             failure=self.failure,
             correction_error=self.correction_error,
@@ -120,6 +122,7 @@ class QuestionState:
         q.status, q.after_synthesis, q.error = saved.status, saved.after_synthesis, saved.error
         q.reasoning, q.schema, q.data_context = saved.reasoning, saved.db_schema, saved.data_context
         q.pending_sql, q.sql, q.failure = saved.pending_sql, saved.sql, saved.failure
+        q.agent_sql = saved.agent_sql
         q.correction_error, q.meta_outcome = saved.correction_error, saved.meta_outcome
         q.corrections, q.result, q.answer = saved.corrections, saved.result, saved.answer
         q.assumptions, q.warnings = list(saved.assumptions), list(saved.warnings)

@@ -163,7 +163,10 @@ def advance_run(task: Task, run_id: str) -> str:
         if stored.status == "queued":
             assert isinstance(stored.checkpoint, StartedCheckpoint)
             results = pipeline.run_batch(
-                stored.checkpoint.questions, run_id=run_id, follow_up_of=stored.follow_up_of
+                stored.checkpoint.questions,
+                run_id=run_id,
+                follow_up_of=stored.follow_up_of,
+                statements=stored.checkpoint.statements,
             )
             _settle(worker, run_id, results)
             return "started"

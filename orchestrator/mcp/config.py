@@ -59,9 +59,12 @@ class McpConfig:
     statement_timeout_s: float | None = None
     poll_interval: float = 0.2
     sweep_interval: float = 1.0
-    #: ``ask`` returns once the run pauses at the gate or ends, or after this many seconds.
-    ask_wait_s: float = 120.0
-    #: Rows of a result returned to the agent at most (the rest is marked ``truncated``).
+    #: ``ask`` returns once the run pauses at the gate or ends, or after this many seconds (the
+    #: run then goes on; ``wait_for_run`` follows it).
+    ask_wait_s: float = 4.0
+    #: While a stage lasts, a waiting tool sends a "still ..." progress notification this often.
+    heartbeat_s: float = 5.0
+    #: Rows of a result shown in a run's report (``get_rows`` pages through all of them).
     max_rows: int = 50
     http_client: Any = None
 

@@ -2,10 +2,13 @@
 the caller's authenticated identity may decide (a reviewer or admin token over HTTP), the server
 asks the human at the client, through MCP elicitation, to approve or reject the SQL waiting.
 
-The decision is recorded under the token's actor, never anything the agent passed. Stdio has no
-authentication, so its caller is an analyst and is never asked. Elicitation needs a back-channel
-for server-initiated requests (handshake-era sessions); where there is none, or the person
-declines, the run simply stays at the gate for a reviewer elsewhere. Edits are made on the
+The decision is recorded under the token's actor, never anything the agent passed, and the audit
+log marks it as taken at the client (``decided_at_client``, with the token's role), apart from a
+review on the reviewer page: it is not evidence a reviewer read the SQL there, and earned
+auto-approval must not count it. Stdio has no authentication, so its caller is an analyst and is
+never asked. Elicitation needs a back-channel for server-initiated requests (handshake-era
+sessions); where there is none, or the person declines, the run simply stays at the gate for a
+reviewer elsewhere. Edits are made on the
 reviewer page or with ``sqlgate approvals decide``, not here.
 """
 
@@ -13,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field
 
-from approvals import ApprovalError
+from approvals import ApprovalError, AuditEvent
 from orchestrator.mcp.service import McpService
 from orchestrator.mcp.views import RunReport
 from orchestrator.server.auth import Principal
@@ -79,11 +83,24 @@ async def review_at_client(
         reason = data.reason.strip() or f"rejected by {principal.actor} at the client"
         decisions = {cid: {"action": "reject", "reason": reason} for cid in waiting}
     gate = service.pipeline.gate(report.run_id)  # the pipeline's own gate: same store and rules
+    batch_id = report.review.batch_id
     try:
-        await asyncio.to_thread(
-            gate.submit, report.review.batch_id, decisions, actor=principal.actor
-        )
+        await asyncio.to_thread(gate.submit, batch_id, decisions, actor=principal.actor)
     except ApprovalError as exc:  # decided elsewhere first, expired, ...: the run goes on as is
         log.info("the decision at the client was not applied: %s", exc)
+    else:
+        marker = AuditEvent(
+            at=datetime.now(UTC),
+            run_id=report.run_id,
+            batch_id=batch_id,
+            event="decided_at_client",
+            actor=principal.actor,
+            detail={
+                "via": "mcp elicitation",
+                "role": principal.role.value,
+                "decision": data.decision,
+            },
+        )
+        await asyncio.to_thread(service.approvals.append_audit, [marker])
     service.hub.poke()
     return True

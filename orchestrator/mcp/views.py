@@ -62,9 +62,17 @@ class ErrorInfo(BaseModel):
     )
 
 
+class ClarifyingQuestion(BaseModel):
+    """A question sqlgate asks back; answer it with ``answer_clarification`` under its id."""
+
+    id: str = Field(description="The id to answer under, in answer_clarification's answers")
+    text: str
+
+
 class QuestionReport(BaseModel):
     """One question of a run, once known."""
 
+    question_id: str = Field(description="The question's id in the run (q1, q2, ...): get_rows")
     question: str
     status: str = Field(
         description="answered, awaiting_approval, needs_clarification, rejected, unsafe, "
@@ -74,15 +82,19 @@ class QuestionReport(BaseModel):
     answer: str | None = Field(default=None, description="The answer in plain language")
     sql: str | None = Field(default=None, description="The SQL that ran (or was proposed)")
     columns: list[str] = Field(default_factory=list)
-    rows: list[list[Any]] = Field(default_factory=list, description="Result rows, bounded")
+    rows: list[list[Any]] = Field(
+        default_factory=list, description="The first result rows; get_rows pages through all"
+    )
     row_count: int | None = Field(default=None, description="Rows the query returned")
     truncated: bool = Field(
-        default=False, description="True when there were more rows than are shown here"
+        default=False,
+        description="True when there were more rows than are shown here (get_rows has them)",
     )
     warnings: list[str] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
-    clarification_questions: list[str] = Field(
-        default_factory=list, description="What to ask the user (needs_clarification)"
+    clarification_questions: list[ClarifyingQuestion] = Field(
+        default_factory=list,
+        description="What to ask the user (needs_clarification); answer with answer_clarification",
     )
     approvals: list[Approval] = Field(default_factory=list, description="Who approved what")
     error: ErrorInfo | None = None
@@ -101,6 +113,66 @@ class RunReport(BaseModel):
         default=None, description="Where a person reviews the waiting SQL"
     )
     error: ErrorInfo | None = Field(default=None, description="Why the run failed (failed)")
+
+
+class RunSummary(BaseModel):
+    """One run in a list: enough to find it again."""
+
+    run_id: str
+    status: str = Field(description="queued, running, awaiting_approval, finished or failed")
+    questions: list[str]
+    batch_id: str | None = Field(default=None, description="Its latest approval batch")
+    follow_up_of: str | None = Field(
+        default=None, description="The run whose clarifying questions it answers"
+    )
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, row: RunRow) -> RunSummary:
+        return cls(
+            run_id=row.run_id,
+            status=row.status,
+            questions=list(row.questions),
+            batch_id=row.batch_id,
+            follow_up_of=row.follow_up_of,
+            created_at=str(row.created_at),
+            updated_at=str(row.updated_at),
+        )
+
+
+class RunList(BaseModel):
+    runs: list[RunSummary] = Field(description="The caller's runs, newest first")
+    next_offset: int | None = Field(
+        default=None, description="The offset of the next page; null on the last page"
+    )
+
+
+class RowsPage(BaseModel):
+    """A page of the rows one question kept."""
+
+    run_id: str
+    question_id: str
+    columns: list[str]
+    rows: list[list[Any]]
+    offset: int = Field(description="The index of the first row of this page")
+    row_count: int = Field(description="Rows kept in all")
+    next_offset: int | None = Field(description="Where the next page starts; null at the end")
+    truncated: bool = Field(
+        description="True when the query had more rows than the policy's row cap kept"
+    )
+
+
+class PublishedTool(BaseModel):
+    """A reviewed template, now a tool every agent of this database sees."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(description="The tool's arguments")
+    sql: str = Field(description="The reviewed statement its arguments fill in")
+    template_id: str
+    example_id: int
+    published_by: str
 
 
 class SchemaAnswer(BaseModel):
@@ -128,6 +200,13 @@ class PolicyView(BaseModel):
     rate_limit: str = Field(description="What happens when the model budget is used up")
 
 
+#: What a question waiting at the gate says: the server resumes it, the agent only waits.
+WAITING_MESSAGE = (
+    "waiting for a reviewer's decision; this server resumes the run by itself once it is "
+    "decided: call wait_for_run (or run_status) to follow it"
+)
+
+
 def review_place(batch_id: str, reviewer_url: str | None) -> ReviewPlace:
     return ReviewPlace(
         batch_id=batch_id,
@@ -146,6 +225,7 @@ def _batch(approvals: ApprovalStore, batch_id: str, cache: dict[str, BatchRecord
 
 
 def _question(
+    question_id: str,
     result: dict[str, Any],
     approvals: ApprovalStore,
     cache: dict[str, BatchRecord | None],
@@ -171,7 +251,11 @@ def _question(
             )
         )
     error = result.get("error")
+    if error and error.get("code") == "awaiting_approval":
+        # The service resumes the run by itself once a reviewer decides: nothing to run here.
+        error = {**error, "message": WAITING_MESSAGE}
     return QuestionReport(
+        question_id=question_id,
         question=result["question"],
         status=result["status"],
         answer=result.get("answer"),
@@ -182,7 +266,10 @@ def _question(
         truncated=truncated,
         warnings=list(result.get("warnings") or []),
         assumptions=list(result.get("assumptions") or []),
-        clarification_questions=[q["text"] for q in result.get("clarification_questions") or []],
+        clarification_questions=[
+            ClarifyingQuestion(id=str(q["id"]), text=str(q["text"]))
+            for q in result.get("clarification_questions") or []
+        ],
         approvals=records,
         error=ErrorInfo(**error) if error else None,
     )
@@ -193,7 +280,10 @@ def run_report(
 ) -> RunReport:
     """The report of one run from the service's row and the approvals store."""
     cache: dict[str, BatchRecord | None] = {}
-    questions = [_question(r, approvals, cache, max_rows) for r in row.results or []]
+    questions = [
+        _question(f"q{i}", r, approvals, cache, max_rows)
+        for i, r in enumerate(row.results or [], start=1)
+    ]
     waiting: list[WaitingStatement] = []
     review = None
     if row.status == "awaiting_approval" and row.batch_id:

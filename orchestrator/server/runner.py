@@ -222,22 +222,34 @@ class RunService:
         role: str | None = None,
         *,
         follow_up_of: str | None = None,
+        statements: list[str] | None = None,
     ) -> str:
         """Record and start a run; ``role`` (the caller's token role) picks the policy's section
         of that name, when it has one, for every statement of the run; ``follow_up_of`` links a
-        follow-up to the run it clarifies."""
+        follow-up to the run it clarifies; ``statements`` is the caller's own SQL, one per
+        question (each question is then its purpose: ``Pipeline.run_batch``)."""
         run_id = new_run_id()
         section = self.pipeline.db.section_for(role)
         self.state.create_run(run_id, owner, questions, follow_up_of=follow_up_of)
-        self.pipeline.queue(run_id, questions, role=section, follow_up_of=follow_up_of)
+        self.pipeline.queue(
+            run_id, questions, role=section, follow_up_of=follow_up_of, statements=statements
+        )
         self.notify()
         if self.dispatch is not None:
             self.dispatch(run_id)
         else:
-            self._pool.submit(self._guarded, run_id, self._start, run_id, questions, follow_up_of)
+            self._pool.submit(
+                self._guarded, run_id, self._start, run_id, questions, follow_up_of, statements
+            )
         return run_id
 
-    def _start(self, run_id: str, questions: list[str], follow_up_of: str | None = None) -> None:
+    def _start(
+        self,
+        run_id: str,
+        questions: list[str],
+        follow_up_of: str | None = None,
+        statements: list[str] | None = None,
+    ) -> None:
         self.state.update_run(run_id, status="running", expected=("queued",))
         try:
             results = self.pipeline.run_batch(
@@ -245,6 +257,7 @@ class RunService:
                 run_id=run_id,
                 progress=self._progress(run_id, len(questions)),
                 follow_up_of=follow_up_of,
+                statements=statements,
             )
         except RunConflict:
             return  # recovered by another process while it waited in this one's queue

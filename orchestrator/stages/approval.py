@@ -219,10 +219,15 @@ def _apply(
             )
         )
         if not s.ok:
-            if s.code in CORRECTABLE_REFUSALS and q.corrections < p.config.max_corrections:
+            if (
+                s.code in CORRECTABLE_REFUSALS
+                and q.corrections < p.config.max_corrections
+                and not q.agent_sql  # the caller's SQL is never rewritten by the model
+            ):
                 q.correction_error = f"{s.code}: {s.message}"
                 continue
-            q.answer = f"sqlgate refused the generated SQL ({s.code}): {s.message} Nothing was run."
+            whose = "submitted" if q.agent_sql else "generated"
+            q.answer = f"sqlgate refused the {whose} SQL ({s.code}): {s.message} Nothing was run."
             q.finish(RunStatus.UNSAFE, RunError(code=s.code or "refused", message=s.message or ""))
         elif status == "rejected":
             reason = resolution.reason or "no reason given"

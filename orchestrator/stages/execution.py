@@ -122,7 +122,7 @@ def execute(
             q.failure = f"statement timeout: {exc.message}"
             q.after_synthesis = RunStatus.TIMED_OUT
             q.error = RunError(code=exc.code, message=exc.message)
-        elif q.corrections < p.config.max_corrections:
+        elif q.corrections < p.config.max_corrections and not q.agent_sql:
             q.correction_error = exc.message
         else:
             q.failure = exc.message

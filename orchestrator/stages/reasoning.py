@@ -42,7 +42,7 @@ def check_input(p: Pipeline, q: QuestionState) -> None:
 
 def admit(p: Pipeline, ctx: RunContext) -> None:
     """Admission control: refuse up front when the worst case (5 requests per chunk) cannot fit."""
-    active = ctx.active()
+    active = [q for q in ctx.active() if not q.agent_sql]  # the caller's SQL asks no model
     limiter = p.llm.limiter
     if not p.config.admission or not active or getattr(limiter, "mode", "") != "fail_fast":
         return

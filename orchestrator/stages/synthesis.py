@@ -32,6 +32,11 @@ def _outcome(q: QuestionState) -> str:
 
 
 def synthesize(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
+    for q in [q for q in qs if q.agent_sql]:  # the caller's own SQL: its result, no model call
+        q.answer = _outcome(q)
+        q.finish(q.after_synthesis or RunStatus.ANSWERED, q.error)
+        ctx.emit()
+    qs = [q for q in qs if not q.agent_sql]
     if not qs:
         return
     agent = ResponseSynthesizer()

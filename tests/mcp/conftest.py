@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import orchestrator.llm
 from tests.conftest import ROOT
 from tests.mcp.model_server import CassetteModelServer
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
@@ -43,6 +44,12 @@ def model(request: pytest.FixtureRequest, record_mode: str) -> Iterator[Cassette
     server = CassetteModelServer(cassette)
     yield server
     server.close()
+
+
+@pytest.fixture
+def allow_local_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model is the local cassette server: requests to it are allowed."""
+    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ what it got in VCR.py's cassette layout, saying at the top and in every reply's
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -59,11 +60,14 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class CassetteModelServer:
-    """Replays ``cassette`` (``upstream`` None) or records it from ``upstream`` (a base URL)."""
+    """Replays ``cassette`` (``upstream`` None) or records it from ``upstream`` (a base URL).
 
-    def __init__(self, cassette: Path, upstream: str | None = None) -> None:
+    ``delay_s``: each reply waits this long first (a slow model, for long runs)."""
+
+    def __init__(self, cassette: Path, upstream: str | None = None, delay_s: float = 0.0) -> None:
         self.cassette = cassette
         self.upstream = upstream
+        self.delay_s = delay_s
         self.transport = None if upstream else CassetteTransport([cassette])
         self.recorded: list[dict[str, Any]] = []
         self.failures: list[str] = []
@@ -90,6 +94,8 @@ class CassetteModelServer:
         request = httpx2.Request(
             method, RECORDED_HOST + path, content=body, headers={"content-type": "application/json"}
         )
+        if self.delay_s:
+            time.sleep(self.delay_s)
         if self.transport is not None:
             try:
                 response = self.transport.handle_request(request)

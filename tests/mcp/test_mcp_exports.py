@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import doctest
+from typing import Any
 
 import pytest
 
 from orchestrator import mcp as sqlgate_mcp
-from orchestrator.mcp import errors
+from orchestrator.mcp import errors, template_tools, tools
 from orchestrator.mcp.errors import ToolRefusal, refuse_arguments
 
 
@@ -18,8 +19,11 @@ def test_all_is_sorted_and_importable() -> None:
         assert hasattr(sqlgate_mcp, name), name
 
 
-def test_the_examples_in_the_docstrings_run() -> None:
-    failures, tried = doctest.testmod(errors, optionflags=doctest.ELLIPSIS)
+@pytest.mark.parametrize(
+    "module", [errors, tools, template_tools], ids=["errors", "tools", "template_tools"]
+)
+def test_the_examples_in_the_docstrings_run(module: Any) -> None:
+    failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert tried > 0 and failures == 0
 
 
@@ -49,5 +53,11 @@ def test_every_refusal_code_is_documented() -> None:
         "still_running",
         "unsafe",
         "rate_limited",
+        "invalid_arguments",
+        "invalid_input",
+        "unknown_tool",
+        "not_cancellable",
+        "no_rows",
+        "cancelled",
     ):
         assert code in errors.__doc__

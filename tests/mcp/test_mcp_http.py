@@ -20,7 +20,6 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
-import orchestrator.llm
 from approvals import ApprovalGate
 from orchestrator.llm import LLMSettings
 from orchestrator.mcp import McpConfig, create_http_app
@@ -66,10 +65,17 @@ def mcp_config(
 @contextmanager
 def serving(config: McpConfig) -> Iterator[str]:
     """``create_http_app`` under uvicorn on a free port of 127.0.0.1; yields the /mcp URL."""
+    with serving_app(create_http_app(config)) as base:
+        yield f"{base}/mcp"
+
+
+@contextmanager
+def serving_app(app: Any) -> Iterator[str]:
+    """An ASGI app under uvicorn on a free port of 127.0.0.1; yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(create_http_app(config), log_level="warning", lifespan="on"))
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -77,16 +83,10 @@ def serving(config: McpConfig) -> Iterator[str]:
         assert thread.is_alive() and time.monotonic() < deadline, "the MCP server did not start"
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
-
-
-@pytest.fixture
-def allow_local_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The model is the local cassette server: requests to it are allowed."""
-    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
 
 
 @pytest.fixture
@@ -152,7 +152,7 @@ def test_batched_ask_over_http_paused_decided_by_a_reviewer_then_answered(
                 foreign = await bob.call_tool("run_status", {"run_id": run_id})
             batch_id = asked.structured_content["review"]["batch_id"]
             decided = await anyio.to_thread.run_sync(decide_as, state_url, batch_id, "rita")
-            answered = await alice.call_tool("wait_for_run", {"run_id": run_id, "timeout_s": 60})
+            answered = await alice.call_tool("wait_for_run", {"run_id": run_id, "timeout_s": 25})
             return locals()
 
     got = anyio.run(session)
@@ -229,6 +229,15 @@ def test_elicitation_asks_the_person_at_the_client_only_when_their_token_may_dec
     assert result["sql"] in asked_people[0][1]
     assert got["analyst"].structured_content["status"] == "awaiting_approval"
     assert got["modern"].structured_content["status"] == "awaiting_approval"
+    # recorded as a decision taken at the client, apart from a review on the reviewer page
+    state = StateDatabase(state_url)
+    run_id = approved.structured_content["run_id"]
+    [marker] = [
+        e for e in state.approvals.audit_log(run_id=run_id) if e.event == "decided_at_client"
+    ]
+    state.close()
+    assert marker.actor == "root"
+    assert marker.detail == {"via": "mcp elicitation", "role": "admin", "decision": "approve"}
 
 
 def test_sql_the_validator_refuses_ends_the_ask_with_an_unsafe_tool_error(

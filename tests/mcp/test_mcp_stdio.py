@@ -15,7 +15,20 @@ from tests.conftest import ROOT
 from tests.mcp.conftest import sqlgate, sqlgate_env
 from tests.mcp.model_server import CassetteModelServer
 
-TOOLS = {"ask", "run_status", "wait_for_run", "schema", "validate", "explain_policy"}
+TOOLS = {
+    "ask",
+    "submit_sql",
+    "run_status",
+    "wait_for_run",
+    "list_runs",
+    "cancel_run",
+    "answer_clarification",
+    "get_rows",
+    "publish_template",
+    "schema",
+    "validate",
+    "explain_policy",
+}
 #: The stages a single question goes through up to the gate, in the pipeline's order.
 STAGES_TO_GATE = ["queued", "reasoning", "exploring schema", "writing SQL"]
 
@@ -113,7 +126,7 @@ def test_ask_pauses_a_reviewer_decides_by_cli_and_wait_returns_the_answer(
             async def wait() -> None:
                 waited["result"] = await client.call_tool(
                     "wait_for_run",
-                    {"run_id": paused["run_id"], "timeout_s": 60},
+                    {"run_id": paused["run_id"], "timeout_s": 25},
                     progress_callback=await on("wait"),
                 )
 
