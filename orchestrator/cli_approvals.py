@@ -68,6 +68,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
     ``SELECT *`` and, under table or column rules, anything unresolvable is refused."""
     from approvals import ApprovalGate
     from orchestrator.database import TargetDatabase, redact_url, validator_without_database
+    from orchestrator.run_identity import database_identity
     from safety import Policy
 
     context = dict(record.batch.context)
@@ -79,7 +80,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
     except SqlgateError:
         pass
     if db:
-        if stored_url and redact_url(db) != stored_url:
+        if stored_url and database_identity(db) != database_identity(stored_url):
             raise ConfigurationError(
                 f"--db is {redact_url(db)}, but the batch's run asked {stored_url}: "
                 "edits are checked against the run's own database"
@@ -340,14 +341,23 @@ def resume(
     Any process sharing the state database may resume; exactly one wins. Approved SQL runs at most
     once, even if an earlier worker died mid-run (such a statement is reported in doubt).
     """
-    from orchestrator.errors import RunNotFound
+    from orchestrator.errors import RunNotFound, WrongDatabase
+    from orchestrator.result import WRONG_DATABASE_EXIT
+    from orchestrator.run_identity import check_run_database, database_identity
 
     approval_store, run_store = stores()
     try:
-        stored_db = run_store.load(run_id).database
+        stored = run_store.load(run_id)
     except RunNotFound as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)
         return
+    stored_db = stored.database
+    try:  # before the database is even opened: --db must be the run's own database
+        check_run_database(run_id, stored.target, database_identity(db or stored_db))
+    except WrongDatabase as exc:
+        fail(exc.message, WRONG_DATABASE_EXIT, as_json=as_json, error_code=exc.code)
+    except Exception:  # a malformed --db: opening it says so (exit 2)
+        pass
     if db is None and "***" in stored_db:
         fail(
             "the run's database URL had a password, which sqlgate never stores: pass --db URL",
@@ -360,7 +370,8 @@ def resume(
             pipeline.progress = spinner
             results = pipeline.resume(run_id)
     except SqlgateError as exc:
-        fail(exc.message, 1, as_json=as_json, error_code=exc.code)
+        status = WRONG_DATABASE_EXIT if isinstance(exc, WrongDatabase) else 1
+        fail(exc.message, status, as_json=as_json, error_code=exc.code)
         return
     finally:
         database.dispose()

@@ -152,10 +152,22 @@ def recover(
     may have run, which are never run again.
     """
     from orchestrator.cli_approvals import paused_run_pipeline, stores
-    from orchestrator.errors import RunConflict
+    from orchestrator.database import redact_url
+    from orchestrator.errors import RunConflict, WrongDatabase
+    from orchestrator.run_identity import database_identity
 
     approval_store, run_store = stores()
-    stopped = run_store.expired(limit=limit)
+    # With --db, only that database's runs; without, each run on its own stored database.
+    try:
+        target = database_identity(db) if db else None
+    except Exception:  # make_url's own errors
+        fail(
+            f"{redact_url(db or '')!r} is not a database URL",
+            as_json=as_json,
+            error_code="invalid_database_url",
+        )
+        return
+    stopped = run_store.expired(limit=limit, target=target)
     recovered: list[dict[str, Any]] = []
     pipelines: dict[str, Any] = {}
     for stored in stopped:
@@ -169,8 +181,8 @@ def recover(
             _, pipelines[url] = paused_run_pipeline(url, approval_store, run_store, as_json)
         try:
             results = pipelines[url].recover(stored.run_id)
-        except RunConflict:
-            continue  # another process took it first
+        except (RunConflict, WrongDatabase):
+            continue  # another process took it first, or its URL is another database here
         recovered.append(
             {
                 "run_id": stored.run_id,

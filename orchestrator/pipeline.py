@@ -51,7 +51,8 @@ from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
 from orchestrator.result_rows import ResultRowStore
 from orchestrator.run_context import ResultSink, RunContext, no_progress
-from orchestrator.runs import RunStore
+from orchestrator.run_identity import check_run_database
+from orchestrator.runs import RunStore, StoredRun
 from orchestrator.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
 from ratelimit import RateLimitError
 from safety import Policy, SqlValidator
@@ -249,6 +250,7 @@ class Pipeline:
             StartedCheckpoint(run_id=run_id, questions=list(questions), policy=policy),
             status="queued",
             follow_up_of=follow_up_of,
+            schema_fingerprint=self.db.schema_fingerprint(),
         )
 
     def resume(self, run_id: str, *, progress: Progress | None = None) -> list[RunResult]:
@@ -260,10 +262,15 @@ class Pipeline:
         returns its stored results; a statement whose execution was cut short is reported in
         doubt, never run again silently. A run whose process stopped (its lease expired) is
         taken over (``recover``).
+
+        Raises ``WrongDatabase`` (and changes nothing) for a run of another database. When the
+        schema changed since the statements were approved, each approved statement is validated
+        again against the schema as it is now, and one that no longer passes is not run.
         """
         if self.run_store is None or self.approval_store is None:
             raise ValueError("resume needs the run_store and approval_store the run was paused in")
         stored = self.run_store.load(run_id)
+        self._check_database(stored)
         checkpoint = stored.checkpoint
         if isinstance(checkpoint, FinishedCheckpoint):
             return list(checkpoint.results)
@@ -283,6 +290,7 @@ class Pipeline:
         if str(outcome.status) == "pending":
             return ctx.results()
         self._reopen(ctx)
+        self._check_schema(ctx, stored)
         ctx.stored = (
             "resuming",
             self.run_store.transition(
@@ -304,11 +312,12 @@ class Pipeline:
         opened is closed as superseded. After a decision the statements the stopped process had
         claimed are marked in doubt and never run again; the rest goes on. Raises
         ``RunConflict`` when the run is not stopped (someone holds a live lease, or it is
-        paused or finished).
+        paused or finished), ``WrongDatabase`` when it belongs to another database.
         """
         if self.run_store is None or self.approval_store is None:
             raise ValueError("recover needs the run_store and approval_store of the run")
         stored = self.run_store.load(run_id)
+        self._check_database(stored)
         if not (stored.lease_expired() or (stored.status == "queued" and stored.owner is None)):
             raise RunConflict(f"run {run_id} is {stored.status}, not stopped: nothing to recover")
         version = self.run_store.transition(
@@ -346,6 +355,7 @@ class Pipeline:
         ctx = self._restore(checkpoint, progress)
         ctx.follow_up_of = stored.follow_up_of
         self._reopen(ctx)
+        self._check_schema(ctx, stored)
         ctx.stored = (stored.status, version)
         self._supersede(run_id, keep=checkpoint.batch_id, reason=f"run taken over from {previous}")
         outcome = self.gate(run_id).outcome(checkpoint.batch_id)
@@ -353,10 +363,11 @@ class Pipeline:
         return self._held(ctx, resumed=resumed)
 
     def recover_all(self, *, limit: int = 100) -> list[str]:
-        """Take over every stopped run (cron-safe: each is claimed by exactly one process)."""
+        """Take over every stopped run of this database (cron-safe: each is claimed by exactly
+        one process; other databases' runs are left to their own processes)."""
         assert self.run_store is not None
         recovered = []
-        for stored in self.run_store.expired(limit=limit):
+        for stored in self.run_store.expired(limit=limit, target=self.db.identity):
             try:
                 self.recover(stored.run_id)
             except RunConflict:
@@ -365,6 +376,16 @@ class Pipeline:
         return recovered
 
     # -- the run -------------------------------------------------------------------------------------
+
+    def _check_database(self, stored: StoredRun) -> None:
+        """``WrongDatabase`` unless the run was recorded for this pipeline's database."""
+        check_run_database(stored.run_id, stored.target, self.db.identity)
+
+    def _check_schema(self, ctx: RunContext, stored: StoredRun) -> None:
+        """Read the schema again; when it is not the one the statements were approved on (or
+        that is unknown), they are validated again before they run."""
+        now = self.db.schema_fingerprint(refresh=True)
+        ctx.schema_changed = stored.schema_fingerprint != now
 
     @property
     def _durable(self) -> bool:
@@ -438,10 +459,12 @@ class Pipeline:
                 owner=self.owner,
                 lease_s=self.config.lease_s,
                 follow_up_of=follow_up_of,
+                schema_fingerprint=self.db.schema_fingerprint(),
             )
             return ("running", 1), None
         if stored.status != "queued":
             raise RunConflict(f"run {run_id} already exists ({stored.status})")
+        self._check_database(stored)
         version = self.run_store.transition(
             run_id,
             expected=("queued", stored.version),
@@ -595,6 +618,7 @@ class Pipeline:
             expected=ctx.stored,
             status="awaiting_approval",
             checkpoint=checkpoint,
+            schema_fingerprint=self.db.schema_fingerprint(),
         )
 
 

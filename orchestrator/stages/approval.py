@@ -60,7 +60,17 @@ def approve_and_execute(
     if resumed is not None:
         cycle, pending, outcome = resumed
         gate.ledger.recover(run_id=ctx.run_id)  # claims of a worker that died mid-run: in doubt
-        _after_review(p, ctx, pending, outcome, cycle, executor, gate, validator.row_limit)
+        _after_review(
+            p,
+            ctx,
+            pending,
+            outcome,
+            cycle,
+            executor,
+            gate,
+            validator.row_limit,
+            revalidate=validator if ctx.schema_changed else None,
+        )
     while True:
         waiting = [q for q in ctx.questions if q.active and q.pending_sql is not None]
         if not waiting:
@@ -80,8 +90,13 @@ def _after_review(
     executor: SQLExecutor,
     gate: ApprovalGate,
     row_limit: int | None,
+    *,
+    revalidate: SqlValidator | None = None,
 ) -> None:
-    execute(p, ctx, _apply(p, pending, outcome, cycle), executor, gate, row_limit=row_limit)
+    runnable = _apply(p, pending, outcome, cycle)
+    if revalidate is not None:
+        runnable = _still_valid(runnable, revalidate)
+    execute(p, ctx, runnable, executor, gate, row_limit=row_limit)
     remember_rejected(p, pending, outcome, gate)
     needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
     if needing:
@@ -200,6 +215,27 @@ def _apply(
         else:
             runnable.append(Runnable(q, outcome, call_id))
     return runnable
+
+
+def _still_valid(runnable: list[Runnable], validator: SqlValidator) -> list[Runnable]:
+    """The approved statements that still pass the validator on the schema as it is now; the
+    others end ``unsafe`` (``schema_changed``) and are not run."""
+    kept = []
+    for entry in runnable:
+        resolution = entry.outcome.resolutions[entry.call_id]
+        validation = validator.validate(resolution.sql or "")
+        if validation.ok:
+            kept.append(entry)
+            continue
+        refusal = validation.refusal
+        why = f"{refusal.code}: {refusal.message}" if refusal else "refused"
+        message = (
+            "the database's schema changed since this statement was approved, and it no longer "
+            f"passes the safety validator ({why}); nothing was run"
+        )
+        entry.q.answer = f"sqlgate did not run the approved SQL: {message}."
+        entry.q.finish(RunStatus.UNSAFE, RunError(code="schema_changed", message=message))
+    return kept
 
 
 def _rewrites(validation: ValidationResult) -> str:
