@@ -309,22 +309,21 @@ class MemoryStore:
             )
             query = " | ".join(terms)
         else:
-            # FTS5 ranks inside the index (ORDER BY rank LIMIT), narrowed to the database there;
-            # only that short list is joined and checked against later rejections.
+            # Filtered to this database (exactly, by the table's column) before ranking and
+            # cutting: a database whose URL extends this one's (shop.db, shop.db.bak) matches the
+            # same FTS phrase, and must never crowd this one's examples out of the short list.
             sql = (
-                "SELECT e.*, -m.rank AS relevance FROM (SELECT rowid, rank "
-                "FROM sqlgate_memory_examples_fts WHERE sqlgate_memory_examples_fts MATCH :q "
-                "ORDER BY rank LIMIT :inner) m JOIN sqlgate_memory_examples e ON e.id = m.rowid "
-                f"WHERE e.database = :db AND e.kind = 'positive' AND {shadowed} "
-                "ORDER BY relevance DESC, e.id DESC LIMIT :n"
+                "SELECT e.*, -f.rank AS relevance FROM sqlgate_memory_examples_fts f "
+                "JOIN sqlgate_memory_examples e ON e.id = f.rowid "
+                "WHERE sqlgate_memory_examples_fts MATCH :q "
+                f"AND e.database = :db AND e.kind = 'positive' AND {shadowed} "
+                "ORDER BY f.rank, e.id DESC LIMIT :n"
             )
             words = " OR ".join(f'"{t}"' for t in terms)
             phrase = database.replace('"', '""')
             query = f'database : "{phrase}" AND question : ({words})'
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.text(sql), {"q": query, "db": database, "n": limit, "inner": limit * 3}
-            ).all()
+            rows = conn.execute(sa.text(sql), {"q": query, "db": database, "n": limit}).all()
         return [
             ScoredExample(example=_example(r._mapping), relevance=float(r.relevance)) for r in rows
         ]
