@@ -46,6 +46,7 @@ from .models import (
     sql_hash,
 )
 from .policy import Policy
+from .reviewers import ApproveAll
 from .store import ApprovalStore, MemoryApprovalStore
 
 Reviewer = Callable[[ApprovalBatch], Mapping[str, Any] | Iterable[tuple[str, Any]]]
@@ -116,7 +117,13 @@ class ApprovalGate:
         if self.reviewer is None:
             raise RuntimeError("this gate has no reviewer; submit the decision with submit()")
         decisions = self.reviewer(batch)
-        return self.submit(batch.batch_id, decisions, actor=self.actor, reviewed=True)
+        return self.submit(
+            batch.batch_id,
+            decisions,
+            actor=self.actor,
+            reviewed=True,
+            evidence=not isinstance(self.reviewer, ApproveAll),
+        )
 
     async def areview(self, items: Sequence[ApprovalItem]) -> ApprovalOutcome:
         """``review`` in a worker thread, so a prompt or validator never blocks the event loop."""
@@ -161,8 +168,12 @@ class ApprovalGate:
         actor: str | None = None,
         idempotency_key: str | None = None,
         reviewed: bool = True,
+        evidence: bool = True,
     ) -> ApprovalOutcome:
         """Apply one reviewer's decision to a pending batch; exactly one submission wins it.
+
+        ``evidence=False`` marks a vote no person reviewed (``--yes``, an MCP client's answer):
+        it decides the batch like any other but never earns a template auto-approval.
 
         A replay by the same reviewer with an accepted submission's idempotency key and the same
         decision returns that result (keys are scoped to the batch and the reviewer). Otherwise
@@ -199,6 +210,7 @@ class ApprovalGate:
                     decision_digest=digest,
                     idempotency_key=idempotency_key,
                     at=now,
+                    evidence=evidence,
                 ),
             ]
             try:

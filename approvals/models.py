@@ -322,6 +322,11 @@ class Vote(_Frozen):
     decision_digest: str = Field(description="sha256 of the decision in canonical form")
     idempotency_key: str | None = None
     at: datetime
+    evidence: bool = Field(
+        default=True,
+        description="A person reviewed the statements: False for approvals given unseen (--yes) "
+        "or at an MCP client; such votes decide the batch but earn no trust",
+    )
 
 
 class BatchRecord(_Frozen):

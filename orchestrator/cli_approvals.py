@@ -9,8 +9,9 @@
     sqlgate resume RUN_ID                     carry on once the batch is decided
 
 State lives in ``SQLGATE_STATE_URL`` (a SQLAlchemy URL, e.g. PostgreSQL shared by several hosts),
-by default a SQLite file in the state folder. The reviewer's identity comes from
-``SQLGATE_REVIEWER`` (else the login name), never from the decision file.
+by default a SQLite file in the state folder. The reviewer's identity is the login name, or the
+actor of a reviewer token in ``SQLGATE_REVIEWER_TOKEN`` (``orchestrator.reviewer_identity``),
+never the decision file nor ``SQLGATE_REVIEWER`` alone.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from approvals import SqlApprovalStore, reviewer_identity
+from approvals import SqlApprovalStore
 from orchestrator.cli_common import (
     JsonOpt,
     Spinner,
@@ -68,6 +69,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
     ``SELECT *`` and, under table or column rules, anything unresolvable is refused."""
     from approvals import ApprovalGate
     from orchestrator.database import TargetDatabase, redact_url, validator_without_database
+    from orchestrator.reviewer_identity import cli_reviewer
     from orchestrator.run_identity import database_identity
     from safety import Policy
 
@@ -95,7 +97,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
         validate=validate,
         store=approvals,
         run_id=record.batch.run_id,
-        actor=reviewer_identity(),
+        actor=cli_reviewer(),
     )
 
 
@@ -241,7 +243,7 @@ def decide(
             return
     try:
         outcome = gate.submit(
-            batch_id, decisions, actor=reviewer_identity(), idempotency_key=idempotency_key
+            batch_id, decisions, actor=gate.actor, idempotency_key=idempotency_key
         )
     except ApprovalError as exc:
         code = getattr(exc, "code", "decision_refused")

@@ -10,7 +10,8 @@
     sqlgate memory revoke TEMPLATE         earlier approvals of a template no longer earn auto
 
 Memory lives in the state database (``SQLGATE_STATE_URL``, else the state folder's SQLite
-file). The acting person comes from ``SQLGATE_REVIEWER`` (else the login name). Every command
+file). The acting person is the login name, or the actor of the reviewer token in
+``SQLGATE_REVIEWER_TOKEN`` (``orchestrator.reviewer_identity``). Every command
 that runs questions records and retrieves; ``SQLGATE_MEMORY=off`` turns that off, ``record``
 keeps recording but puts nothing into prompts. Earned auto-approval is the policy file's
 ``[auto_approval]`` section (off by default).
@@ -25,7 +26,6 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.console import Console
 
-from approvals import reviewer_identity
 from orchestrator.cli_common import DbOpt, JsonOpt, PolicyOpt, emit_json, err, fail, policy_with
 from orchestrator.errors import SqlgateError
 from orchestrator.memory import MemoryExample, MemoryStore, ReviewMemory
@@ -51,6 +51,17 @@ def _database_key(db: str | None) -> str | None:
     from orchestrator.database import redact_url
 
     return redact_url(db) if db else None
+
+
+def _actor(as_json: bool) -> str:
+    """The proven acting person (``orchestrator.reviewer_identity``), or exit 2 saying why."""
+    from orchestrator.reviewer_identity import cli_reviewer
+
+    try:
+        return cli_reviewer()
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        raise
 
 
 def _row(e: MemoryExample) -> dict[str, Any]:
@@ -82,11 +93,11 @@ def add(
         return
     outcomes = seed_pairs(
         ReviewMemory(_store()),
-        scope_for(database, database.policy.safety_policy()),
+        scope_for(database, database.policy),
         pairs,
         validator=database.validator(),
         executor=SQLExecutor(database.engine, row_cap=1),
-        actor=reviewer_identity(),
+        actor=_actor(as_json),
     )
     database.dispose()
     refused = [o for o in outcomes if o.example is None]
@@ -237,7 +248,7 @@ def note(
         fail("the note is empty", as_json=as_json)
     added = _store().add_note(
         text,
-        author=reviewer_identity(),
+        author=_actor(as_json),
         tables=tables.split(","),
         database=_database_key(db) or ANY_DATABASE,
     )
@@ -260,7 +271,7 @@ def revoke(
     try:
         revoked = _store().revoke(
             template,
-            actor=reviewer_identity(),
+            actor=_actor(as_json),
             database=_database_key(db) or ANY_DATABASE,
             reason=reason,
         )

@@ -173,7 +173,7 @@ class Pipeline:
         return ApprovalGate(
             reviewer=self.reviewer,
             validate=(validator or self.validator(policy)).validate,
-            policy=gate_policy(self),
+            policy=gate_policy(self, policy),
             store=self.approval_store,
             run_id=run_id,
             # dialect and policy: a reviewer in another process validates edits alike

@@ -81,7 +81,11 @@ async def review_at_client(
     gate = service.pipeline.gate(report.run_id)  # the pipeline's own gate: same store and rules
     try:
         await asyncio.to_thread(
-            gate.submit, report.review.batch_id, decisions, actor=principal.actor
+            gate.submit,
+            report.review.batch_id,
+            decisions,
+            actor=principal.actor,
+            evidence=False,  # answered inside the agent's client: decides, earns no trust
         )
     except ApprovalError as exc:  # decided elsewhere first, expired, ...: the run goes on as is
         log.info("the decision at the client was not applied: %s", exc)

@@ -7,6 +7,13 @@
 - ``remember_rejected``    after review: statements a reviewer rejected (negatives)
 - ``gate_policy``          the approval gate: earned auto-approval, when switched on
 
+Trust is keyed on what was actually reviewed: a run's statements are recorded, and earned
+auto-approval looks its evidence up, under the policy the run is judged by (a role's narrowed
+policy, recorded when the run started), never the base policy of whichever process resumes it;
+and on the database the run is bound to (``Pipeline`` refuses another database's run first).
+Only votes that are evidence of a person's review count (``Vote.evidence``: not ``--yes``, not an
+answer at an MCP client).
+
 Recording never fails a run: a state-database error while remembering is logged and skipped.
 """
 
@@ -26,7 +33,8 @@ if TYPE_CHECKING:
     from orchestrator.database import TargetDatabase
     from orchestrator.pipeline import Pipeline
     from orchestrator.question import PendingStatement, QuestionState
-    from safety import SafetyPolicy
+    from orchestrator.run_context import RunContext
+    from safety import Policy as SafetyFile
 
 __all__ = [
     "examples_by_question",
@@ -45,8 +53,10 @@ def _memory(p: Pipeline) -> ReviewMemory | None:
     return p.memory
 
 
-def scope_for(database: TargetDatabase, policy: SafetyPolicy) -> MemoryScope:
-    """A database as memory sees it, under a safety policy (schema from the explorer's cache)."""
+def scope_for(database: TargetDatabase, policy: SafetyFile) -> MemoryScope:
+    """A database as memory sees it, under a policy (schema from the explorer's cache). The
+    whole policy is fingerprinted: a role's narrowed policy (``roles`` emptied, its limits) is
+    never the base policy, even where the validator's part of both is the same."""
     tables = database.schema.tables()
     return MemoryScope.of(
         database.safe_url,
@@ -56,9 +66,14 @@ def scope_for(database: TargetDatabase, policy: SafetyPolicy) -> MemoryScope:
     )
 
 
-def scope_of(p: Pipeline) -> MemoryScope:
-    """The pipeline's database under the pipeline's safety policy."""
-    return scope_for(p.db, p.db.policy.safety_policy())
+def scope_of(p: Pipeline, policy: SafetyFile | None = None) -> MemoryScope:
+    """The pipeline's database under ``policy`` (default: the database's base policy)."""
+    return scope_for(p.db, policy or p.db.policy)
+
+
+def run_scope(p: Pipeline, ctx: RunContext) -> MemoryScope:
+    """The run's database under the policy the run is judged by (recorded when it started)."""
+    return scope_of(p, p.run_policy(ctx))
 
 
 def examples_by_question(
@@ -92,15 +107,15 @@ def notes_by_question(p: Pipeline, qs: Sequence[QuestionState]) -> dict[str, lis
 
 
 def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str]:
-    """Every reviewer whose vote decided the batch (a quorum has several)."""
+    """Every reviewer whose vote decided the batch (a quorum has several) and is evidence of a
+    person's review; empty when no vote is (``--yes``, an answer at an MCP client)."""
     try:
         votes = gate.store.get_batch(outcome.batch_id).votes
     except Exception:  # a store without the batch: the deciding actor is what is known
         votes = []
-    actors = [v.actor for v in votes]
-    if not actors and outcome.decided_by:
-        actors = [outcome.decided_by]
-    return actors
+    if votes:
+        return [v.actor for v in votes if v.evidence]
+    return [outcome.decided_by] if outcome.decided_by else []
 
 
 def _unreviewed(p: Pipeline) -> bool:
@@ -112,27 +127,33 @@ def _unreviewed(p: Pipeline) -> bool:
 
 def remember_executed(
     p: Pipeline,
+    ctx: RunContext,
     ran: Sequence[tuple[QuestionState, ApprovalOutcome, str]],
     gate: ApprovalGate,
 ) -> None:
-    """Record each statement a reviewer approved or edited and that ran without error."""
+    """Record each statement a reviewer approved or edited and that ran without error, under
+    the run's policy, with the review event (the batch) it was decided in."""
     memory = _memory(p)
     if memory is None or not ran or _unreviewed(p):
         return
     try:
-        scope = scope_of(p)
+        scope = run_scope(p, ctx)
         for q, outcome, call_id in ran:
             resolution = outcome.resolutions[call_id]
             status = str(resolution.status)
             if status not in ("approved", "edited") or q.sql is None:
                 continue  # auto-approved statements are not new evidence
+            reviewers = _reviewers(gate, outcome)
+            if not reviewers:
+                continue  # approved unseen: no person's review to learn from
             memory.record(
                 scope,
                 question=q.text,
                 sql=q.sql,
                 status="edited" if status == "edited" else "approved",
-                reviewers=_reviewers(gate, outcome),
+                reviewers=reviewers,
                 call_id=call_id,
+                batch_id=outcome.batch_id,
                 clarifications=q.assumptions,
             )
     except SQLAlchemyError as exc:
@@ -141,6 +162,7 @@ def remember_executed(
 
 def remember_rejected(
     p: Pipeline,
+    ctx: RunContext,
     pending: Mapping[str, PendingStatement],
     outcome: ApprovalOutcome,
     gate: ApprovalGate,
@@ -160,7 +182,7 @@ def remember_rejected(
     if not rejected:
         return
     try:
-        scope = scope_of(p)
+        scope = run_scope(p, ctx)
         reviewers = _reviewers(gate, outcome)
         for call_id, s in rejected:
             sql = s.item.sql if s.item is not None else s.q.sql
@@ -174,14 +196,16 @@ def remember_rejected(
                 reviewers=reviewers,
                 reason=outcome.resolutions[call_id].reason,
                 call_id=call_id,
+                batch_id=outcome.batch_id,
             )
     except SQLAlchemyError as exc:
         log.warning("could not record rejected statements in memory: %s", exc)
 
 
-def gate_policy(p: Pipeline) -> Policy | None:
-    """Earned auto-approval for the pipeline's database, or None (no memory, or switched off)."""
+def gate_policy(p: Pipeline, policy: SafetyFile | None = None) -> Policy | None:
+    """Earned auto-approval for the pipeline's database under ``policy`` (the run's; default
+    the base policy), or None (no memory, or switched off)."""
     memory = _memory(p)
     if memory is None or not memory.settings.auto_approval.enabled:
         return None
-    return memory.auto_approval(scope_of(p))
+    return memory.auto_approval(scope_of(p, policy))

@@ -61,6 +61,7 @@ examples = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("call_id", sa.String(64), nullable=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("batch_id", sa.String(64), nullable=True),
 )
 notes = sa.Table(
     "sqlgate_memory_notes",
@@ -156,7 +157,13 @@ def _v1(conn: Connection) -> None:
     )
 
 
-MIGRATIONS = (_v1,)
+def _v2(conn: Connection) -> None:
+    """The approval batch each example was decided in: earned auto-approval counts review
+    events (batches), not statements (examples recorded before have none: each counts alone)."""
+    conn.exec_driver_sql("ALTER TABLE sqlgate_memory_examples ADD COLUMN batch_id VARCHAR(64)")
+
+
+MIGRATIONS = (_v1, _v2)
 
 #: Words too common to say anything about which example fits (English function words only).
 _STOPWORDS = frozenset(
@@ -217,6 +224,7 @@ class MemoryStore:
         reason: str | None = None,
         call_id: str | None = None,
         clarifications: Sequence[str] = (),
+        batch_id: str | None = None,
     ) -> MemoryExample:
         """Record one reviewed pair; ``status="rejected"`` makes it a negative."""
         self.setup()
@@ -237,6 +245,7 @@ class MemoryStore:
             "reviewers": json.dumps(sorted(set(reviewers))),
             "reason": reason,
             "call_id": call_id,
+            "batch_id": batch_id,
             "created_at": self.clock(),
         }
         with write_transaction(self.engine) as conn:
@@ -524,6 +533,7 @@ def _example(row: Any) -> MemoryExample:
         reviewers=json.loads(row["reviewers"]),
         reason=row["reason"],
         call_id=row["call_id"],
+        batch_id=row.get("batch_id"),
         created_at=_moment(row["created_at"]),
     )
 

@@ -97,7 +97,7 @@ def _after_review(
     if revalidate is not None:
         runnable = _still_valid(runnable, revalidate)
     execute(p, ctx, runnable, executor, gate, row_limit=row_limit)
-    remember_rejected(p, pending, outcome, gate)
+    remember_rejected(p, ctx, pending, outcome, gate)
     needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
     if needing:
         correct(p, ctx, needing)
