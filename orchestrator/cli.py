@@ -74,10 +74,12 @@ def _version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version
 
+        from approvals.terminal_text import terminal_console
+
         try:
-            print(f"sqlgate {version('sqlgate')}")
+            terminal_console(highlight=False).print(f"sqlgate {version('sqlgate')}")
         except PackageNotFoundError:
-            print("sqlgate (not installed)")
+            terminal_console(highlight=False).print("sqlgate (not installed)")
         raise typer.Exit(0)
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from approvals import SqlApprovalStore
+from approvals.terminal_text import terminal_console
 from orchestrator.cli_common import (
     JsonOpt,
     Spinner,
@@ -128,9 +128,9 @@ def list_batches(
     from orchestrator.render import rows_table
 
     if not rows:
-        Console().print("No batches are waiting for a decision.")
+        terminal_console().print("No batches are waiting for a decision.")
         return
-    Console().print(
+    terminal_console().print(
         rows_table(
             ["batch", "run", "cycle", "status", "pending", "created"],
             [
@@ -158,7 +158,7 @@ def show(
     if as_json:
         emit_json(record.model_dump(mode="json"))
         return
-    console = Console()
+    console = terminal_console()
     TerminalReviewer(console=console).show(record.batch)
     console.print(f"status: [bold]{record.status}[/]")
 
@@ -268,7 +268,7 @@ def decide(
     if as_json:
         emit_json(payload)
     else:
-        Console().print(
+        terminal_console().print(
             f"Batch {batch_id}: [bold]{payload['status']}[/]. Next: [cyan]{payload['next']}[/]"
         )
 
@@ -287,7 +287,7 @@ def history(
         return
     from orchestrator.render import rows_table
 
-    Console().print(
+    terminal_console().print(
         rows_table(
             ["seq", "at", "event", "actor", "batch", "call"],
             [
@@ -320,7 +320,7 @@ def sweep(as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(rows)
         return
-    Console().print(
+    terminal_console().print(
         f"{len(rows)} batch(es) expired."
         + "".join(f"\n  {r['batch_id']} (run {r['run_id']})" for r in rows)
     )
