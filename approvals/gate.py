@@ -41,6 +41,7 @@ from .models import (
     ItemCategory,
     Resolution,
     Vote,
+    VoteReview,
     findings_of,
     new_id,
     sql_hash,
@@ -122,7 +123,7 @@ class ApprovalGate:
             decisions,
             actor=self.actor,
             reviewed=True,
-            evidence=not isinstance(self.reviewer, ApproveAll),
+            review="unseen" if isinstance(self.reviewer, ApproveAll) else "reviewed",
         )
 
     async def areview(self, items: Sequence[ApprovalItem]) -> ApprovalOutcome:
@@ -168,12 +169,13 @@ class ApprovalGate:
         actor: str | None = None,
         idempotency_key: str | None = None,
         reviewed: bool = True,
-        evidence: bool = True,
+        review: VoteReview = "reviewed",
     ) -> ApprovalOutcome:
         """Apply one reviewer's decision to a pending batch; exactly one submission wins it.
 
-        ``evidence=False`` marks a vote no person reviewed (``--yes``, an MCP client's answer):
-        it decides the batch like any other but never earns a template auto-approval.
+        ``review`` says how the vote was given (``Vote.review``): ``unseen`` (``--yes``) and
+        ``at_client`` (an MCP client's answer) decide the batch like any other, but never earn
+        a template auto-approval.
 
         A replay by the same reviewer with an accepted submission's idempotency key and the same
         decision returns that result (keys are scoped to the batch and the reviewer). Otherwise
@@ -210,7 +212,7 @@ class ApprovalGate:
                     decision_digest=digest,
                     idempotency_key=idempotency_key,
                     at=now,
-                    evidence=evidence,
+                    review=review,
                 ),
             ]
             try:

@@ -17,7 +17,8 @@ accepted), 1 a command's request refused (``validate``, ``approvals decide``, ``
 input or configuration (a malformed database URL too), 3 needs clarification, 4 rejected by the
 reviewer, 5 unsafe SQL, 6 execution failed, 7 statement timeout, 8 rate limited, 9 model error,
 10 database error, 11 awaiting approval, 12 execution in doubt, 13 ``batch`` with a question
-that did not end answered or needing clarification, 130 cancelled.
+that did not end answered or needing clarification, 14 ``resume`` of a run that belongs to
+another database (nothing ran), 130 cancelled.
 """
 
 from __future__ import annotations

@@ -332,7 +332,8 @@ def resume(
         str | None,
         typer.Option(
             "--db",
-            help="The database URL, when the stored one had a password (it is never stored).",
+            help="The database URL, when the stored one had a password (it is never stored). "
+            "It must be the run's own database: another one stops with exit 14, nothing run.",
         ),
     ] = None,
     as_json: JsonOpt = False,

@@ -239,7 +239,7 @@ class _Follower:
                 record.batch_id,
                 decisions,
                 actor=cli_reviewer(),
-                evidence=not isinstance(reviewer, ApproveAll),  # --yes: approved unseen
+                review="unseen" if isinstance(reviewer, ApproveAll) else "reviewed",
             )
         except ApprovalError as exc:
             code = getattr(exc, "code", "decision_refused")

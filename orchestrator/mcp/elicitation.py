@@ -85,7 +85,7 @@ async def review_at_client(
             report.review.batch_id,
             decisions,
             actor=principal.actor,
-            evidence=False,  # answered inside the agent's client: decides, earns no trust
+            review="at_client",  # answered inside the agent's client: decides, earns no trust
         )
     except ApprovalError as exc:  # decided elsewhere first, expired, ...: the run goes on as is
         log.info("the decision at the client was not applied: %s", exc)

@@ -11,8 +11,9 @@ Trust is keyed on what was actually reviewed: a run's statements are recorded, a
 auto-approval looks its evidence up, under the policy the run is judged by (a role's narrowed
 policy, recorded when the run started), never the base policy of whichever process resumes it;
 and on the database the run is bound to (``Pipeline`` refuses another database's run first).
-Only votes that are evidence of a person's review count (``Vote.evidence``: not ``--yes``, not an
-answer at an MCP client).
+Only votes of proven reviewers at a review screen count as evidence (``Vote.review``): a
+statement approved unseen (``--yes``) is not recorded at all, one answered at an MCP client is
+recorded as an example for prompts but vouches for nothing.
 
 Recording never fails a run: a state-database error while remembering is logged and skipped.
 """
@@ -106,16 +107,19 @@ def notes_by_question(p: Pipeline, qs: Sequence[QuestionState]) -> dict[str, lis
     return out
 
 
-def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str]:
-    """Every reviewer whose vote decided the batch (a quorum has several) and is evidence of a
-    person's review; empty when no vote is (``--yes``, an answer at an MCP client)."""
+def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str] | None:
+    """Every reviewer whose vote decided the batch at a review screen (a quorum has several);
+    None when every vote approved unseen (``--yes``): nothing to learn from. Votes answered at
+    an MCP client are left out (an example with no reviewers vouches for nothing)."""
     try:
         votes = gate.store.get_batch(outcome.batch_id).votes
     except Exception:  # a store without the batch: the deciding actor is what is known
         votes = []
-    if votes:
-        return [v.actor for v in votes if v.evidence]
-    return [outcome.decided_by] if outcome.decided_by else []
+    if not votes:
+        return [outcome.decided_by] if outcome.decided_by else []
+    if all(v.review == "unseen" for v in votes):
+        return None
+    return [v.actor for v in votes if v.review == "reviewed"]
 
 
 def _unreviewed(p: Pipeline) -> bool:
@@ -144,7 +148,7 @@ def remember_executed(
             if status not in ("approved", "edited") or q.sql is None:
                 continue  # auto-approved statements are not new evidence
             reviewers = _reviewers(gate, outcome)
-            if not reviewers:
+            if reviewers is None:
                 continue  # approved unseen: no person's review to learn from
             memory.record(
                 scope,
@@ -183,7 +187,7 @@ def remember_rejected(
         return
     try:
         scope = run_scope(p, ctx)
-        reviewers = _reviewers(gate, outcome)
+        reviewers = _reviewers(gate, outcome) or []
         for call_id, s in rejected:
             sql = s.item.sql if s.item is not None else s.q.sql
             if not sql:

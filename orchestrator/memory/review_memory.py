@@ -102,6 +102,8 @@ class MemoryEvidence:
         )
         events: dict[str, list[MemoryExample]] = {}
         for e in found:
+            if not e.reviewers:
+                continue  # approved where no reviewer is proven (at an MCP client): no evidence
             events.setdefault(e.batch_id or f"example {e.id}", []).append(e)
         evidence = []
         for group in events.values():

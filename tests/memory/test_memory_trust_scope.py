@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,15 @@ from approvals.policy import EarnedApprovalRule
 from orchestrator.cli import app
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import ConfigurationError
-from orchestrator.memory import MemoryScope, MemorySettings, MemoryStore, ReviewMemory, memory_for
+from orchestrator.memory import (
+    MemoryScope,
+    MemorySettings,
+    MemoryStore,
+    ReviewMemory,
+    memory_for,
+    scope_of,
+)
+from orchestrator.memory.review_memory import MemoryEvidence
 from orchestrator.pipeline import Pipeline
 from orchestrator.reviewer_identity import cli_reviewer
 from orchestrator.state_db import StateDatabase
@@ -114,23 +123,26 @@ class TestTrustKeyedOnWhatWasReviewed:
             run_store=state.runs,
             memory=memory_for(state, ROLE_POLICY),
         )
-        for evidence, reviewer in ((False, "root"), (True, "alice")):
+        # `batch --distributed --yes` submits "unseen"; an MCP elicitation "at_client"
+        for review, reviewer in (("unseen", "root"), ("at_client", "ann"), ("reviewed", "alice")):
             paused = pipeline.ask(SHIPPED)
             [record] = state.approvals.pending_batches()
             gate = ApprovalGate(
                 reviewer=None, validate=pipeline.validator().validate, store=state.approvals
             )
-            # what `batch --distributed --yes` and an MCP elicitation submit: evidence=False
             gate.submit(
                 record.batch_id,
                 {c: "approve" for c in record.batch.pending_ids},
                 actor=reviewer,
-                evidence=evidence,
+                review=review,
             )
             [done] = pipeline.resume(paused.run_id)
             assert done.status == "answered"
-        [example] = state.memory.examples()
-        assert example.reviewers == ["alice"] and example.batch_id is not None
+        at_client, reviewed = state.memory.examples()[::-1]
+        assert at_client.reviewers == [] and reviewed.reviewers == ["alice"]  # --yes: nothing
+        evidence = MemoryEvidence(state.memory, scope_of(pipeline))
+        found = evidence.approvals(reviewed.template_id, reviewed.created_at - timedelta(days=1))
+        assert [e.reviewers for e in found] == [frozenset({"alice"})]
 
 
 class TestTheCommandLineReviewerIsProven:
