@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from orchestrator.cli_common import (
     BaseUrlOpt,
@@ -259,7 +260,7 @@ class StageBars:
     def notice(self, message: str) -> None:
         """A retry or a wait: the live line, or one log line without a terminal."""
         if not self.live:
-            err.print(f"[yellow]{message}[/]", highlight=False)
+            err.print(f"[yellow]{escape(message)}[/]", highlight=False)
             return
         if self.line is None:
             self.line = self.progress.add_task("", total=None, visible=True)
