@@ -48,6 +48,7 @@ from orchestrator.cli_common import (
     err,
     fail,
     open_target,
+    reviewer_actor,
     reviewer_for,
     show_result,
 )
@@ -238,6 +239,7 @@ def ask(
                 run_store=run_store,
                 result_rows=rows,
                 memory=memory_for(None, database),
+                actor=reviewer_actor(reviewer, as_json),
             )
             check_edits_with(reviewer, pipeline)
             try:

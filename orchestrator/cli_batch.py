@@ -23,6 +23,7 @@ from orchestrator.cli_common import (
     err,
     fail,
     open_target,
+    reviewer_actor,
     reviewer_for,
 )
 from orchestrator.errors import SqlgateError
@@ -141,7 +142,13 @@ def batch(
         llm.on_retry = bars.notice
         llm.limiter.on_wait = bars.limiter_wait
         pipeline = Pipeline(
-            database, llm, reviewer, config=config, progress=bars, memory=memory_for(None, database)
+            database,
+            llm,
+            reviewer,
+            config=config,
+            progress=bars,
+            memory=memory_for(None, database),
+            actor=reviewer_actor(reviewer),
         )
         check_edits_with(reviewer, pipeline)
         for start in range(0, len(todo), run_size):

@@ -77,6 +77,21 @@ def reviewer_for(yes: bool, as_json: bool = False) -> Any:
     return TerminalReviewer(console=err)
 
 
+def reviewer_actor(reviewer: Any, as_json: bool = False) -> str:
+    """The proven name a terminal reviewer decides under (``orchestrator.reviewer_identity``);
+    ``--yes`` decides unseen, as nobody. Exit 2 when ``SQLGATE_REVIEWER`` claims another name."""
+    from approvals import TerminalReviewer
+    from orchestrator.reviewer_identity import cli_reviewer
+
+    if not isinstance(reviewer, TerminalReviewer):
+        return "reviewer"
+    try:
+        return cli_reviewer()
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        raise
+
+
 class Spinner:
     """A status line on stderr that follows the pipeline's stages."""
 

@@ -129,6 +129,7 @@ class Pipeline:
         owner: str | None = None,
         memory: ReviewMemory | None = None,
         result_rows: ResultRowStore | None = None,
+        actor: str = "reviewer",
     ) -> None:
         if reviewer is None and (approval_store is None or run_store is None):
             raise ValueError(
@@ -148,6 +149,7 @@ class Pipeline:
         self.clock = clock
         self.owner = owner or process_owner()  # whose lease this pipeline's runs hold
         self.memory = memory  # reviewed-SQL memory: examples, notes, earned auto-approval
+        self.actor = actor  # whose decisions ``reviewer`` records (a proven name at the CLI)
         # Full results (the result object holds a preview): beside the runs when they are stored.
         self.result_rows = result_rows or (
             ResultRowStore(run_store.engine) if run_store is not None else None
@@ -176,6 +178,7 @@ class Pipeline:
             policy=gate_policy(self, policy),
             store=self.approval_store,
             run_id=run_id,
+            actor=self.actor,
             # dialect and policy: a reviewer in another process validates edits alike
             context=self.db.gate_context(policy),
             quorum=self.config.approval_quorum,

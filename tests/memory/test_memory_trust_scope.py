@@ -164,6 +164,20 @@ class TestTheCommandLineReviewerIsProven:
         with pytest.raises(ConfigurationError, match="not a usable reviewer token"):
             cli_reviewer({**env, "SQLGATE_REVIEWER_TOKEN": "guessed"})
 
+    def test_an_in_process_terminal_review_is_recorded_under_the_proven_name(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from approvals import ApproveAll, TerminalReviewer
+        from orchestrator.cli_common import reviewer_actor
+
+        monkeypatch.delenv("SQLGATE_REVIEWER", raising=False)
+        monkeypatch.delenv("SQLGATE_REVIEWER_TOKEN", raising=False)
+        assert reviewer_actor(TerminalReviewer()) == getpass.getuser()
+        for name, value in reviewer_env("rita").items():
+            monkeypatch.setenv(name, value)
+        assert reviewer_actor(TerminalReviewer()) == "rita"
+        assert reviewer_actor(ApproveAll()) == "reviewer"  # --yes decides unseen, as nobody
+
     def test_approvals_decide_refuses_a_claimed_name_and_decides_nothing(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
