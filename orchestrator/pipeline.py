@@ -253,7 +253,7 @@ class Pipeline:
             StartedCheckpoint(run_id=run_id, questions=list(questions), policy=policy),
             status="queued",
             follow_up_of=follow_up_of,
-            schema_fingerprint=self.db.schema_fingerprint(),
+            schema_fingerprint=self._schema_fingerprint(),
         )
 
     def resume(self, run_id: str, *, progress: Progress | None = None) -> list[RunResult]:
@@ -384,11 +384,23 @@ class Pipeline:
         """``WrongDatabase`` unless the run was recorded for this pipeline's database."""
         check_run_database(stored.run_id, stored.target, self.db.identity)
 
+    def _schema_fingerprint(self) -> str | None:
+        """The fingerprint of the schema this process validates against; None when it cannot be
+        read now (the run then fails as before, and a resume validates again: unknown is
+        treated as changed)."""
+        try:
+            return self.db.schema_fingerprint()
+        except DatabaseError:
+            return None
+
     def _check_schema(self, ctx: RunContext, stored: StoredRun) -> None:
         """Read the schema again; when it is not the one the statements were approved on (or
         that is unknown), they are validated again before they run."""
-        now = self.db.schema_fingerprint(refresh=True)
-        ctx.schema_changed = stored.schema_fingerprint != now
+        try:
+            now: str | None = self.db.schema_fingerprint(refresh=True)
+        except DatabaseError:  # unreadable now: the run's stages report it as a database error
+            now = None
+        ctx.schema_changed = now is None or stored.schema_fingerprint != now
 
     @property
     def _durable(self) -> bool:
@@ -462,7 +474,7 @@ class Pipeline:
                 owner=self.owner,
                 lease_s=self.config.lease_s,
                 follow_up_of=follow_up_of,
-                schema_fingerprint=self.db.schema_fingerprint(),
+                schema_fingerprint=self._schema_fingerprint(),
             )
             return ("running", 1), None
         if stored.status != "queued":
@@ -621,7 +633,7 @@ class Pipeline:
             expected=ctx.stored,
             status="awaiting_approval",
             checkpoint=checkpoint,
-            schema_fingerprint=self.db.schema_fingerprint(),
+            schema_fingerprint=self._schema_fingerprint(),
         )
 
 
