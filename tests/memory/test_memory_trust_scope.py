@@ -145,6 +145,26 @@ class TestTrustKeyedOnWhatWasReviewed:
         assert [e.reviewers for e in found] == [frozenset({"alice"})]
 
 
+class TestDistributedYesApprovesUnseen:
+    def test_the_vote_of_batch_distributed_yes_is_unseen_and_teaches_nothing(
+        self, tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from approvals import ApproveAll
+        from orchestrator.cli_batch_distributed import _Follower
+
+        monkeypatch.delenv("SQLGATE_REVIEWER", raising=False)
+        state = StateDatabase(f"sqlite:///{tmp_path / 'state.sqlite'}")
+        state.setup()
+        gate = ApprovalGate(None, lambda sql: _Accepted(sql), store=state.approvals, run_id="run_d")
+        record = state.approvals.get_batch(gate.open([_item()]).batch_id)
+
+        # the command's own decision step, as `--yes` takes it (the run is handed to the broker)
+        _Follower(state, redis_url, ApproveAll(), write=lambda result: None)._decide(record)
+
+        [vote] = state.approvals.get_batch(record.batch_id).votes
+        assert (vote.review, vote.actor) == ("unseen", getpass.getuser())
+
+
 class TestTheCommandLineReviewerIsProven:
     def test_the_login_name_by_default_and_a_claimed_name_alone_is_refused(self) -> None:
         me = getpass.getuser()
