@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from approvals import SqlApprovalStore
 from approvals.terminal_text import terminal_console
@@ -269,7 +270,8 @@ def decide(
         emit_json(payload)
     else:
         terminal_console().print(
-            f"Batch {batch_id}: [bold]{payload['status']}[/]. Next: [cyan]{payload['next']}[/]"
+            f"Batch {escape(batch_id)}: [bold]{payload['status']}[/]. "
+            f"Next: [cyan]{escape(str(payload['next']))}[/]"
         )
 
 

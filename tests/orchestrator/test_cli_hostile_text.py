@@ -125,6 +125,15 @@ class TestEveryScreenShowsHostileTextEscaped:
         _assert_no_raw(_screen("approvals", "list"))
         _assert_escaped(_screen("approvals", "history"))
 
+    def test_approvals_decide(self, hostile_state, tmp_path: Path) -> None:
+        batch_id, _ = hostile_state
+        pending = json.loads(_screen("approvals", "show", batch_id, "--json"))
+        decisions = tmp_path / "decisions.json"
+        decisions.write_text(
+            json.dumps({i["call_id"]: "approve" for i in pending["batch"]["items"]})
+        )
+        _assert_escaped(_screen("approvals", "decide", batch_id, "--file", str(decisions)))
+
     @pytest.mark.vcr  # a model client is built; a finished run asks it nothing (no cassette)
     def test_resume_prints_a_finished_runs_every_field_escaped(
         self, hostile_state, monkeypatch: pytest.MonkeyPatch, vcr
