@@ -170,12 +170,19 @@ class Pipeline:
         return Policy.from_data(ctx.policy) if ctx.policy is not None else self.db.policy
 
     def gate(
-        self, run_id: str, validator: SqlValidator | None = None, policy: Policy | None = None
+        self,
+        run_id: str,
+        validator: SqlValidator | None = None,
+        policy: Policy | None = None,
+        *,
+        database: str | None = None,
     ) -> ApprovalGate:
+        """The approval gate of a run, under ``policy`` (the run's); ``database`` is the run's
+        recorded database, which earned auto-approval looks its evidence up under."""
         return ApprovalGate(
             reviewer=self.reviewer,
             validate=(validator or self.validator(policy)).validate,
-            policy=gate_policy(self, policy),
+            policy=gate_policy(self, policy, key=database),
             store=self.approval_store,
             run_id=run_id,
             actor=self.actor,
@@ -222,6 +229,7 @@ class Pipeline:
         ctx = self._context(run_id, list(questions), progress, on_result)
         ctx.policy = self.db.policy_for(role).model_dump(mode="json")
         ctx.follow_up_of = follow_up_of
+        ctx.database = self.db.safe_url
         if self._durable:
             ctx.stored, queued_policy = self._begin(
                 run_id, list(questions), ctx.policy, follow_up_of
@@ -289,6 +297,7 @@ class Pipeline:
             )
         ctx = self._restore(checkpoint, progress)
         ctx.follow_up_of = stored.follow_up_of
+        ctx.database = stored.database
         outcome = self.gate(run_id).outcome(checkpoint.batch_id)
         if str(outcome.status) == "pending":
             return ctx.results()
@@ -338,6 +347,7 @@ class Pipeline:
             ctx.policy = checkpoint.policy
             ctx.stored = ("running", version)
             ctx.follow_up_of = stored.follow_up_of
+            ctx.database = stored.database
             self._supersede(run_id, keep=None, reason=f"run taken over from {previous}")
             if stored.owner is not None:
                 for q in ctx.questions:
@@ -353,10 +363,12 @@ class Pipeline:
             ctx = self._restore(checkpoint, progress)
             ctx.stored = (stored.status, version)
             ctx.follow_up_of = stored.follow_up_of
+            ctx.database = stored.database
             return self._held(ctx, resumed="executed")
         assert isinstance(checkpoint, PausedCheckpoint)  # resuming: it resumed from a pause
         ctx = self._restore(checkpoint, progress)
         ctx.follow_up_of = stored.follow_up_of
+        ctx.database = stored.database
         self._reopen(ctx)
         self._check_schema(ctx, stored)
         ctx.stored = (stored.status, version)

@@ -54,27 +54,33 @@ def _memory(p: Pipeline) -> ReviewMemory | None:
     return p.memory
 
 
-def scope_for(database: TargetDatabase, policy: SafetyFile) -> MemoryScope:
-    """A database as memory sees it, under a policy (schema from the explorer's cache). The
-    whole policy is fingerprinted: a role's narrowed policy (``roles`` emptied, its limits) is
-    never the base policy, even where the validator's part of both is the same."""
+def scope_for(
+    database: TargetDatabase, policy: SafetyFile, *, key: str | None = None
+) -> MemoryScope:
+    """A database as memory sees it, under a policy (schema from the explorer's cache), keyed on
+    ``key`` (a run's recorded database) or else the database's URL without password. The whole
+    policy is fingerprinted: a role's narrowed policy (``roles`` emptied, its limits) is never
+    the base policy, even where the validator's part of both is the same."""
     tables = database.schema.tables()
     return MemoryScope.of(
-        database.safe_url,
+        key or database.safe_url,
         database.dialect,
         {name: [(c.name, c.type) for c in info.columns] for name, info in tables.items()},
         policy.model_dump(mode="json"),
     )
 
 
-def scope_of(p: Pipeline, policy: SafetyFile | None = None) -> MemoryScope:
+def scope_of(
+    p: Pipeline, policy: SafetyFile | None = None, *, key: str | None = None
+) -> MemoryScope:
     """The pipeline's database under ``policy`` (default: the database's base policy)."""
-    return scope_for(p.db, policy or p.db.policy)
+    return scope_for(p.db, policy or p.db.policy, key=key)
 
 
 def run_scope(p: Pipeline, ctx: RunContext) -> MemoryScope:
-    """The run's database under the policy the run is judged by (recorded when it started)."""
-    return scope_of(p, p.run_policy(ctx))
+    """The run's recorded database under the policy the run is judged by (recorded when it
+    started): never what the resuming process was started with."""
+    return scope_of(p, p.run_policy(ctx), key=ctx.database)
 
 
 def examples_by_question(
@@ -206,10 +212,12 @@ def remember_rejected(
         log.warning("could not record rejected statements in memory: %s", exc)
 
 
-def gate_policy(p: Pipeline, policy: SafetyFile | None = None) -> Policy | None:
-    """Earned auto-approval for the pipeline's database under ``policy`` (the run's; default
-    the base policy), or None (no memory, or switched off)."""
+def gate_policy(
+    p: Pipeline, policy: SafetyFile | None = None, *, key: str | None = None
+) -> Policy | None:
+    """Earned auto-approval for the pipeline's database (``key``: the run's recorded one) under
+    ``policy`` (the run's; default the base policy), or None (no memory, or switched off)."""
     memory = _memory(p)
     if memory is None or not memory.settings.auto_approval.enabled:
         return None
-    return memory.auto_approval(scope_of(p, policy))
+    return memory.auto_approval(scope_of(p, policy, key=key))

@@ -54,7 +54,7 @@ def approve_and_execute(
     """
     policy = p.run_policy(ctx)
     validator = p.validator(policy)
-    gate = p.gate(ctx.run_id, validator, policy)
+    gate = p.gate(ctx.run_id, validator, policy, database=ctx.database)
     executor = p.executor(policy)
     cycle = 0
     if resumed is not None:

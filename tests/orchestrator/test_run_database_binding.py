@@ -130,9 +130,12 @@ class TestARunIsBoundToItsDatabase:
         assert state.server.run(run_id).status == "awaiting_approval"
         assert requests_so_far(vcr) == 2  # nothing past the gate was asked of the model
 
-        done = _cli("resume", run_id, "--json", code=0)  # B's own URL, as recorded
+        respelled = b.replace("/b/shop.db", "/b/./shop.db")  # B, spelled another way
+        done = _cli("resume", run_id, "--db", respelled, "--json", code=0)
         assert done["status"] == "answered" and done["row_count"] == 8
         assert len(state.approvals.executions(run_id=run_id)) == 1
+        # what the review taught is kept under the run's recorded database, not the spelling
+        assert [e.database for e in state.memory.examples()] == [b]
 
     @pytest.mark.vcr  # a model client is built; no request is made (no cassette)
     def test_background_pickers_leave_another_databases_runs_alone(
