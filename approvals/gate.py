@@ -42,12 +42,14 @@ from .models import (
     ItemCategory,
     Resolution,
     Vote,
+    VoteReview,
     findings_of,
     new_id,
     sql_hash,
 )
 from .notify import WakeReason
 from .policy import Policy
+from .reviewers import ApproveAll
 from .store import ApprovalStore, MemoryApprovalStore
 
 Reviewer = Callable[[ApprovalBatch], Mapping[str, Any] | Iterable[tuple[str, Any]]]
@@ -118,7 +120,13 @@ class ApprovalGate:
         if self.reviewer is None:
             raise RuntimeError("this gate has no reviewer; submit the decision with submit()")
         decisions = self.reviewer(batch)
-        return self.submit(batch.batch_id, decisions, actor=self.actor, reviewed=True)
+        return self.submit(
+            batch.batch_id,
+            decisions,
+            actor=self.actor,
+            reviewed=True,
+            review="unseen" if isinstance(self.reviewer, ApproveAll) else "reviewed",
+        )
 
     async def areview(self, items: Sequence[ApprovalItem]) -> ApprovalOutcome:
         """``review`` in a worker thread, so a prompt or validator never blocks the event loop."""
@@ -163,8 +171,13 @@ class ApprovalGate:
         actor: str | None = None,
         idempotency_key: str | None = None,
         reviewed: bool = True,
+        review: VoteReview = "reviewed",
     ) -> ApprovalOutcome:
         """Apply one reviewer's decision to a pending batch; exactly one submission wins it.
+
+        ``review`` says how the vote was given (``Vote.review``): ``unseen`` (``--yes``) and
+        ``at_client`` (an MCP client's answer) decide the batch like any other, but never earn
+        a template auto-approval.
 
         A replay by the same reviewer with an accepted submission's idempotency key and the same
         decision returns that result (keys are scoped to the batch and the reviewer). Otherwise
@@ -201,6 +214,7 @@ class ApprovalGate:
                     decision_digest=digest,
                     idempotency_key=idempotency_key,
                     at=now,
+                    review=review,
                 ),
             ]
             try:

@@ -312,6 +312,10 @@ class ApprovalOutcome(_Frozen):
         return {cid: r.reason or r.status for cid, r in self.resolutions.items() if not r.runnable}
 
 
+#: How a vote was given (``Vote.review``): only ``reviewed`` votes earn a template trust.
+VoteReview = Literal["reviewed", "at_client", "unseen"]
+
+
 class Vote(_Frozen):
     """One reviewer's accepted decision on a batch (a batch with quorum k resolves on k votes)."""
 
@@ -322,6 +326,12 @@ class Vote(_Frozen):
     decision_digest: str = Field(description="sha256 of the decision in canonical form")
     idempotency_key: str | None = None
     at: datetime
+    review: VoteReview = Field(
+        default="reviewed",
+        description="reviewed: a proven reviewer at a review screen (earns trust); at_client: "
+        "answered inside an agent's MCP client (a person saw it; earns no trust); unseen: "
+        "approved without a look (--yes; teaches nothing)",
+    )
 
 
 class BatchRecord(_Frozen):

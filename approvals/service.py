@@ -1,17 +1,18 @@
 """What a reviewer's command line (or an HTTP endpoint) calls: list, show, decide, history.
 
-The reviewer identity comes from configuration or the environment, never from the decision
-payload: ``reviewer_identity()`` reads ``SQLGATE_REVIEWER``, else the login name.
+The reviewer identity never comes from the decision payload, nor from a variable anyone can
+set: ``reviewer_identity()`` is the operating system's login name (a name proven by a reviewer
+token is the command line's business: ``orchestrator.reviewer_identity``).
 
 Example:
-    >>> reviewer_identity({"SQLGATE_REVIEWER": "alice"})
-    'alice'
+    >>> import getpass
+    >>> reviewer_identity({"SQLGATE_REVIEWER": "alice"}) == getpass.getuser()
+    True
 """
 
 from __future__ import annotations
 
 import getpass
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,11 +26,8 @@ REVIEWER_ENV = "SQLGATE_REVIEWER"
 
 
 def reviewer_identity(environ: Mapping[str, str] | None = None) -> str:
-    """``$SQLGATE_REVIEWER``, else the operating system's login name."""
-    env = os.environ if environ is None else environ
-    named = env.get(REVIEWER_ENV, "").strip()
-    if named:
-        return named
+    """The operating system's login name. ``$SQLGATE_REVIEWER`` is not read here: a name
+    anyone can set proves nothing (``environ`` is accepted for callers that pass one)."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no login name (some containers)

@@ -4,6 +4,11 @@ Answers: ``a`` approve, ``r`` reject (asks for a reason), ``e`` edit (reads SQL 
 line), ``A`` approve this and every remaining item. Ctrl-C or end of input cancels the whole
 review with ``ApprovalCancelled``: nothing is decided, nothing runs. Input comes through an
 injectable function, so the prompt is testable without a terminal.
+
+Everything shown comes from the asker or the model, so it is shown through
+``approvals.terminal_text``: control characters, ANSI sequences and bidi overrides are made
+visible, never interpreted (the default console does it to everything it prints, and the
+fields are made visible here too, whatever console a caller passes).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from rich.text import Text
 from .decisions import Validate, refusal_text
 from .errors import ApprovalCancelled
 from .models import ApprovalBatch, ApprovalItem, Approve, Edit, Reject
+from .terminal_text import terminal_console, visible
 
 _CHOICES = "[a]pprove / [r]eject / [e]dit / [A]pprove all remaining"
 
@@ -38,7 +44,7 @@ class TerminalReviewer:
         validate: Validate | None = None,
         theme: str = "ansi_dark",
     ) -> None:
-        self.console = console if console is not None else Console()
+        self.console = console if console is not None else terminal_console()
         self.input = input if input is not None else self._console_input
         self.validate = validate
         self.theme = theme
@@ -59,7 +65,12 @@ class TerminalReviewer:
         """Print the batch: every pending item once, then what was denied or auto-approved."""
         pending = batch.pending
         self.console.rule(
-            f"Approval cycle {batch.cycle} · {len(pending)} statement(s) need approval · {batch.batch_id}"
+            escape(
+                visible(
+                    f"Approval cycle {batch.cycle} · {len(pending)} statement(s) need approval · "
+                    f"{batch.batch_id}"
+                )
+            )
         )
         for number, item in enumerate(pending, 1):
             self.console.print(self._panel(item, f"{number}/{len(pending)} {item.call_id}", "cyan"))
@@ -71,21 +82,33 @@ class TerminalReviewer:
         for item in batch.auto_approved:
             note = batch.notes.get(item.call_id, "auto-approved by policy")
             self.console.print(
-                Text(f"auto-approved {item.call_id} ({item.question_id}): {note}", style="dim")
+                Text(
+                    visible(f"auto-approved {item.call_id} ({item.question_id}): {note}"),
+                    style="dim",
+                )
             )
 
     def _panel(self, item: ApprovalItem, title: str, colour: str, note: str | None = None) -> Panel:
-        parts: list = [Text(f"Question ({item.question_id}): {item.question}", style="bold")]
+        parts: list = [
+            Text(visible(f"Question ({item.question_id}): {item.question}"), style="bold")
+        ]
         parts.append(
-            Syntax(item.sql, "sql", theme=self.theme, word_wrap=True, background_color="default")
+            Syntax(
+                visible(item.sql),
+                "sql",
+                theme=self.theme,
+                word_wrap=True,
+                background_color="default",
+            )
         )
         if note and note not in {f"{f.code}: {f.message}" for f in item.findings}:
-            parts.append(Text(note, style=colour))
+            parts.append(Text(visible(note), style=colour))
         for finding in item.findings:
-            parts.append(
-                Text(f"• [{finding.severity}] {finding.code}: {finding.message}", style="yellow")
-            )
-        return Panel(Group(*parts), title=title, title_align="left", border_style=colour)
+            line = f"• [{finding.severity}] {finding.code}: {finding.message}"
+            parts.append(Text(visible(line), style="yellow"))
+        return Panel(
+            Group(*parts), title=escape(visible(title)), title_align="left", border_style=colour
+        )
 
     # -- questions -------------------------------------------------------------------------
     def _ask_all(self, batch: ApprovalBatch) -> dict[str, Approve | Reject | Edit]:
@@ -110,7 +133,9 @@ class TerminalReviewer:
 
     def _ask(self, item: ApprovalItem) -> Approve | Reject | Edit | None:
         while True:
-            answer = self.input(f"{item.call_id} ({item.question_id}) {_CHOICES}: ").strip()
+            answer = self.input(
+                visible(f"{item.call_id} ({item.question_id}) {_CHOICES}: ")
+            ).strip()
             if answer == "A":
                 return None
             choice = answer.lower()
@@ -147,11 +172,13 @@ class TerminalReviewer:
         if self.validate is not None:
             result = self.validate(sql)
             if not result.ok:
-                self.console.print(f"[red]Edited SQL refused: {refusal_text(result)}[/]")
+                self.console.print(
+                    f"[red]Edited SQL refused: {escape(visible(refusal_text(result)))}[/]"
+                )
                 return None
             if result.sql and result.sql != sql:
                 self.console.print("What will run after validation:")
                 self.console.print(
-                    Syntax(result.sql, "sql", theme=self.theme, background_color="default")
+                    Syntax(visible(result.sql), "sql", theme=self.theme, background_color="default")
                 )
         return Edit(sql=sql)

@@ -94,6 +94,13 @@ BENCHMARKS = [
         quick=["--quick"],
         other=True,
     ),
+    Benchmark(
+        "run_identity",
+        "run_identity.py",
+        "binding a run to its database: the identity check and schema read per resume",
+        quick=["--repeat", "20"],
+        other=True,
+    ),
 ]
 
 

@@ -17,7 +17,8 @@ accepted), 1 a command's request refused (``validate``, ``approvals decide``, ``
 input or configuration (a malformed database URL too), 3 needs clarification, 4 rejected by the
 reviewer, 5 unsafe SQL, 6 execution failed, 7 statement timeout, 8 rate limited, 9 model error,
 10 database error, 11 awaiting approval, 12 execution in doubt, 13 ``batch`` with a question
-that did not end answered or needing clarification, 130 cancelled.
+that did not end answered or needing clarification, 14 ``resume`` of a run that belongs to
+another database (nothing ran), 130 cancelled.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from orchestrator.cli_common import (
     err,
     fail,
     open_target,
+    reviewer_actor,
     reviewer_for,
     show_result,
 )
@@ -74,10 +76,12 @@ def _version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version
 
+        from approvals.terminal_text import terminal_console
+
         try:
-            print(f"sqlgate {version('sqlgate')}")
+            terminal_console(highlight=False).print(f"sqlgate {version('sqlgate')}")
         except PackageNotFoundError:
-            print("sqlgate (not installed)")
+            terminal_console(highlight=False).print("sqlgate (not installed)")
         raise typer.Exit(0)
 
 
@@ -235,6 +239,7 @@ def ask(
                 run_store=run_store,
                 result_rows=rows,
                 memory=memory_for(None, database),
+                actor=reviewer_actor(reviewer, as_json),
             )
             check_edits_with(reviewer, pipeline)
             try:

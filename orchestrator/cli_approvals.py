@@ -9,8 +9,9 @@
     sqlgate resume RUN_ID                     carry on once the batch is decided
 
 State lives in ``SQLGATE_STATE_URL`` (a SQLAlchemy URL, e.g. PostgreSQL shared by several hosts),
-by default a SQLite file in the state folder. The reviewer's identity comes from
-``SQLGATE_REVIEWER`` (else the login name), never from the decision file.
+by default a SQLite file in the state folder. The reviewer's identity is the login name, or the
+actor of a reviewer token in ``SQLGATE_REVIEWER_TOKEN`` (``orchestrator.reviewer_identity``),
+never the decision file nor ``SQLGATE_REVIEWER`` alone.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 
-from approvals import SqlApprovalStore, reviewer_identity
+from approvals import SqlApprovalStore
+from approvals.terminal_text import terminal_console
 from orchestrator.cli_common import (
     JsonOpt,
     Spinner,
@@ -68,6 +70,8 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
     ``SELECT *`` and, under table or column rules, anything unresolvable is refused."""
     from approvals import ApprovalGate
     from orchestrator.database import TargetDatabase, redact_url, validator_without_database
+    from orchestrator.reviewer_identity import cli_reviewer
+    from orchestrator.run_identity import database_identity
     from safety import Policy
 
     context = dict(record.batch.context)
@@ -79,7 +83,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
     except SqlgateError:
         pass
     if db:
-        if stored_url and redact_url(db) != stored_url:
+        if stored_url and database_identity(db) != database_identity(stored_url):
             raise ConfigurationError(
                 f"--db is {redact_url(db)}, but the batch's run asked {stored_url}: "
                 "edits are checked against the run's own database"
@@ -94,7 +98,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
         validate=validate,
         store=approvals,
         run_id=record.batch.run_id,
-        actor=reviewer_identity(),
+        actor=cli_reviewer(),
     )
 
 
@@ -125,9 +129,9 @@ def list_batches(
     from orchestrator.render import rows_table
 
     if not rows:
-        Console().print("No batches are waiting for a decision.")
+        terminal_console().print("No batches are waiting for a decision.")
         return
-    Console().print(
+    terminal_console().print(
         rows_table(
             ["batch", "run", "cycle", "status", "pending", "created"],
             [
@@ -155,7 +159,7 @@ def show(
     if as_json:
         emit_json(record.model_dump(mode="json"))
         return
-    console = Console()
+    console = terminal_console()
     TerminalReviewer(console=console).show(record.batch)
     console.print(f"status: [bold]{record.status}[/]")
 
@@ -240,7 +244,7 @@ def decide(
             return
     try:
         outcome = gate.submit(
-            batch_id, decisions, actor=reviewer_identity(), idempotency_key=idempotency_key
+            batch_id, decisions, actor=gate.actor, idempotency_key=idempotency_key
         )
     except ApprovalError as exc:
         code = getattr(exc, "code", "decision_refused")
@@ -265,8 +269,9 @@ def decide(
     if as_json:
         emit_json(payload)
     else:
-        Console().print(
-            f"Batch {batch_id}: [bold]{payload['status']}[/]. Next: [cyan]{payload['next']}[/]"
+        terminal_console().print(
+            f"Batch {escape(batch_id)}: [bold]{payload['status']}[/]. "
+            f"Next: [cyan]{escape(str(payload['next']))}[/]"
         )
 
 
@@ -284,7 +289,7 @@ def history(
         return
     from orchestrator.render import rows_table
 
-    Console().print(
+    terminal_console().print(
         rows_table(
             ["seq", "at", "event", "actor", "batch", "call"],
             [
@@ -317,7 +322,7 @@ def sweep(as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(rows)
         return
-    Console().print(
+    terminal_console().print(
         f"{len(rows)} batch(es) expired."
         + "".join(f"\n  {r['batch_id']} (run {r['run_id']})" for r in rows)
     )
@@ -329,7 +334,8 @@ def resume(
         str | None,
         typer.Option(
             "--db",
-            help="The database URL, when the stored one had a password (it is never stored).",
+            help="The database URL, when the stored one had a password (it is never stored). "
+            "It must be the run's own database: another one stops with exit 14, nothing run.",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -340,14 +346,23 @@ def resume(
     Any process sharing the state database may resume; exactly one wins. Approved SQL runs at most
     once, even if an earlier worker died mid-run (such a statement is reported in doubt).
     """
-    from orchestrator.errors import RunNotFound
+    from orchestrator.errors import RunNotFound, WrongDatabase
+    from orchestrator.result import WRONG_DATABASE_EXIT
+    from orchestrator.run_identity import check_run_database, database_identity
 
     approval_store, run_store = stores()
     try:
-        stored_db = run_store.load(run_id).database
+        stored = run_store.load(run_id)
     except RunNotFound as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)
         return
+    stored_db = stored.database
+    try:  # before the database is even opened: --db must be the run's own database
+        check_run_database(run_id, stored.target, database_identity(db or stored_db))
+    except WrongDatabase as exc:
+        fail(exc.message, WRONG_DATABASE_EXIT, as_json=as_json, error_code=exc.code)
+    except Exception:  # a malformed --db: opening it says so (exit 2)
+        pass
     if db is None and "***" in stored_db:
         fail(
             "the run's database URL had a password, which sqlgate never stores: pass --db URL",
@@ -360,7 +375,8 @@ def resume(
             pipeline.progress = spinner
             results = pipeline.resume(run_id)
     except SqlgateError as exc:
-        fail(exc.message, 1, as_json=as_json, error_code=exc.code)
+        status = WRONG_DATABASE_EXIT if isinstance(exc, WrongDatabase) else 1
+        fail(exc.message, status, as_json=as_json, error_code=exc.code)
         return
     finally:
         database.dispose()

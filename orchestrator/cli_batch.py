@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from orchestrator.cli_common import (
     BaseUrlOpt,
@@ -22,6 +23,7 @@ from orchestrator.cli_common import (
     err,
     fail,
     open_target,
+    reviewer_actor,
     reviewer_for,
 )
 from orchestrator.errors import SqlgateError
@@ -140,7 +142,13 @@ def batch(
         llm.on_retry = bars.notice
         llm.limiter.on_wait = bars.limiter_wait
         pipeline = Pipeline(
-            database, llm, reviewer, config=config, progress=bars, memory=memory_for(None, database)
+            database,
+            llm,
+            reviewer,
+            config=config,
+            progress=bars,
+            memory=memory_for(None, database),
+            actor=reviewer_actor(reviewer),
         )
         check_edits_with(reviewer, pipeline)
         for start in range(0, len(todo), run_size):
@@ -259,7 +267,7 @@ class StageBars:
     def notice(self, message: str) -> None:
         """A retry or a wait: the live line, or one log line without a terminal."""
         if not self.live:
-            err.print(f"[yellow]{message}[/]", highlight=False)
+            err.print(f"[yellow]{escape(message)}[/]", highlight=False)
             return
         if self.line is None:
             self.line = self.progress.add_task("", total=None, visible=True)

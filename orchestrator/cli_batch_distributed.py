@@ -219,8 +219,9 @@ class _Follower:
 
     def _decide(self, record: Any) -> None:
         """Decide one batch at the gate as the in-process batch would, and hand the run back."""
-        from approvals import ApprovalError, TerminalReviewer, reviewer_identity
+        from approvals import ApprovalError, ApproveAll, TerminalReviewer
         from orchestrator.cli_approvals import gate_for
+        from orchestrator.reviewer_identity import cli_reviewer
         from orchestrator.tasks import enqueue
 
         gate = gate_for(record, self.state.approvals, self.state.runs, self.db)
@@ -234,7 +235,12 @@ class _Follower:
             fail(str(exc), 130, error_code="approval_cancelled")
             return
         try:
-            outcome = gate.submit(record.batch_id, decisions, actor=reviewer_identity())
+            outcome = gate.submit(
+                record.batch_id,
+                decisions,
+                actor=cli_reviewer(),
+                review="unseen" if isinstance(reviewer, ApproveAll) else "reviewed",
+            )
         except ApprovalError as exc:
             code = getattr(exc, "code", "decision_refused")
             if code in ("decision_conflict", "batch_expired"):

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 from orchestrator.clarify import ClarificationError, follow_up_question
 from orchestrator.cli_common import Spinner, err
 from orchestrator.result import RunResult, RunStatus
@@ -52,7 +54,7 @@ def _ask_terminal(result: RunResult) -> dict[str, str]:
     err.print("[bold]Answer the clarifying questions[/] (Enter skips one; skip all to stop here):")
     answers = {}
     for q in result.clarification_questions:
-        text = err.input(f"  [cyan]\\[{q.id}][/] {q.text}\n  > ").strip()
+        text = err.input(f"  [cyan]\\[{escape(q.id)}][/] {escape(q.text)}\n  > ").strip()
         if text:
             answers[q.id] = text
     return answers
@@ -117,4 +119,4 @@ def clarify(
 def hint(result: RunResult) -> None:
     """After a result that still needs clarification: how to answer it."""
     if result.status == RunStatus.NEEDS_CLARIFICATION and result.clarification_questions:
-        err.print(f"Answer with: [cyan]{how_to_answer(result)}[/]")
+        err.print(f"Answer with: [cyan]{escape(how_to_answer(result))}[/]")

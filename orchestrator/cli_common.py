@@ -3,19 +3,19 @@ the reviewer, the spinner, and opening the database and the model client."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 
+from approvals.terminal_text import json_text, terminal_console
 from orchestrator.errors import SqlgateError
 from orchestrator.result import RunResult
 
-err = Console(stderr=True)
+err = terminal_console(stderr=True)
 
 
 def fail(
@@ -23,8 +23,9 @@ def fail(
 ) -> None:
     """Say what went wrong (as JSON too, for scripts) and exit with ``code``."""
     if as_json:
-        print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
-    err.print(f"[bold red]error:[/] {message}")
+        error = {"status": "error", "error": {"code": error_code, "message": message}}
+        sys.stdout.write(json_text(error) + "\n")
+    err.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
 
 
@@ -41,7 +42,7 @@ def fail_with(exc: SqlgateError, *, as_json: bool = False) -> NoReturn:
 
 
 def emit_json(payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(json_text(payload, indent=2) + "\n")
     sys.stdout.flush()
 
 
@@ -74,6 +75,21 @@ def reviewer_for(yes: bool, as_json: bool = False) -> Any:
             error_code="no_reviewer",
         )
     return TerminalReviewer(console=err)
+
+
+def reviewer_actor(reviewer: Any, as_json: bool = False) -> str:
+    """The proven name a terminal reviewer decides under (``orchestrator.reviewer_identity``);
+    ``--yes`` decides unseen, as nobody. Exit 2 when ``SQLGATE_REVIEWER`` claims another name."""
+    from approvals import TerminalReviewer
+    from orchestrator.reviewer_identity import cli_reviewer
+
+    if not isinstance(reviewer, TerminalReviewer):
+        return "reviewer"
+    try:
+        return cli_reviewer()
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        raise
 
 
 class Spinner:
@@ -240,7 +256,7 @@ def show_result(result: RunResult, *, as_json: bool, trace: bool) -> None:
         return
     from orchestrator.render import render_result
 
-    render_result(Console(), result, trace=trace)
+    render_result(terminal_console(), result, trace=trace)
     if result.status.value == "awaiting_approval":
         err.print(
             "Decide with [cyan]sqlgate approvals decide BATCH[/] (see [cyan]sqlgate approvals list[/]), "

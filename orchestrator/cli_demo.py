@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
+from approvals.terminal_text import terminal_console
 from orchestrator.cli_common import (
     JsonOpt,
     Spinner,
@@ -50,7 +50,7 @@ def demo(
     from orchestrator.demo.database import default_cache_dir, ensure_demo_database
     from orchestrator.render import render_result
 
-    console = Console(stderr=as_json)
+    console = terminal_console(stderr=as_json)
     try:
         with console.status("building the demo database…") if console.is_terminal else _null():
             path = ensure_demo_database(workdir or default_cache_dir())
@@ -91,7 +91,7 @@ def demo(
 class _ShowingApprover:
     """The demo's reviewer: shows each batch as a reviewer would see it, then approves it."""
 
-    def __init__(self, inner: Any, console: Console) -> None:
+    def __init__(self, inner: Any, console: Any) -> None:
         self.inner = inner
         self.console = console
 

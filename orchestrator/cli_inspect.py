@@ -6,8 +6,8 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from approvals.terminal_text import terminal_console
 from orchestrator.cli_common import (
     BaseUrlOpt,
     DbOpt,
@@ -44,7 +44,7 @@ def schema(
     if as_json:
         emit_json({"dialect": database.dialect, **context.model_dump(mode="json")})
     else:
-        console = Console()
+        console = terminal_console()
         console.print(
             f"[bold]{database.safe_url}[/] ({database.dialect}), {len(context.tables)} table(s)"
         )
@@ -127,7 +127,7 @@ def validate(
             }
         )
     else:
-        render_validation(Console(), result, text)
+        render_validation(terminal_console(), result, text)
     raise typer.Exit(0 if result.ok else 1)
 
 
@@ -173,7 +173,7 @@ def limits(
         return
     from orchestrator.render import rows_table
 
-    Console().print(
+    terminal_console().print(
         rows_table(
             ["unit", "used", "limit", "window (s)", "next free in (s)"],
             [[r["unit"], r["used"], r["limit"], r["window_s"], r["next_free_in_s"]] for r in rows],

@@ -10,7 +10,8 @@
     sqlgate memory revoke TEMPLATE         earlier approvals of a template no longer earn auto
 
 Memory lives in the state database (``SQLGATE_STATE_URL``, else the state folder's SQLite
-file). The acting person comes from ``SQLGATE_REVIEWER`` (else the login name). Every command
+file). The acting person is the login name, or the actor of the reviewer token in
+``SQLGATE_REVIEWER_TOKEN`` (``orchestrator.reviewer_identity``). Every command
 that runs questions records and retrieves; ``SQLGATE_MEMORY=off`` turns that off, ``record``
 keeps recording but puts nothing into prompts. Earned auto-approval is the policy file's
 ``[auto_approval]`` section (off by default).
@@ -18,14 +19,15 @@ keeps recording but puts nothing into prompts. Earned auto-approval is the polic
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
-from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
-from approvals import reviewer_identity
+from approvals.terminal_text import json_text, terminal_console
 from orchestrator.cli_common import DbOpt, JsonOpt, PolicyOpt, emit_json, err, fail, policy_with
 from orchestrator.errors import SqlgateError
 from orchestrator.memory import MemoryExample, MemoryStore, ReviewMemory
@@ -51,6 +53,17 @@ def _database_key(db: str | None) -> str | None:
     from orchestrator.database import redact_url
 
     return redact_url(db) if db else None
+
+
+def _actor(as_json: bool) -> str:
+    """The proven acting person (``orchestrator.reviewer_identity``), or exit 2 saying why."""
+    from orchestrator.reviewer_identity import cli_reviewer
+
+    try:
+        return cli_reviewer()
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        raise
 
 
 def _row(e: MemoryExample) -> dict[str, Any]:
@@ -82,11 +95,11 @@ def add(
         return
     outcomes = seed_pairs(
         ReviewMemory(_store()),
-        scope_for(database, database.policy.safety_policy()),
+        scope_for(database, database.policy),
         pairs,
         validator=database.validator(),
         executor=SQLExecutor(database.engine, row_cap=1),
-        actor=reviewer_identity(),
+        actor=_actor(as_json),
     )
     database.dispose()
     refused = [o for o in outcomes if o.example is None]
@@ -133,10 +146,13 @@ def list_examples(
             emit_json([n.model_dump(mode="json") for n in found])
             return
         for n in found:
-            tables = f" [dim](tables: {', '.join(n.tables)})[/]" if n.tables else ""
-            Console().print(f"{n.id}  {n.text}{tables}  [dim]{n.database} by {n.author}[/]")
+            tables = f" [dim](tables: {escape(', '.join(n.tables))})[/]" if n.tables else ""
+            terminal_console().print(
+                f"{n.id}  {escape(n.text)}{tables}  [dim]{escape(n.database)} by "
+                f"{escape(n.author)}[/]"
+            )
         if not found:
-            Console().print("No business notes.")
+            terminal_console().print("No business notes.")
         return
     kind: Literal["positive", "negative"] | None = (
         None if all_ else ("negative" if negatives else "positive")
@@ -146,11 +162,11 @@ def list_examples(
         emit_json([_row(e) for e in examples])
         return
     if not examples:
-        Console().print("Memory holds no such examples.")
+        terminal_console().print("Memory holds no such examples.")
         return
     from orchestrator.render import rows_table
 
-    Console().print(
+    terminal_console().print(
         rows_table(
             ["id", "status", "template", "question", "reviewers", "recorded"],
             [
@@ -184,15 +200,17 @@ def show(
         return
     from orchestrator.render import sql_block
 
-    console = Console()
-    console.print(f"[bold]example {e.id}[/] ({e.kind}, {e.status}) on {e.database} ({e.dialect})")
-    console.print(f"question: {e.question}")
+    console = terminal_console()
+    console.print(
+        f"[bold]example {e.id}[/] ({e.kind}, {e.status}) on {escape(e.database)} ({e.dialect})"
+    )
+    console.print(Text(f"question: {e.question}"))
     console.print(sql_block(e.sql))
-    console.print(f"template {e.template_id}: {e.template_text}")
-    console.print(f"schema {e.schema_fp}, policy {e.policy_fp}; reads {', '.join(e.tables)}")
-    console.print(f"by {', '.join(e.reviewers)} at {e.created_at.isoformat()}")
+    console.print(Text(f"template {e.template_id}: {e.template_text}"))
+    console.print(Text(f"schema {e.schema_fp}, policy {e.policy_fp}; reads {', '.join(e.tables)}"))
+    console.print(Text(f"by {', '.join(e.reviewers)} at {e.created_at.isoformat()}"))
     if e.reason:
-        console.print(f"reason: {e.reason}")
+        console.print(Text(f"reason: {e.reason}"))
 
 
 @memory_app.command()
@@ -218,7 +236,7 @@ def remove(
 def export() -> None:
     """Every example and note as JSON Lines on stdout (``{"type": "example" | "note", ...}``)."""
     for row in _store().export():
-        typer.echo(json.dumps(row, ensure_ascii=False))
+        sys.stdout.write(json_text(row) + "\n")
 
 
 @memory_app.command()
@@ -237,7 +255,7 @@ def note(
         fail("the note is empty", as_json=as_json)
     added = _store().add_note(
         text,
-        author=reviewer_identity(),
+        author=_actor(as_json),
         tables=tables.split(","),
         database=_database_key(db) or ANY_DATABASE,
     )
@@ -260,7 +278,7 @@ def revoke(
     try:
         revoked = _store().revoke(
             template,
-            actor=reviewer_identity(),
+            actor=_actor(as_json),
             database=_database_key(db) or ANY_DATABASE,
             reason=reason,
         )

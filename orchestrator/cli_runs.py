@@ -16,9 +16,11 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from approvals.terminal_text import terminal_console
 from orchestrator.cli_common import JsonOpt, emit_json, err, fail
 from orchestrator.errors import SqlgateError
 
@@ -73,21 +75,21 @@ def list_runs(
         emit_json([_row(e) for e in entries])
         return
     if not entries:
-        Console().print(
+        terminal_console().print(
             "No runs in the state database" + (f" with status {status}." if status else ".")
         )
         return
     table = Table("run", "status", "owner", "lease expires", "takeovers", "updated")
     for e in entries:
-        table.add_row(
-            e["run_id"],
+        table.add_row(  # as text, never markup
+            Text(e["run_id"]),
             e["status"],
-            e["owner"] or "-",
+            Text(e["owner"] or "-"),
             _when(e["lease_expires_at"]),
             str(e["takeovers"]),
             f"{e['updated_at']:%Y-%m-%d %H:%M:%S}",
         )
-    Console().print(table)
+    terminal_console().print(table)
 
 
 @runs_app.command()
@@ -127,9 +129,9 @@ def show(
     if as_json:
         emit_json(summary)
         return
-    console = Console()
+    console = terminal_console()
     for key, value in summary.items():
-        console.print(f"[bold]{key}[/]: {value}")
+        console.print(Text.assemble((key, "bold"), f": {value}"))
 
 
 @runs_app.command()
@@ -152,25 +154,38 @@ def recover(
     may have run, which are never run again.
     """
     from orchestrator.cli_approvals import paused_run_pipeline, stores
-    from orchestrator.errors import RunConflict
+    from orchestrator.database import redact_url
+    from orchestrator.errors import RunConflict, WrongDatabase
+    from orchestrator.run_identity import database_identity
 
     approval_store, run_store = stores()
-    stopped = run_store.expired(limit=limit)
+    # With --db, only that database's runs; without, each run on its own stored database.
+    try:
+        target = database_identity(db) if db else None
+    except Exception:  # make_url's own errors
+        fail(
+            f"{redact_url(db or '')!r} is not a database URL",
+            as_json=as_json,
+            error_code="invalid_database_url",
+        )
+        return
+    stopped = run_store.expired(limit=limit, target=target)
     recovered: list[dict[str, Any]] = []
     pipelines: dict[str, Any] = {}
     for stored in stopped:
         url = db or stored.database
         if "***" in url:
             err.print(
-                f"[yellow]skipped {stored.run_id}[/]: its database URL had a password: pass --db URL"
+                f"[yellow]skipped {escape(stored.run_id)}[/]: its database URL had a password: "
+                "pass --db URL"
             )
             continue
         if url not in pipelines:
             _, pipelines[url] = paused_run_pipeline(url, approval_store, run_store, as_json)
         try:
             results = pipelines[url].recover(stored.run_id)
-        except RunConflict:
-            continue  # another process took it first
+        except (RunConflict, WrongDatabase):
+            continue  # another process took it first, or its URL is another database here
         recovered.append(
             {
                 "run_id": stored.run_id,
@@ -184,9 +199,10 @@ def recover(
         emit_json({"recovered": recovered})
         return
     if not recovered:
-        Console().print("No stopped runs.")
+        terminal_console().print("No stopped runs.")
     for entry in recovered:
-        Console().print(
-            f"recovered [cyan]{entry['run_id']}[/] from {entry['previous_owner']}: "
+        terminal_console().print(
+            f"recovered [cyan]{escape(entry['run_id'])}[/] from "
+            f"{escape(str(entry['previous_owner']))}: "
             f"{', '.join(entry['statuses'])}"
         )

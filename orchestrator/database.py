@@ -35,6 +35,7 @@ from orchestrator.errors import (
     DatabaseURLInvalid,
     DialectMismatch,
 )
+from orchestrator.run_identity import database_identity, schema_fingerprint
 from safety import (
     DatabaseSchema,
     NameRules,
@@ -106,6 +107,8 @@ class TargetDatabase:
         self.policy = policy
         self.url = url
         self.safe_url = redact_url(url)
+        #: The database's identity, which every run recorded here is bound to.
+        self.identity = database_identity(url)
         try:
             self.dialect = dialect_for_url(url)
         except Exception as exc:
@@ -151,6 +154,11 @@ class TargetDatabase:
                         f"cannot read the schema of {self.safe_url}: {_one_line(exc)}"
                     ) from exc
             return self._resolved
+
+    def schema_fingerprint(self, refresh: bool = False) -> str:
+        """The fingerprint of the schema validators resolve against (``refresh``: read it again
+        first, so a resumed run sees the schema as it is now)."""
+        return schema_fingerprint(self.resolved_schema(refresh=refresh))
 
     def value_index(self) -> ValueIndex | None:
         """The values of the schema's label-like text columns (``agents.linking.ValueIndex``),

@@ -5,6 +5,7 @@
      ├── InvalidQuestion           invalid_input         (empty or oversized question)
      ├── RunNotFound               run_not_found         (no such run in the state database)
      ├── RunConflict               run_conflict          (another process changed the run first)
+     ├── WrongDatabase             wrong_database        (the run belongs to another database)
      ├── CheckpointError           checkpoint_invalid    (a checkpoint this code cannot read)
      ├── StateDatabaseError        state_database_error  (the state database is newer or broken)
      ├── DatabaseError
@@ -38,6 +39,12 @@ class RunNotFound(SqlgateError):
 
 class RunConflict(SqlgateError):
     code = "run_conflict"
+
+
+class WrongDatabase(SqlgateError):
+    """A run was to be claimed, resumed or recovered by a process serving another database."""
+
+    code = "wrong_database"
 
 
 class CheckpointError(SqlgateError):

@@ -51,7 +51,8 @@ from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
 from orchestrator.result_rows import ResultRowStore
 from orchestrator.run_context import ResultSink, RunContext, no_progress
-from orchestrator.runs import RunStore
+from orchestrator.run_identity import check_run_database
+from orchestrator.runs import RunStore, StoredRun
 from orchestrator.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
 from ratelimit import RateLimitError
 from safety import Policy, SqlValidator
@@ -128,6 +129,7 @@ class Pipeline:
         owner: str | None = None,
         memory: ReviewMemory | None = None,
         result_rows: ResultRowStore | None = None,
+        actor: str = "reviewer",
     ) -> None:
         if reviewer is None and (approval_store is None or run_store is None):
             raise ValueError(
@@ -148,6 +150,7 @@ class Pipeline:
         self.clock = clock
         self.owner = owner or process_owner()  # whose lease this pipeline's runs hold
         self.memory = memory  # reviewed-SQL memory: examples, notes, earned auto-approval
+        self.actor = actor  # whose decisions ``reviewer`` records (a proven name at the CLI)
         # Full results (the result object holds a preview): beside the runs when they are stored.
         self.result_rows = result_rows or (
             ResultRowStore(run_store.engine) if run_store is not None else None
@@ -168,14 +171,22 @@ class Pipeline:
         return Policy.from_data(ctx.policy) if ctx.policy is not None else self.db.policy
 
     def gate(
-        self, run_id: str, validator: SqlValidator | None = None, policy: Policy | None = None
+        self,
+        run_id: str,
+        validator: SqlValidator | None = None,
+        policy: Policy | None = None,
+        *,
+        database: str | None = None,
     ) -> ApprovalGate:
+        """The approval gate of a run, under ``policy`` (the run's); ``database`` is the run's
+        recorded database, which earned auto-approval looks its evidence up under."""
         return ApprovalGate(
             reviewer=self.reviewer,
             validate=(validator or self.validator(policy)).validate,
-            policy=gate_policy(self),
+            policy=gate_policy(self, policy, key=database),
             store=self.approval_store,
             run_id=run_id,
+            actor=self.actor,
             # dialect and policy: a reviewer in another process validates edits alike
             context=self.db.gate_context(policy),
             quorum=self.config.approval_quorum,
@@ -225,6 +236,7 @@ class Pipeline:
         self._submitted(ctx, statements)
         ctx.policy = self.db.policy_for(role).model_dump(mode="json")
         ctx.follow_up_of = follow_up_of
+        ctx.database = self.db.safe_url
         if self._durable:
             ctx.stored, queued_policy = self._begin(
                 run_id, list(questions), ctx.policy, follow_up_of
@@ -262,6 +274,7 @@ class Pipeline:
             ),
             status="queued",
             follow_up_of=follow_up_of,
+            schema_fingerprint=self._schema_fingerprint(),
         )
 
     def resume(self, run_id: str, *, progress: Progress | None = None) -> list[RunResult]:
@@ -273,10 +286,15 @@ class Pipeline:
         returns its stored results; a statement whose execution was cut short is reported in
         doubt, never run again silently. A run whose process stopped (its lease expired) is
         taken over (``recover``).
+
+        Raises ``WrongDatabase`` (and changes nothing) for a run of another database. When the
+        schema changed since the statements were approved, each approved statement is validated
+        again against the schema as it is now, and one that no longer passes is not run.
         """
         if self.run_store is None or self.approval_store is None:
             raise ValueError("resume needs the run_store and approval_store the run was paused in")
         stored = self.run_store.load(run_id)
+        self._check_database(stored)
         checkpoint = stored.checkpoint
         if isinstance(checkpoint, FinishedCheckpoint):
             return list(checkpoint.results)
@@ -292,10 +310,12 @@ class Pipeline:
             )
         ctx = self._restore(checkpoint, progress)
         ctx.follow_up_of = stored.follow_up_of
+        ctx.database = stored.database
         outcome = self.gate(run_id).outcome(checkpoint.batch_id)
         if str(outcome.status) == "pending":
             return ctx.results()
         self._reopen(ctx)
+        self._check_schema(ctx, stored)
         ctx.stored = (
             "resuming",
             self.run_store.transition(
@@ -317,11 +337,12 @@ class Pipeline:
         opened is closed as superseded. After a decision the statements the stopped process had
         claimed are marked in doubt and never run again; the rest goes on. Raises
         ``RunConflict`` when the run is not stopped (someone holds a live lease, or it is
-        paused or finished).
+        paused or finished), ``WrongDatabase`` when it belongs to another database.
         """
         if self.run_store is None or self.approval_store is None:
             raise ValueError("recover needs the run_store and approval_store of the run")
         stored = self.run_store.load(run_id)
+        self._check_database(stored)
         if not (stored.lease_expired() or (stored.status == "queued" and stored.owner is None)):
             raise RunConflict(f"run {run_id} is {stored.status}, not stopped: nothing to recover")
         version = self.run_store.transition(
@@ -340,6 +361,7 @@ class Pipeline:
             ctx.policy = checkpoint.policy
             ctx.stored = ("running", version)
             ctx.follow_up_of = stored.follow_up_of
+            ctx.database = stored.database
             self._supersede(run_id, keep=None, reason=f"run taken over from {previous}")
             if stored.owner is not None:
                 for q in ctx.questions:
@@ -355,11 +377,14 @@ class Pipeline:
             ctx = self._restore(checkpoint, progress)
             ctx.stored = (stored.status, version)
             ctx.follow_up_of = stored.follow_up_of
+            ctx.database = stored.database
             return self._held(ctx, resumed="executed")
         assert isinstance(checkpoint, PausedCheckpoint)  # resuming: it resumed from a pause
         ctx = self._restore(checkpoint, progress)
         ctx.follow_up_of = stored.follow_up_of
+        ctx.database = stored.database
         self._reopen(ctx)
+        self._check_schema(ctx, stored)
         ctx.stored = (stored.status, version)
         self._supersede(run_id, keep=checkpoint.batch_id, reason=f"run taken over from {previous}")
         outcome = self.gate(run_id).outcome(checkpoint.batch_id)
@@ -367,10 +392,11 @@ class Pipeline:
         return self._held(ctx, resumed=resumed)
 
     def recover_all(self, *, limit: int = 100) -> list[str]:
-        """Take over every stopped run (cron-safe: each is claimed by exactly one process)."""
+        """Take over every stopped run of this database (cron-safe: each is claimed by exactly
+        one process; other databases' runs are left to their own processes)."""
         assert self.run_store is not None
         recovered = []
-        for stored in self.run_store.expired(limit=limit):
+        for stored in self.run_store.expired(limit=limit, target=self.db.identity):
             try:
                 self.recover(stored.run_id)
             except RunConflict:
@@ -379,6 +405,28 @@ class Pipeline:
         return recovered
 
     # -- the run -------------------------------------------------------------------------------------
+
+    def _check_database(self, stored: StoredRun) -> None:
+        """``WrongDatabase`` unless the run was recorded for this pipeline's database."""
+        check_run_database(stored.run_id, stored.target, self.db.identity)
+
+    def _schema_fingerprint(self) -> str | None:
+        """The fingerprint of the schema this process validates against; None when it cannot be
+        read now (the run then fails as before, and a resume validates again: unknown is
+        treated as changed)."""
+        try:
+            return self.db.schema_fingerprint()
+        except DatabaseError:
+            return None
+
+    def _check_schema(self, ctx: RunContext, stored: StoredRun) -> None:
+        """Read the schema again; when it is not the one the statements were approved on (or
+        that is unknown), they are validated again before they run."""
+        try:
+            now: str | None = self.db.schema_fingerprint(refresh=True)
+        except DatabaseError:  # unreadable now: the run's stages report it as a database error
+            now = None
+        ctx.schema_changed = now is None or stored.schema_fingerprint != now
 
     @property
     def _durable(self) -> bool:
@@ -466,10 +514,12 @@ class Pipeline:
                 owner=self.owner,
                 lease_s=self.config.lease_s,
                 follow_up_of=follow_up_of,
+                schema_fingerprint=self._schema_fingerprint(),
             )
             return ("running", 1), None
         if stored.status != "queued":
             raise RunConflict(f"run {run_id} already exists ({stored.status})")
+        self._check_database(stored)
         version = self.run_store.transition(
             run_id,
             expected=("queued", stored.version),
@@ -644,6 +694,7 @@ class Pipeline:
             expected=ctx.stored,
             status="awaiting_approval",
             checkpoint=checkpoint,
+            schema_fingerprint=self._schema_fingerprint(),
         )
 
 

@@ -26,9 +26,9 @@ def sql_block(sql: str) -> Syntax:
 def rows_table(columns: list[str], rows: list[list[Any]], *, title: str | None = None) -> Table:
     table = Table(title=title, show_lines=False, header_style="bold cyan")
     for column in columns:
-        table.add_column(str(column), overflow="fold")
-    for row in rows:
-        table.add_row(*["NULL" if v is None else str(v) for v in row])
+        table.add_column(Text(str(column)), overflow="fold")
+    for row in rows:  # cells are text, never markup: values come from the database or the asker
+        table.add_row(*[Text("NULL" if v is None else str(v)) for v in row])
     return table
 
 

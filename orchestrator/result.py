@@ -48,6 +48,8 @@ EXIT_CODES: dict[RunStatus, int] = {
 #: ``sqlgate batch``'s exit status when at least one question of the results file ended other
 #: than answered or needs_clarification (the file says which, and why).
 BATCH_INCOMPLETE_EXIT = 13
+#: ``sqlgate resume RUN --db URL`` when the run belongs to another database (nothing ran).
+WRONG_DATABASE_EXIT = 14
 #: The statuses a batch counts as done well: exit 0 only when every question ended in one.
 BATCH_OK_STATUSES = frozenset({RunStatus.ANSWERED, RunStatus.NEEDS_CLARIFICATION})
 

@@ -53,6 +53,10 @@ class RunContext:
     lease: Lease | None = None
     #: The run whose clarifying questions this run answers (``orchestrator.clarify``).
     follow_up_of: str | None = None
+    #: The database the run is recorded for (its URL without password), which memory keys on.
+    database: str | None = None
+    #: The schema changed since the statements waiting were approved: validate them again.
+    schema_changed: bool = False
 
     def next_call_index(self) -> int:
         """The index of the run's next LLM call (1, 2, ...)."""

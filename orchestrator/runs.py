@@ -5,6 +5,11 @@ checkpoint (typed and versioned, ``orchestrator.checkpoint``). Changes are condi
 and version, so two processes resuming the same run cannot both win. The table lives in sqlgate's
 state database (``orchestrator.state_db``: a SQLite file by default, PostgreSQL by URL), beside the
 approvals store; its schema is the ``runs`` component of the one migration runner.
+
+Each run is bound to its database: ``target`` is the database's identity (its URL normalised,
+without credentials: ``orchestrator.run_identity``) and ``schema_fingerprint`` the schema its
+statements were validated against. Readers compare both (``Pipeline`` and every background
+picker), so no process runs another database's run.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 from approvals.migrations import migrate, state_engine, to_timestamp, write_transaction
 from orchestrator.checkpoint import Checkpoint, load_checkpoint
 from orchestrator.errors import RunConflict, RunNotFound
+from orchestrator.run_identity import database_identity
 
 #: Run states. ``queued``: accepted, no process on it yet. ``running``: a process advances it
 #: before the gate (holding its lease). ``awaiting_approval``: paused at the gate, nobody holds it.
@@ -43,6 +49,8 @@ runs = sa.Table(
     sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("takeovers", sa.Integer, nullable=False, server_default="0"),
     sa.Column("follow_up_of", sa.String(64), nullable=True),
+    sa.Column("target", sa.Text, nullable=True),
+    sa.Column("schema_fingerprint", sa.String(64), nullable=True),
 )
 
 
@@ -76,7 +84,26 @@ def _v4(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE sqlgate_runs ADD COLUMN follow_up_of VARCHAR(64)")
 
 
-MIGRATIONS = (_v1, _v2, _v3, _v4)
+def _v5(conn: Connection) -> None:
+    """The run's database identity (``target``) and the fingerprint of the schema its statements
+    were validated against; runs recorded before get the identity of their stored URL."""
+    conn.exec_driver_sql("ALTER TABLE sqlgate_runs ADD COLUMN target TEXT")
+    conn.exec_driver_sql("ALTER TABLE sqlgate_runs ADD COLUMN schema_fingerprint VARCHAR(64)")
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_sqlgate_runs_target ON sqlgate_runs (target, status)"
+    )
+    table = sa.table(
+        "sqlgate_runs", sa.column("run_id"), sa.column("database"), sa.column("target")
+    )
+    for run_id, database in conn.execute(sa.select(table.c.run_id, table.c.database)).all():
+        try:
+            target = database_identity(database)
+        except Exception:  # a URL no engine reads: the run stays unbound, and nobody resumes it
+            continue
+        conn.execute(table.update().where(table.c.run_id == run_id).values(target=target))
+
+
+MIGRATIONS = (_v1, _v2, _v3, _v4, _v5)
 
 
 def _adopt(conn: Connection) -> int:
@@ -103,6 +130,10 @@ class StoredRun:
     lease_expires_at: datetime | None = None
     takeovers: int = 0
     follow_up_of: str | None = None
+    #: The database's identity (``orchestrator.run_identity.database_identity``).
+    target: str | None = None
+    #: The schema the run's statements were validated against, when known.
+    schema_fingerprint: str | None = None
 
     def lease_expired(self, now: datetime | None = None) -> bool:
         """True when a process held the run and its lease ran out (it stopped or froze)."""
@@ -146,9 +177,12 @@ class RunStore:
         owner: str | None = None,
         lease_s: float | None = None,
         follow_up_of: str | None = None,
+        schema_fingerprint: str | None = None,
     ) -> int:
         """Record a new run (version 1); with ``owner`` and ``lease_s`` it holds the lease;
-        ``follow_up_of`` links a follow-up to the run whose clarifying questions it answers."""
+        ``follow_up_of`` links a follow-up to the run whose clarifying questions it answers.
+        The run is bound to the identity of ``database`` (resolved here, in the recording
+        process) and, when given, to the fingerprint of the schema it is judged on."""
         self.setup()
         now = _now()
         with write_transaction(self.engine) as conn:
@@ -164,6 +198,8 @@ class RunStore:
                     lease_expires_at=now + timedelta(seconds=lease_s) if lease_s else None,
                     takeovers=0,
                     follow_up_of=follow_up_of,
+                    target=database_identity(database),
+                    schema_fingerprint=schema_fingerprint,
                 )
             )
         return 1
@@ -187,12 +223,14 @@ class RunStore:
         owner: str | None = None,
         lease_s: float | None = None,
         takeover: bool = False,
+        schema_fingerprint: str | None = None,
     ) -> int:
         """Move the run to ``status`` if it is still in ``expected`` (status, version); else conflict.
 
         ``owner``/``lease_s`` give the lease to ``owner`` (a process that will advance the run);
         without them the lease is released (paused or finished: nobody holds the run).
         ``takeover`` counts a transition that took the run from a process whose lease expired.
+        ``schema_fingerprint`` records the schema the run's statements were (re)validated on.
         """
         self.setup()
         now = _now()
@@ -205,6 +243,8 @@ class RunStore:
         }
         if takeover:
             values["takeovers"] = runs.c.takeovers + 1
+        if schema_fingerprint is not None:
+            values["schema_fingerprint"] = schema_fingerprint
         if checkpoint is not None:
             values["checkpoint"] = checkpoint.model_dump_json(by_alias=True)
         with write_transaction(self.engine) as conn:
@@ -235,10 +275,17 @@ class RunStore:
         return changed == 1
 
     def expired(
-        self, *, now: datetime | None = None, queued_for_s: float | None = None, limit: int = 100
+        self,
+        *,
+        now: datetime | None = None,
+        queued_for_s: float | None = None,
+        limit: int = 100,
+        target: str | None = None,
     ) -> list[StoredRun]:
         """Runs whose process stopped: leased states with a lease in the past, oldest first;
-        with ``queued_for_s``, also runs queued longer than that that nobody started."""
+        with ``queued_for_s``, also runs queued longer than that that nobody started; with
+        ``target``, only the runs of that database (a process serving one database picks up
+        only its own runs)."""
         self.setup()
         moment = now or _now()
         stopped = sa.and_(runs.c.status.in_(LEASED_STATES), runs.c.lease_expires_at <= moment)
@@ -248,6 +295,8 @@ class RunStore:
                 runs.c.updated_at <= moment - timedelta(seconds=queued_for_s),
             )
             stopped = sa.or_(stopped, stale)
+        if target is not None:
+            stopped = sa.and_(stopped, runs.c.target == target)
         query = sa.select(runs).where(stopped).order_by(runs.c.updated_at).limit(limit)
         with self.engine.connect() as conn:
             return [_stored(row) for row in conn.execute(query)]
@@ -292,6 +341,8 @@ def _stored(row: Any) -> StoredRun:
         lease_expires_at=utc(row.lease_expires_at) if row.lease_expires_at else None,
         takeovers=row.takeovers or 0,
         follow_up_of=row.follow_up_of,
+        target=row.target,
+        schema_fingerprint=row.schema_fingerprint,
     )
 
 

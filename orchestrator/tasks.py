@@ -30,7 +30,7 @@ from typing import Any
 
 from celery import Celery, Task
 
-from orchestrator.errors import ConfigurationError, RunConflict
+from orchestrator.errors import ConfigurationError, RunConflict, WrongDatabase
 
 __all__ = ["BROKER_URL_ENV", "advance_run", "celery_app", "enqueue", "prepare_worker"]
 
@@ -188,6 +188,9 @@ def advance_run(task: Task, run_id: str) -> str:
     except RunConflict as exc:
         log.info("run %s: %s", run_id, exc.message)
         return "taken by another process"
+    except WrongDatabase as exc:  # this worker's database is not the run's: leave it alone
+        log.info("run %s: %s", run_id, exc.message)
+        return "another database's run"
     return "nothing to do"
 
 

@@ -87,3 +87,21 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from orchestrator.demo.database import build_demo_database
 
     return build_demo_database(tmp_path_factory.mktemp("demo") / "demo.sqlite")
+
+
+def reviewer_env(actor: str, role: str = "reviewer") -> dict[str, str]:
+    """The environment of a command-line reviewer whose name is proven by a token."""
+    import json
+
+    token = f"{actor}-token"
+    return {
+        "SQLGATE_TOKENS": json.dumps([{"token": token, "actor": actor, "role": role}]),
+        "SQLGATE_REVIEWER_TOKEN": token,
+    }
+
+
+def as_reviewer(monkeypatch: pytest.MonkeyPatch, actor: str, role: str = "reviewer") -> None:
+    """Decide at the command line as ``actor``, proven by a reviewer token."""
+    monkeypatch.delenv("SQLGATE_TOKENS_FILE", raising=False)
+    for name, value in reviewer_env(actor, role).items():
+        monkeypatch.setenv(name, value)

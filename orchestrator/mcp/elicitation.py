@@ -85,7 +85,13 @@ async def review_at_client(
     gate = service.pipeline.gate(report.run_id)  # the pipeline's own gate: same store and rules
     batch_id = report.review.batch_id
     try:
-        await asyncio.to_thread(gate.submit, batch_id, decisions, actor=principal.actor)
+        await asyncio.to_thread(
+            gate.submit,
+            batch_id,
+            decisions,
+            actor=principal.actor,
+            review="at_client",  # answered inside the agent's client: decides, earns no trust
+        )
     except ApprovalError as exc:  # decided elsewhere first, expired, ...: the run goes on as is
         log.info("the decision at the client was not applied: %s", exc)
     else:

@@ -7,6 +7,14 @@
 - ``remember_rejected``    after review: statements a reviewer rejected (negatives)
 - ``gate_policy``          the approval gate: earned auto-approval, when switched on
 
+Trust is keyed on what was actually reviewed: a run's statements are recorded, and earned
+auto-approval looks its evidence up, under the policy the run is judged by (a role's narrowed
+policy, recorded when the run started), never the base policy of whichever process resumes it;
+and on the database the run is bound to (``Pipeline`` refuses another database's run first).
+Only votes of proven reviewers at a review screen count as evidence (``Vote.review``): a
+statement approved unseen (``--yes``) is not recorded at all, one answered at an MCP client is
+recorded as an example for prompts but vouches for nothing.
+
 Recording never fails a run: a state-database error while remembering is logged and skipped.
 """
 
@@ -26,7 +34,8 @@ if TYPE_CHECKING:
     from orchestrator.database import TargetDatabase
     from orchestrator.pipeline import Pipeline
     from orchestrator.question import PendingStatement, QuestionState
-    from safety import SafetyPolicy
+    from orchestrator.run_context import RunContext
+    from safety import Policy as SafetyFile
 
 __all__ = [
     "examples_by_question",
@@ -45,20 +54,33 @@ def _memory(p: Pipeline) -> ReviewMemory | None:
     return p.memory
 
 
-def scope_for(database: TargetDatabase, policy: SafetyPolicy) -> MemoryScope:
-    """A database as memory sees it, under a safety policy (schema from the explorer's cache)."""
+def scope_for(
+    database: TargetDatabase, policy: SafetyFile, *, key: str | None = None
+) -> MemoryScope:
+    """A database as memory sees it, under a policy (schema from the explorer's cache), keyed on
+    ``key`` (a run's recorded database) or else the database's URL without password. The whole
+    policy is fingerprinted: a role's narrowed policy (``roles`` emptied, its limits) is never
+    the base policy, even where the validator's part of both is the same."""
     tables = database.schema.tables()
     return MemoryScope.of(
-        database.safe_url,
+        key or database.safe_url,
         database.dialect,
         {name: [(c.name, c.type) for c in info.columns] for name, info in tables.items()},
         policy.model_dump(mode="json"),
     )
 
 
-def scope_of(p: Pipeline) -> MemoryScope:
-    """The pipeline's database under the pipeline's safety policy."""
-    return scope_for(p.db, p.db.policy.safety_policy())
+def scope_of(
+    p: Pipeline, policy: SafetyFile | None = None, *, key: str | None = None
+) -> MemoryScope:
+    """The pipeline's database under ``policy`` (default: the database's base policy)."""
+    return scope_for(p.db, policy or p.db.policy, key=key)
+
+
+def run_scope(p: Pipeline, ctx: RunContext) -> MemoryScope:
+    """The run's recorded database under the policy the run is judged by (recorded when it
+    started): never what the resuming process was started with."""
+    return scope_of(p, p.run_policy(ctx), key=ctx.database)
 
 
 def examples_by_question(
@@ -91,16 +113,19 @@ def notes_by_question(p: Pipeline, qs: Sequence[QuestionState]) -> dict[str, lis
     return out
 
 
-def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str]:
-    """Every reviewer whose vote decided the batch (a quorum has several)."""
+def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str] | None:
+    """Every reviewer whose vote decided the batch at a review screen (a quorum has several);
+    None when every vote approved unseen (``--yes``): nothing to learn from. Votes answered at
+    an MCP client are left out (an example with no reviewers vouches for nothing)."""
     try:
         votes = gate.store.get_batch(outcome.batch_id).votes
     except Exception:  # a store without the batch: the deciding actor is what is known
         votes = []
-    actors = [v.actor for v in votes]
-    if not actors and outcome.decided_by:
-        actors = [outcome.decided_by]
-    return actors
+    if not votes:
+        return [outcome.decided_by] if outcome.decided_by else []
+    if all(v.review == "unseen" for v in votes):
+        return None
+    return [v.actor for v in votes if v.review == "reviewed"]
 
 
 def _unreviewed(p: Pipeline) -> bool:
@@ -112,27 +137,33 @@ def _unreviewed(p: Pipeline) -> bool:
 
 def remember_executed(
     p: Pipeline,
+    ctx: RunContext,
     ran: Sequence[tuple[QuestionState, ApprovalOutcome, str]],
     gate: ApprovalGate,
 ) -> None:
-    """Record each statement a reviewer approved or edited and that ran without error."""
+    """Record each statement a reviewer approved or edited and that ran without error, under
+    the run's policy, with the review event (the batch) it was decided in."""
     memory = _memory(p)
     if memory is None or not ran or _unreviewed(p):
         return
     try:
-        scope = scope_of(p)
+        scope = run_scope(p, ctx)
         for q, outcome, call_id in ran:
             resolution = outcome.resolutions[call_id]
             status = str(resolution.status)
             if status not in ("approved", "edited") or q.sql is None:
                 continue  # auto-approved statements are not new evidence
+            reviewers = _reviewers(gate, outcome)
+            if reviewers is None:
+                continue  # approved unseen: no person's review to learn from
             memory.record(
                 scope,
                 question=q.text,
                 sql=q.sql,
                 status="edited" if status == "edited" else "approved",
-                reviewers=_reviewers(gate, outcome),
+                reviewers=reviewers,
                 call_id=call_id,
+                batch_id=outcome.batch_id,
                 clarifications=q.assumptions,
             )
     except SQLAlchemyError as exc:
@@ -141,6 +172,7 @@ def remember_executed(
 
 def remember_rejected(
     p: Pipeline,
+    ctx: RunContext,
     pending: Mapping[str, PendingStatement],
     outcome: ApprovalOutcome,
     gate: ApprovalGate,
@@ -160,8 +192,8 @@ def remember_rejected(
     if not rejected:
         return
     try:
-        scope = scope_of(p)
-        reviewers = _reviewers(gate, outcome)
+        scope = run_scope(p, ctx)
+        reviewers = _reviewers(gate, outcome) or []
         for call_id, s in rejected:
             sql = s.item.sql if s.item is not None else s.q.sql
             if not sql:
@@ -174,14 +206,18 @@ def remember_rejected(
                 reviewers=reviewers,
                 reason=outcome.resolutions[call_id].reason,
                 call_id=call_id,
+                batch_id=outcome.batch_id,
             )
     except SQLAlchemyError as exc:
         log.warning("could not record rejected statements in memory: %s", exc)
 
 
-def gate_policy(p: Pipeline) -> Policy | None:
-    """Earned auto-approval for the pipeline's database, or None (no memory, or switched off)."""
+def gate_policy(
+    p: Pipeline, policy: SafetyFile | None = None, *, key: str | None = None
+) -> Policy | None:
+    """Earned auto-approval for the pipeline's database (``key``: the run's recorded one) under
+    ``policy`` (the run's; default the base policy), or None (no memory, or switched off)."""
     memory = _memory(p)
     if memory is None or not memory.settings.auto_approval.enabled:
         return None
-    return memory.auto_approval(scope_of(p))
+    return memory.auto_approval(scope_of(p, policy, key=key))

@@ -41,6 +41,11 @@ class MemoryExample(BaseModel):
     )
     reason: str | None = Field(default=None, description="Why it was rejected (negatives)")
     call_id: str | None = Field(default=None, description="The approval item it came from")
+    batch_id: str | None = Field(
+        default=None,
+        description="The approval batch it was decided in: one review event, however many "
+        "statements or votes it had",
+    )
     created_at: datetime = Field(description="When it was recorded (UTC)")
 
 

@@ -95,18 +95,33 @@ class MemoryEvidence:
         return shape.template.template_id, shape.columns
 
     def approvals(self, template_id: str, since: datetime) -> list[ApprovalEvidence]:
+        """One piece of evidence per review event: the examples of one approval batch (two
+        statements of a batch, decided once by a quorum) are one event, by its reviewers."""
         found = self.store.approvals_of(
             self.scope.database, template_id, self.scope.schema_fp, self.scope.policy_fp, since
         )
-        return [
-            ApprovalEvidence(
-                ref=f"memory example {e.id} ({e.status} {e.created_at:%Y-%m-%dT%H:%M:%SZ})",
-                reviewers=frozenset(e.reviewers),
-                at=e.created_at,
-                columns=None if e.columns is None else frozenset(e.columns),
+        events: dict[str, list[MemoryExample]] = {}
+        for e in found:
+            if not e.reviewers:
+                continue  # approved where no reviewer is proven (at an MCP client): no evidence
+            events.setdefault(e.batch_id or f"example {e.id}", []).append(e)
+        evidence = []
+        for group in events.values():
+            first, columns = group[0], [e.columns for e in group]
+            evidence.append(
+                ApprovalEvidence(
+                    ref=", ".join(
+                        f"memory example {e.id} ({e.status} {e.created_at:%Y-%m-%dT%H:%M:%SZ})"
+                        for e in group
+                    ),
+                    reviewers=frozenset(r for e in group for r in e.reviewers),
+                    at=first.created_at,
+                    columns=None
+                    if any(c is None for c in columns)
+                    else frozenset(c for cols in columns for c in cols or ()),
+                )
             )
-            for e in found
-        ]
+        return evidence
 
 
 class ReviewMemory:
@@ -135,8 +150,10 @@ class ReviewMemory:
         reason: str | None = None,
         call_id: str | None = None,
         clarifications: Sequence[str] = (),
+        batch_id: str | None = None,
     ) -> MemoryExample:
-        """Store one reviewed statement; ``status="rejected"`` stores a negative."""
+        """Store one reviewed statement; ``status="rejected"`` stores a negative; ``batch_id``
+        is the review event it was decided in."""
         return self.store.add_example(
             database=scope.database,
             dialect=scope.dialect,
@@ -150,6 +167,7 @@ class ReviewMemory:
             reason=reason,
             call_id=call_id,
             clarifications=clarifications,
+            batch_id=batch_id,
         )
 
     # -- retrieval -------------------------------------------------------------------------------

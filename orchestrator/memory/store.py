@@ -61,6 +61,7 @@ examples = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("call_id", sa.String(64), nullable=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("batch_id", sa.String(64), nullable=True),
 )
 notes = sa.Table(
     "sqlgate_memory_notes",
@@ -156,7 +157,13 @@ def _v1(conn: Connection) -> None:
     )
 
 
-MIGRATIONS = (_v1,)
+def _v2(conn: Connection) -> None:
+    """The approval batch each example was decided in: earned auto-approval counts review
+    events (batches), not statements (examples recorded before have none: each counts alone)."""
+    conn.exec_driver_sql("ALTER TABLE sqlgate_memory_examples ADD COLUMN batch_id VARCHAR(64)")
+
+
+MIGRATIONS = (_v1, _v2)
 
 #: Words too common to say anything about which example fits (English function words only).
 _STOPWORDS = frozenset(
@@ -217,6 +224,7 @@ class MemoryStore:
         reason: str | None = None,
         call_id: str | None = None,
         clarifications: Sequence[str] = (),
+        batch_id: str | None = None,
     ) -> MemoryExample:
         """Record one reviewed pair; ``status="rejected"`` makes it a negative."""
         self.setup()
@@ -237,6 +245,7 @@ class MemoryStore:
             "reviewers": json.dumps(sorted(set(reviewers))),
             "reason": reason,
             "call_id": call_id,
+            "batch_id": batch_id,
             "created_at": self.clock(),
         }
         with write_transaction(self.engine) as conn:
@@ -309,22 +318,21 @@ class MemoryStore:
             )
             query = " | ".join(terms)
         else:
-            # FTS5 ranks inside the index (ORDER BY rank LIMIT), narrowed to the database there;
-            # only that short list is joined and checked against later rejections.
+            # Filtered to this database (exactly, by the table's column) before ranking and
+            # cutting: a database whose URL extends this one's (shop.db, shop.db.bak) matches the
+            # same FTS phrase, and must never crowd this one's examples out of the short list.
             sql = (
-                "SELECT e.*, -m.rank AS relevance FROM (SELECT rowid, rank "
-                "FROM sqlgate_memory_examples_fts WHERE sqlgate_memory_examples_fts MATCH :q "
-                "ORDER BY rank LIMIT :inner) m JOIN sqlgate_memory_examples e ON e.id = m.rowid "
-                f"WHERE e.database = :db AND e.kind = 'positive' AND {shadowed} "
-                "ORDER BY relevance DESC, e.id DESC LIMIT :n"
+                "SELECT e.*, -f.rank AS relevance FROM sqlgate_memory_examples_fts f "
+                "JOIN sqlgate_memory_examples e ON e.id = f.rowid "
+                "WHERE sqlgate_memory_examples_fts MATCH :q "
+                f"AND e.database = :db AND e.kind = 'positive' AND {shadowed} "
+                "ORDER BY f.rank, e.id DESC LIMIT :n"
             )
             words = " OR ".join(f'"{t}"' for t in terms)
             phrase = database.replace('"', '""')
             query = f'database : "{phrase}" AND question : ({words})'
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.text(sql), {"q": query, "db": database, "n": limit, "inner": limit * 3}
-            ).all()
+            rows = conn.execute(sa.text(sql), {"q": query, "db": database, "n": limit}).all()
         return [
             ScoredExample(example=_example(r._mapping), relevance=float(r.relevance)) for r in rows
         ]
@@ -525,6 +533,7 @@ def _example(row: Any) -> MemoryExample:
         reviewers=json.loads(row["reviewers"]),
         reason=row["reason"],
         call_id=row["call_id"],
+        batch_id=row.get("batch_id"),
         created_at=_moment(row["created_at"]),
     )
 

@@ -27,6 +27,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.database import policy_of
 from orchestrator.memory import BusinessNote, MemoryExample, MemoryNotFound, Revocation
 from orchestrator.memory.hooks import scope_of
 from orchestrator.memory.panel import memory_panel
@@ -237,7 +238,7 @@ def batch_memory(
     memory = pipeline.memory
     if memory is None:
         return {"enabled": False, "items": {}}
-    scope = scope_of(pipeline)
+    scope = scope_of(pipeline, policy_of(record.batch.context, pipeline.db.policy))
     items: dict[str, Any] = {}
     for item in record.batch.items:
         panel = memory_panel(memory, scope, item.question, item.sql)

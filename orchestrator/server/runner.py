@@ -20,7 +20,7 @@ from typing import Any
 from approvals import ApprovalStore, BatchNotFound
 from orchestrator.checkpoint import PausedCheckpoint
 from orchestrator.database import TargetDatabase
-from orchestrator.errors import RunConflict, RunNotFound
+from orchestrator.errors import RunConflict, RunNotFound, WrongDatabase
 from orchestrator.llm import LLMClient, LLMSettings
 from orchestrator.memory import ReviewMemory
 from orchestrator.pipeline import Pipeline, PipelineConfig
@@ -198,8 +198,11 @@ class RunService:
         self._recovery.start()
 
     def recover(self) -> list[str]:
-        """Hand every stopped run (expired lease, or queued and never started) to a worker."""
-        stale = self.run_store.expired(queued_for_s=self.pipeline.config.lease_s)
+        """Hand every stopped run of this database (expired lease, or queued and never
+        started) to a worker; other databases' runs are left to their own processes."""
+        stale = self.run_store.expired(
+            queued_for_s=self.pipeline.config.lease_s, target=self.pipeline.db.identity
+        )
         for stored in stale:
             if self.dispatch is not None:
                 self.dispatch(stored.run_id)
@@ -210,8 +213,8 @@ class RunService:
     def _recover(self, run_id: str) -> None:
         try:
             results = self.pipeline.recover(run_id, progress=self._progress(run_id, 0))
-        except RunConflict:
-            return  # another process took it first
+        except (RunConflict, WrongDatabase):
+            return  # another process took it first, or it is another database's run
         self._settle(run_id, results, from_states=OPEN_STATES)
 
     # -- submit ------------------------------------------------------------------------------
@@ -259,7 +262,7 @@ class RunService:
                 follow_up_of=follow_up_of,
                 statements=statements,
             )
-        except RunConflict:
+        except (RunConflict, WrongDatabase):
             return  # recovered by another process while it waited in this one's queue
         self._settle(run_id, results, from_states=("running",))
 
@@ -299,8 +302,8 @@ class RunService:
             total = len(row.questions)
             try:
                 results = self.pipeline.resume(run_id, progress=self._progress(run_id, total))
-            except RunConflict:
-                return  # another process won the run
+            except (RunConflict, WrongDatabase):
+                return  # another process won the run, or it is another database's run
             self._settle(run_id, results, from_states=("awaiting_approval", "resuming"))
         finally:
             with self._lock:

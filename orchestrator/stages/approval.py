@@ -55,7 +55,7 @@ def approve_and_execute(
     """
     policy = p.run_policy(ctx)
     validator = p.validator(policy)
-    gate = p.gate(ctx.run_id, validator, policy)
+    gate = p.gate(ctx.run_id, validator, policy, database=ctx.database)
     executor = p.executor(policy)
     cycle = 0
     if resumed is not None:
@@ -64,7 +64,17 @@ def approve_and_execute(
             opened = gate.store.get_batch(outcome.batch_id).batch.created_at
             telemetry.waited_at_gate(outcome.batch_id, opened, outcome.decided_at, outcome.status)
         gate.ledger.recover(run_id=ctx.run_id)  # claims of a worker that died mid-run: in doubt
-        _after_review(p, ctx, pending, outcome, cycle, executor, gate, validator.row_limit)
+        _after_review(
+            p,
+            ctx,
+            pending,
+            outcome,
+            cycle,
+            executor,
+            gate,
+            validator.row_limit,
+            revalidate=validator if ctx.schema_changed else None,
+        )
     while True:
         waiting = [q for q in ctx.questions if q.active and q.pending_sql is not None]
         if not waiting:
@@ -84,9 +94,14 @@ def _after_review(
     executor: SQLExecutor,
     gate: ApprovalGate,
     row_limit: int | None,
+    *,
+    revalidate: SqlValidator | None = None,
 ) -> None:
-    execute(p, ctx, _apply(p, pending, outcome, cycle), executor, gate, row_limit=row_limit)
-    remember_rejected(p, pending, outcome, gate)
+    runnable = _apply(p, pending, outcome, cycle)
+    if revalidate is not None:
+        runnable = _still_valid(runnable, revalidate)
+    execute(p, ctx, runnable, executor, gate, row_limit=row_limit)
+    remember_rejected(p, ctx, pending, outcome, gate)
     needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
     if needing:
         correct(p, ctx, needing)
@@ -241,6 +256,27 @@ def _apply(
         else:
             runnable.append(Runnable(q, outcome, call_id))
     return runnable
+
+
+def _still_valid(runnable: list[Runnable], validator: SqlValidator) -> list[Runnable]:
+    """The approved statements that still pass the validator on the schema as it is now; the
+    others end ``unsafe`` (``schema_changed``) and are not run."""
+    kept = []
+    for entry in runnable:
+        resolution = entry.outcome.resolutions[entry.call_id]
+        validation = validator.validate(resolution.sql or "")
+        if validation.ok:
+            kept.append(entry)
+            continue
+        refusal = validation.refusal
+        why = f"{refusal.code}: {refusal.message}" if refusal else "refused"
+        message = (
+            "the database's schema changed since this statement was approved, and it no longer "
+            f"passes the safety validator ({why}); nothing was run"
+        )
+        entry.q.answer = f"sqlgate did not run the approved SQL: {message}."
+        entry.q.finish(RunStatus.UNSAFE, RunError(code="schema_changed", message=message))
+    return kept
 
 
 def _rewrites(validation: ValidationResult) -> str:

@@ -93,6 +93,7 @@ def execute(
 
     remember_executed(
         p,
+        ctx,
         [
             (entry.q, entry.outcome, entry.call_id)
             for entry, ran in zip(runnable, done, strict=True)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from approvals import ApprovalGate, SqlApprovalStore
 from orchestrator.cli import app
+from tests.conftest import as_reviewer
 
 runner = CliRunner()
 
@@ -25,7 +26,7 @@ def pending(tmp_path, monkeypatch):
     """(store, batch id, its two pending call_ids) in the CLI's state database."""
     url = f"sqlite:///{tmp_path / 'state.sqlite'}"
     monkeypatch.setenv("SQLGATE_STATE_URL", url)
-    monkeypatch.setenv("SQLGATE_REVIEWER", "alice")
+    as_reviewer(monkeypatch, "alice")
     store = SqlApprovalStore(url)
     store.setup()
     gate = ApprovalGate(None, fake_validate, store=store, run_id="run_decision_files")

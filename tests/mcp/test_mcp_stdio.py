@@ -11,7 +11,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 from orchestrator.demo import TOP_CATEGORIES
-from tests.conftest import ROOT
+from tests.conftest import ROOT, reviewer_env
 from tests.mcp.conftest import sqlgate, sqlgate_env
 from tests.mcp.model_server import CassetteModelServer
 
@@ -141,7 +141,7 @@ def test_ask_pauses_a_reviewer_decides_by_cli_and_wait_returns_the_answer(
                             "--file",
                             str(decisions),
                         ],
-                        {**env, "SQLGATE_REVIEWER": "rita"},
+                        {**env, **reviewer_env("rita")},
                     )
                 )
             answered = waited["result"]

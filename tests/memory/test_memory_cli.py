@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.state_db import StateDatabase
+from tests.conftest import as_reviewer
 
 runner = CliRunner()
 
@@ -17,7 +18,7 @@ runner = CliRunner()
 @pytest.fixture
 def cli_state(state_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("SQLGATE_STATE_URL", state_url)
-    monkeypatch.setenv("SQLGATE_REVIEWER", "alice")
+    as_reviewer(monkeypatch, "alice")
     return state_url
 
 

@@ -133,7 +133,7 @@ def test_the_readme_exit_codes_are_the_cli_exit_codes() -> None:
     """One truth: every status's exit code in the README's table is the one the CLI exits with."""
     import re
 
-    from orchestrator.result import BATCH_INCOMPLETE_EXIT, EXIT_CODES
+    from orchestrator.result import BATCH_INCOMPLETE_EXIT, EXIT_CODES, WRONG_DATABASE_EXIT
     from tests.conftest import ROOT
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -143,7 +143,7 @@ def test_the_readme_exit_codes_are_the_cli_exit_codes() -> None:
         status: int(code) for status, code in rows.items()
     }
     others = [int(c) for c in re.findall(r"^\| \([^)]*\) \| (\d+) \|", table, re.MULTILINE)]
-    assert sorted(others) == [1, BATCH_INCOMPLETE_EXIT]
+    assert sorted(others) == [1, BATCH_INCOMPLETE_EXIT, WRONG_DATABASE_EXIT]
 
 
 def test_ask_without_a_terminal_needs_yes(monkeypatch: pytest.MonkeyPatch, demo_db: Path) -> None:

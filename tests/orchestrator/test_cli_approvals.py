@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
+from tests.conftest import as_reviewer
 from tests.scripted_llm import scenarios as sc
 
 runner = CliRunner()
@@ -27,7 +28,7 @@ def test_defer_decide_resume(
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_BASE_URL", model_endpoint[0])
     monkeypatch.setenv("SQLGATE_MODEL", model_endpoint[1])
-    monkeypatch.setenv("SQLGATE_REVIEWER", "alice")
+    as_reviewer(monkeypatch, "alice")
     db = f"sqlite:///{demo_db}"
 
     paused = _run("ask", sc.PRODUCT_COUNT, "--db", db, "--defer", "--json", code=11)

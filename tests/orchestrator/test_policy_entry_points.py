@@ -14,6 +14,7 @@ from orchestrator.database import TargetDatabase
 from orchestrator.errors import DialectMismatch
 from orchestrator.state_db import StateDatabase
 from safety import Policy
+from tests.conftest import as_reviewer
 from tests.scripted_llm import scenarios as sc
 
 runner = CliRunner()
@@ -145,7 +146,7 @@ def test_an_edit_decided_elsewhere_is_judged_under_the_batch_policy(
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_BASE_URL", model_endpoint[0])
     monkeypatch.setenv("SQLGATE_MODEL", model_endpoint[1])
-    monkeypatch.setenv("SQLGATE_REVIEWER", "alice")
+    as_reviewer(monkeypatch, "alice")
     db = f"sqlite:///{demo_db}"
 
     asked = runner.invoke(
