@@ -29,6 +29,7 @@ from orchestrator.server.app import create_app
 from orchestrator.server.auth import TokenRegistry
 from orchestrator.server.config import ServerConfig
 from ratelimit import SlidingWindowLimiter
+from tests.conftest import reviewer_env
 from tests.mcp.conftest import sqlgate, sqlgate_env
 from tests.mcp.drivers import (
     Driver,
@@ -229,7 +230,7 @@ def decide_by_cli(env: dict[str, str], tmp_path: Path) -> Callable[[str, dict[st
         file.write_text(json.dumps(decisions))
         done = sqlgate(
             ["approvals", "decide", batch_id, "--file", str(file)],
-            {**env, "SQLGATE_REVIEWER": "rita"},
+            {**env, **reviewer_env("rita")},  # a reviewer proven by a token
         )
         assert done.returncode == 0, done.stderr
 
