@@ -22,6 +22,19 @@ from .rules import RULES, Rule, RuleContext, label
 __all__ = ["SqlValidator"]
 
 
+def _protected_names(
+    names: NameRules, catalog: SchemaCatalog | None, default_schema: str | None
+) -> frozenset[str]:
+    """Lower-case names of the columns the policy keeps from being read (for ``safety.shapes``)."""
+    protected = {column for _, _, column in names.denied_columns}
+    if names.allowed_columns is not None and catalog is not None:
+        for schema, table in catalog.tables():
+            for column in catalog.columns(schema, table) or ():
+                if names.column_verdict(schema, table, column, default_schema):
+                    protected.add(column.lower())
+    return frozenset(protected)
+
+
 class SqlValidator:
     """Validates model-written SQL against a ``SafetyPolicy`` for one dialect.
 
@@ -80,6 +93,7 @@ class SqlValidator:
             self.policy.allowed_columns,
             self.policy.denied_columns,
         )
+        self.protected = _protected_names(self.names, self.catalog, self.default_schema)
         allowlist = functions or FunctionAllowlist.for_dialect(self.dialect)
         if self.policy.extra_functions:
             allowlist = allowlist.extend(*self.policy.extra_functions)
@@ -109,6 +123,7 @@ class SqlValidator:
             default_schema=self.default_schema,
             names=self.names,
             sql=sql,
+            protected=self.protected,
         )
         expression = cast(exp.Expression, parsed)  # every statement sqlglot parses is one
         try:
