@@ -122,9 +122,9 @@ class SQLExecutor:
     ) -> ExecutionResult:
         """Run ``statement`` and return its rows.
 
-        ``statement`` is the validator's result (its ``sql`` and ``dialect`` are used), or SQL
-        text with the ``dialect`` it was validated in. SQL text without a dialect is run
-        unchecked (kept for older callers; the checked forms are the ones to use).
+        ``statement`` is the validator's result (its ``sql`` and ``dialect`` are used), or the
+        text a reviewer approved with the ``dialect`` it was validated in. SQL text without a
+        dialect is refused (``unchecked_statement``): nothing runs that skipped the dialect check.
 
         ``row_limit`` is the validator's ``row_limit``: a LIMIT the safety policy added or
         lowered is one more than it, so keeping ``min(row_cap, row_limit)`` rows and fetching
@@ -132,10 +132,11 @@ class SQLExecutor:
         for, at most ``row_limit``, never reads as cut).
 
         Raises:
-            ExecutionError: code ``dialect_mismatch`` (checked in another dialect than the
-                engine's; nothing ran), ``refused_statement`` (a validator result that was
-                refused), ``statement_timeout`` (``timed_out``), ``resource_limit`` (stopped for
-                memory, CPU time or size; ``timed_out`` too, so the question ends),
+            ExecutionError: code ``unchecked_statement`` (text without a dialect; nothing ran),
+                ``dialect_mismatch`` (checked in another dialect than the engine's; nothing ran),
+                ``refused_statement`` (a validator result that was refused),
+                ``statement_timeout`` (``timed_out``), ``resource_limit`` (stopped for memory,
+                CPU time or size; ``timed_out`` too, so the question ends),
                 ``database_unreachable`` or ``execution_error``.
         """
         sql = self._checked(statement, dialect)
@@ -157,6 +158,12 @@ class SQLExecutor:
 
     def _checked(self, statement: str | ValidatedSQL, dialect: str | None) -> str:
         if isinstance(statement, str):
+            if dialect is None:
+                raise ExecutionError(
+                    "unchecked_statement",
+                    "SQL text without the dialect it was validated in is never run: pass the "
+                    "validator's result, or the approved text with dialect=. Nothing was run.",
+                )
             sql = statement
         else:
             if statement.sql is None:
