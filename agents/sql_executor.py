@@ -12,10 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import re
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
@@ -32,6 +33,7 @@ from safety import (
     is_statement_timeout,
     sandbox_for,
 )
+from safety.result_budget import DEFAULT_MAX_RESULT_BYTES, Fetched, fetch_bounded
 
 __all__ = ["ExecutionResult", "SQLExecutor", "ValidatedSQL", "clean_message", "json_safe"]
 
@@ -64,10 +66,24 @@ class ExecutionResult(BaseModel):
         "executor's cap, or the LIMIT the safety policy added or lowered)",
     )
     row_cap: int = Field(default=1000, description="The most rows kept")
+    byte_cap: int = Field(
+        default=DEFAULT_MAX_RESULT_BYTES,
+        description="The most bytes of rows kept (the policy's max_result_bytes)",
+    )
+    cut_by: Literal["rows", "bytes"] | None = Field(
+        default=None,
+        description="What cut a truncated result: the row cap, or the byte budget",
+    )
     duration_s: float = Field(default=0.0, description="Wall time to run and fetch, in seconds")
 
     def summary(self) -> str:
-        more = f", truncated at {self.row_cap}" if self.truncated else ""
+        more = ""
+        if self.truncated:
+            more = (
+                f", truncated at {self.byte_cap} bytes"
+                if self.cut_by == "bytes"
+                else f", truncated at {self.row_cap}"
+            )
         return (
             f"{self.row_count} rows x {len(self.columns)} columns in {self.duration_s:.3f} s{more}"
         )
@@ -87,6 +103,10 @@ class SQLExecutor:
         engine: the database; its URL gives the executor's dialect.
         row_cap: the most rows kept; ``truncated`` is True exactly when more existed. ``run``
             takes the policy's ``row_limit`` too: the smaller of the two is kept.
+        max_result_bytes: the most bytes of rows kept (``safety.result_budget``): rows are
+            streamed (server-side cursors on PostgreSQL and MariaDB/MySQL) and the fetch stops
+            at the row that would pass it; the result is then ``truncated`` with
+            ``cut_by="bytes"``.
         clock: where ``duration_s`` comes from.
         sandbox: the worker pool to run in; default: the engine's own, if it has one.
 
@@ -104,11 +124,15 @@ class SQLExecutor:
         clock: Callable[[], float] = time.perf_counter,
         *,
         sandbox: QuerySandbox | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         if row_cap < 1:
             raise ValueError("row_cap must be at least 1")
+        if max_result_bytes < 1:
+            raise ValueError("max_result_bytes must be at least 1")
         self.engine = engine
         self.row_cap = row_cap
+        self.max_result_bytes = max_result_bytes
         self.clock = clock
         self.dialect = dialect_for_url(engine.url.drivername)
         self.sandbox = sandbox if sandbox is not None else sandbox_for(engine)
@@ -143,16 +167,18 @@ class SQLExecutor:
         keep = self.row_cap if row_limit is None else max(1, min(self.row_cap, row_limit))
         started = self.clock()
         if self.sandbox is not None:
-            columns, fetched, truncated = self._run_sandboxed(self.sandbox, sql, keep)
+            columns, fetched = self._run_sandboxed(self.sandbox, sql, keep)
         else:
-            columns, fetched, truncated = self._run_here(sql, keep)
-        rows = [[json_safe(v) for v in row] for row in fetched]
+            columns, fetched = self._run_here(sql, keep)
+        rows = [[json_safe(v) for v in row] for row in fetched.rows]
         return ExecutionResult(
             columns=columns,
             rows=rows,
             row_count=len(rows),
-            truncated=truncated,
+            truncated=fetched.truncated,
             row_cap=keep,
+            byte_cap=self.max_result_bytes,
+            cut_by=fetched.cut_by,
             duration_s=max(0.0, self.clock() - started),
         )
 
@@ -185,29 +211,43 @@ class SQLExecutor:
             )
         return sql
 
-    def _run_here(self, sql: str, keep: int) -> tuple[list[str], list[Any], bool]:
+    def _run_here(self, sql: str, keep: int) -> tuple[list[str], Fetched]:
         try:
             conn = self.engine.connect()
         except sa.exc.SQLAlchemyError as exc:
             raise ExecutionError("database_unreachable", clean_message(exc)) from exc
         try:
             with conn:
-                result = conn.execution_options(no_parameters=True).exec_driver_sql(sql)
+                # Server-side cursor where the driver has one; no rows buffered ahead of the
+                # budget (``max_row_buffer``), so only what fetch_bounded asks for is held.
+                result = conn.execution_options(
+                    no_parameters=True, stream_results=True, max_row_buffer=1
+                ).exec_driver_sql(sql)
                 if result.returns_rows:
                     columns = [str(k) for k in result.keys()]
-                    fetched = result.fetchmany(keep + 1)
+                    fetched = fetch_bounded(result.fetchmany, keep, self.max_result_bytes)
                 else:
-                    columns, fetched = [], []
+                    columns, fetched = [], Fetched()
+                if fetched.truncated and self.dialect == "mysql":
+                    # pymysql drains an unbuffered result on close (every row the server still
+                    # sends): detach the cursor and drop the connection instead.
+                    cursor = getattr(result, "cursor", None)
+                    pending = getattr(cursor, "_result", None)
+                    if pending is not None and hasattr(pending, "unbuffered_active"):
+                        pending.unbuffered_active = False
+                    if cursor is not None and hasattr(cursor, "connection"):
+                        cursor.connection = None
+                    conn.invalidate()
                 result.close()
         except sa.exc.SQLAlchemyError as exc:
             raise _execution_error(exc) from exc
-        return columns, list(fetched[:keep]), len(fetched) > keep
+        return columns, fetched
 
     def _run_sandboxed(
         self, sandbox: QuerySandbox, sql: str, keep: int
-    ) -> tuple[list[str], list[Any], bool]:
+    ) -> tuple[list[str], Fetched]:
         try:
-            got = sandbox.run(sql, keep)
+            got = sandbox.run(sql, keep, max_bytes=self.max_result_bytes)
         except StatementTimeout as exc:
             raise ExecutionError("statement_timeout", exc.message, timed_out=True) from exc
         except ResourceLimitExceeded as exc:
@@ -216,7 +256,7 @@ class SQLExecutor:
             raise ExecutionError("execution_error", clean_message(exc)) from exc
         except ReadOnlySetupError as exc:
             raise ExecutionError("database_unreachable", exc.message) from exc
-        return got.columns, got.rows, got.truncated
+        return got.columns, Fetched(list(got.rows), cut_by=got.cut_by)
 
 
 def _execution_error(exc: sa.exc.SQLAlchemyError) -> ExecutionError:
@@ -228,6 +268,9 @@ def _execution_error(exc: sa.exc.SQLAlchemyError) -> ExecutionError:
     return ExecutionError("execution_error", message)
 
 
+_DECLARE_CURSOR = re.compile(r'DECLARE "[^"]+" (?:NO SCROLL )?CURSOR (?:WITHOUT HOLD )?FOR ')
+
+
 def clean_message(exc: BaseException) -> str:
     """The driver's message on one line: no SQLAlchemy preamble, caret lines or repeated SQL."""
     orig = getattr(exc, "orig", None)
@@ -237,6 +280,7 @@ def clean_message(exc: BaseException) -> str:
         text = f"{orig.args[1]} (error {orig.args[0]})"  # pymysql: (errno, message)
     else:
         text = str(orig)
+    text = _DECLARE_CURSOR.sub("", text)  # the server-side cursor's wrapper, not the statement
     lines = [line.strip() for line in text.splitlines()]
     kept = [line for line in lines if line and set(line) - {"^", " ", "~"}]
     one = " ".join(" ".join(kept).split())

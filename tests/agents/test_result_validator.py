@@ -156,8 +156,25 @@ def test_every_prefix_is_a_known_code() -> None:
         truncated=True,
         row_cap=2,
     )
-    warnings = ResultValidator().check(res) + ResultValidator().check(result(["x"], []))
+    cut = ExecutionResult(
+        columns=["x"], rows=[["a"]], row_count=1, truncated=True, cut_by="bytes", byte_cap=64
+    )
+    warnings = (
+        ResultValidator().check(res)
+        + ResultValidator().check(result(["x"], []))
+        + ResultValidator().check(cut)
+    )
     assert set(codes(warnings)) == set(WARNING_CODES)
+
+
+def test_a_result_cut_by_its_byte_budget_says_so() -> None:
+    cut = ExecutionResult(
+        columns=["x"], rows=[["a"], ["b"]], row_count=2, truncated=True, cut_by="bytes", byte_cap=99
+    )
+    assert ResultValidator().check(cut) == [
+        "byte_cap_hit: only the first 2 rows were kept, the most that fit in the 99 bytes a "
+        "result may hold; the full result is larger"
+    ]
 
 
 def test_booleans_and_strings_are_not_counts() -> None:
