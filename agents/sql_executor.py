@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import logging
 import math
 import re
 import time
@@ -33,6 +34,7 @@ from safety import (
     is_statement_timeout,
     sandbox_for,
 )
+from safety.error_text import error_class, error_code
 from safety.result_budget import DEFAULT_MAX_RESULT_BYTES, Fetched, fetch_bounded
 
 __all__ = ["ExecutionResult", "SQLExecutor", "ValidatedSQL", "clean_message", "json_safe"]
@@ -50,6 +52,8 @@ class ValidatedSQL(Protocol):
 
 
 MAX_MESSAGE_CHARS = 1000
+
+log = logging.getLogger(__name__)
 
 
 class ExecutionResult(BaseModel):
@@ -107,6 +111,10 @@ class SQLExecutor:
             streamed (server-side cursors on PostgreSQL and MariaDB/MySQL) and the fetch stops
             at the row that would pass it; the result is then ``truncated`` with
             ``cut_by="bytes"``.
+        redact_errors: reduce the database's error text to its error class
+            (``safety.error_text``) before it leaves the executor, for policies that protect
+            columns: engines quote values in their errors. The full text is logged at debug
+            level only.
         clock: where ``duration_s`` comes from.
         sandbox: the worker pool to run in; default: the engine's own, if it has one.
 
@@ -125,6 +133,7 @@ class SQLExecutor:
         *,
         sandbox: QuerySandbox | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        redact_errors: bool = False,
     ) -> None:
         if row_cap < 1:
             raise ValueError("row_cap must be at least 1")
@@ -133,6 +142,7 @@ class SQLExecutor:
         self.engine = engine
         self.row_cap = row_cap
         self.max_result_bytes = max_result_bytes
+        self.redact_errors = redact_errors
         self.clock = clock
         self.dialect = dialect_for_url(engine.url.drivername)
         self.sandbox = sandbox if sandbox is not None else sandbox_for(engine)
@@ -240,7 +250,7 @@ class SQLExecutor:
                     conn.invalidate()
                 result.close()
         except sa.exc.SQLAlchemyError as exc:
-            raise _execution_error(exc) from exc
+            raise self._error(exc) from exc
         return columns, fetched
 
     def _run_sandboxed(
@@ -253,19 +263,25 @@ class SQLExecutor:
         except ResourceLimitExceeded as exc:
             raise ExecutionError("resource_limit", exc.message, timed_out=True) from exc
         except StatementFailed as exc:
-            raise ExecutionError("execution_error", clean_message(exc)) from exc
+            raise ExecutionError("execution_error", self._message(exc)) from exc
         except ReadOnlySetupError as exc:
             raise ExecutionError("database_unreachable", exc.message) from exc
         return got.columns, Fetched(list(got.rows), cut_by=got.cut_by)
 
+    def _message(self, exc: BaseException) -> str:
+        """The error text the caller may see: whole, or its class when values must not leak."""
+        message = clean_message(exc)
+        if not self.redact_errors:
+            return message
+        log.debug("statement failed (text withheld from the caller): %s", message)
+        return error_class(message, error_code(exc))
 
-def _execution_error(exc: sa.exc.SQLAlchemyError) -> ExecutionError:
-    message = clean_message(exc)
-    if is_statement_timeout(exc):
-        return ExecutionError("statement_timeout", message, timed_out=True)
-    if getattr(exc, "connection_invalidated", False):
-        return ExecutionError("database_unreachable", message)
-    return ExecutionError("execution_error", message)
+    def _error(self, exc: sa.exc.SQLAlchemyError) -> ExecutionError:
+        if is_statement_timeout(exc):
+            return ExecutionError("statement_timeout", clean_message(exc), timed_out=True)
+        if getattr(exc, "connection_invalidated", False):
+            return ExecutionError("database_unreachable", self._message(exc))
+        return ExecutionError("execution_error", self._message(exc))
 
 
 _DECLARE_CURSOR = re.compile(r'DECLARE "[^"]+" (?:NO SCROLL )?CURSOR (?:WITHOUT HOLD )?FOR ')

@@ -289,6 +289,12 @@ class Policy(BaseModel):
             }
         )
 
+    @property
+    def protects_columns(self) -> bool:
+        """True when some column may not be read: database error text is then reduced to its
+        error class (``safety.error_text``), since engines quote values in their errors."""
+        return bool(self.columns.deny) or self.columns.allow is not None
+
     def safety_policy(self) -> SafetyPolicy:
         """The ``SafetyPolicy`` the validator takes (for a role: call ``for_role`` first)."""
         return SafetyPolicy(
