@@ -7,6 +7,10 @@ budget, counts each row with ``row_bytes`` (an upper bound of its UTF-8 size), a
 row that would go past ``max_bytes``. What it holds at most is the budget plus one batch, and a
 batch is never larger than what the rows seen so far suggest half the remaining budget holds.
 A single value still arrives whole from the driver: the budget bounds rows, not one value.
+DuckDB's Python client materialises a result inside the engine before the first fetch (300 rows
+of a megabyte held 300 MB there, measured); what bounds that is DuckDB's ``memory_limit`` and,
+by default, the sandbox worker's address-space limit, while the budget bounds what sqlgate keeps
+and passes on.
 
 Example:
     >>> from itertools import islice

@@ -7,7 +7,7 @@ from typing import cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import ParseError, TokenError, UnsupportedError
 
 from .access import NameRules
 from .catalog import DEFAULT_SCHEMAS, SchemaCatalog, SchemaInput
@@ -134,6 +134,14 @@ class SqlValidator:
             rendered = None if ctx.refused else render(expression, self._dialect, sql)
         except UnregisteredFindingCode:
             raise  # a code without a kind is a bug to fix, not a refusal to show
+        except UnsupportedError as error:  # the engine's dialect cannot express the statement
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            ctx.report(
+                "unsupported_node",
+                f"The statement uses a construct {self.dialect} cannot express ({first}); "
+                f"rewrite it with this database's own syntax.",
+            )
+            rendered = None
         except Exception as error:  # a rule or the generator failed: refuse, never run the raw text
             ctx.report(
                 "validation_failed",

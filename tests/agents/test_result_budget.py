@@ -23,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from agents import ResultValidator
+from agents.errors import ExecutionError
 from agents.sql_executor import SQLExecutor
 from safety import ReadOnlySettings, open_readonly_engine
 from safety.result_budget import fetch_bounded, row_bytes
@@ -107,6 +108,7 @@ class TestByteBudget:
 _RSS_SCRIPT = """
 import json, resource, sys
 sys.path.insert(0, sys.argv[1])
+from agents.errors import ExecutionError
 from agents.sql_executor import SQLExecutor
 from safety import ReadOnlySettings, open_readonly_engine
 engine = open_readonly_engine(sys.argv[2], ReadOnlySettings(statement_timeout_s=30))
@@ -164,3 +166,22 @@ class TestFetchBounded:
         rows = iter([(i,) for i in range(10)])
         fetched = fetch_bounded(lambda n: list(itertools.islice(rows, n)), 3, 10**9)
         assert [r[0] for r in fetched.rows] == [0, 1, 2] and fetched.cut_by == "rows"
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mysql"])
+class TestStreamingKeepsTheWalls:
+    """Rows read through a server-side cursor: several statements in one text are still refused
+    by the server, and the transaction is still read-only."""
+
+    def test_several_statements_are_refused(self, kind, tmp_path):
+        engine = _engine(kind, tmp_path)
+        executor = SQLExecutor(engine, max_result_bytes=BUDGET)
+        try:
+            for sql in ("SELECT 1; SELECT 2", "SELECT 1; CREATE TABLE sg_budget_wall (a INT)"):
+                with pytest.raises(ExecutionError):
+                    executor.run(sql, dialect=executor.dialect)
+            with pytest.raises(ExecutionError):
+                executor.run("CREATE TABLE sg_budget_wall (a INT)", dialect=executor.dialect)
+            assert executor.run("SELECT 1 AS a", dialect=executor.dialect).rows == [[1]]
+        finally:
+            engine.dispose()

@@ -13,11 +13,11 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
-from safety_backends import POSTGRES_ENV
+from safety_backends import MYSQL_ENV, POSTGRES_ENV
 from sqlalchemy.engine import make_url
 
 from safety import ReadOnlySettings, SafetyPolicy, SqlValidator, open_readonly_engine
-from safety.readonly import POSTGRES_LEXICAL
+from safety.readonly import MYSQL_SQL_MODE, POSTGRES_LEXICAL
 
 SMUGGLE = "SELECT 'a\\' AS x, name FROM people WHERE name = ' UNION SELECT secret FROM vault -- '"
 
@@ -94,3 +94,30 @@ class TestPostgresLexicalSettings:
         }
         assert rows == []  # no person is named ' UNION SELECT ...': nothing from vault
         assert all("the-secret" not in repr(r) for r in rows)
+
+
+class TestMysqlLexicalSettings:
+    """A URL (or server default) asking for a multi-byte character set whose bytes can hide a
+    quote (gbk, sjis, big5) still gets utf8mb4, and the pinned sql_mode."""
+
+    def test_the_session_reads_text_as_utf8mb4(self):
+        url = os.environ.get(MYSQL_ENV)
+        if not url:
+            pytest.skip(f"{MYSQL_ENV} is not set; the MariaDB lexical test needs a server")
+        asked = make_url(url).update_query_dict({"charset": "gbk"})
+        plain = sa.create_engine(asked)
+        try:
+            with plain.connect() as conn:
+                assert conn.exec_driver_sql("SELECT @@character_set_client").scalar() == "gbk"
+        finally:
+            plain.dispose()
+        engine = open_readonly_engine(asked.render_as_string(hide_password=False))
+        try:
+            with engine.connect() as conn:
+                client, connection, mode = conn.exec_driver_sql(
+                    "SELECT @@character_set_client, @@character_set_connection, @@sql_mode"
+                ).one()
+        finally:
+            engine.dispose()
+        assert (client, connection) == ("utf8mb4", "utf8mb4")
+        assert mode == MYSQL_SQL_MODE

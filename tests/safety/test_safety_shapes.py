@@ -14,6 +14,7 @@ those, or it is proving nothing.
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 from safety_twins import Twin, Twins, drop_twins, make_twins
@@ -74,6 +75,76 @@ WRAPPERS = {
         "list_transform([1, 2], x -> x + {r})",
     ),
 }
+#: Whole statements an attacker would try, beyond the generated shapes: whole rows, stars,
+#: aliases and alias lists, set operations, joins, windows, filters, aggregates, JSON functions,
+#: table functions, SQL-running functions, each dialect's quoting.
+STATEMENTS = [
+    "TABLE customers",
+    "SELECT to_jsonb(c) ->> 'email' FROM customers c",
+    "SELECT row_to_json(c)::text FROM customers c",
+    "SELECT query_to_xml('select email from customers', true, true, '')",
+    "SELECT (c.*)::text FROM customers c",
+    "SELECT j.value FROM customers, json_each(info) AS j",
+    "SELECT j.value FROM customers, jsonb_each(info) AS j",
+    "SELECT x FROM customers, unnest(ARRAY[email]) AS x",
+    "SELECT v FROM customers c, LATERAL (SELECT c.email AS v) l",
+    "SELECT struct_extract(c, 'email') FROM customers c",
+    "SELECT c.email FROM ONLY customers c",
+    "SELECT count(*) FILTER (WHERE email LIKE 'a%') FROM customers",
+    "SELECT name FROM customers ORDER BY email",
+    "SELECT name FROM customers GROUP BY name HAVING max(email) > 'b'",
+    "SELECT row_number() OVER (ORDER BY email) FROM customers",
+    "SELECT name FROM customers WINDOW email AS (ORDER BY id)",
+    "SELECT rowid, name FROM customers",
+    "SELECT * FROM customers",
+    "SELECT c.* FROM customers c",
+    "SELECT * EXCLUDE (id) FROM customers",
+    "SELECT name FROM customers NATURAL JOIN (SELECT 'ann@one.example' AS email) x",
+    "SELECT name FROM customers JOIN staff USING (name)",
+    "SELECT a.name FROM customers a JOIN customers b ON a.email = b.email",
+    "SELECT (SELECT max(email)) FROM customers",
+    "SELECT name FROM customers WHERE email IN (SELECT email FROM customers)",
+    "SELECT name FROM customers WHERE (id, email) = (1, 'x')",
+    "SELECT json_object('e', email) FROM customers",
+    "SELECT group_concat(email) FROM customers",
+    "SELECT string_agg(email, ',') FROM customers",
+    "SELECT hash(email) FROM customers",
+    "SELECT md5(email) FROM customers",
+    "SELECT name FROM customers WHERE email = 'ann@one.example'",
+    "SELECT current_setting('server_version')",
+    "SELECT version()",
+    "SELECT 'c'.\"email\" FROM customers 'c'",
+    "SELECT \"c\".'email' FROM customers c",
+    "SELECT c.'email' FROM customers AS c",
+    "SELECT `c`.email FROM customers AS `c`",
+    "SELECT [c].[email] FROM customers AS [c]",
+    "SELECT main.customers.email FROM main.customers",
+    'SELECT customers."email" FROM "main"."customers"',
+    "SELECT email FROM 'customers'",
+    'SELECT email FROM "customers"',
+    "WITH x AS (SELECT * FROM customers) SELECT email FROM x",
+    "WITH x(a, b, c, d) AS (SELECT * FROM customers) SELECT c FROM x",
+    "SELECT x.c FROM customers AS x(a, b, c)",
+    "SELECT name FROM customers UNION SELECT email FROM customers",
+    "SELECT email_copy FROM (SELECT email AS email_copy FROM customers) t",
+    "SELECT name FROM customers c WHERE EXISTS (SELECT 1 WHERE c.email LIKE 'a%')",
+    "SELECT name, salary FROM staff",
+    "SELECT s FROM staff s",
+    "SELECT s.salary FROM staff AS s",
+    "SELECT coalesce(info -> '$.ssn', 0) FROM customers",
+    "SELECT info ->> 'ssn' FROM customers",
+    "SELECT json_extract_path_text(info, 'ssn') FROM customers",
+    "SELECT jsonb_path_query(info, '$.ssn') FROM customers",
+    "SELECT JSON_UNQUOTE(JSON_EXTRACT(info, '$.ssn')) FROM customers",
+    "SELECT info::text FROM customers",
+    "SELECT id FROM customers WHERE info::text LIKE '%111%'",
+    "SELECT c.info.ssn FROM customers c",
+    "SELECT name FROM customers WHERE length(email) > 12",
+    "SELECT CASE WHEN email LIKE 'a%' THEN 1 END FROM customers",
+    "SELECT id FROM customers ORDER BY 3",
+    "SELECT id FROM customers GROUP BY 3",
+    "SELECT name, email FROM customers LIMIT 1 OFFSET 0",
+]
 POSITIONS = (
     "SELECT {w} AS v FROM {f}",
     "SELECT id FROM {f} WHERE ({w}) IS NOT NULL",
@@ -105,6 +176,21 @@ def shapes(dialect: str, schema: str) -> list[tuple[str, ...]]:
                 continue  # keyword positions take a bare name only
             out[(kind, wrapper, ref, source)] = None
     return list(out)
+
+
+def nested(dialect: str, schema: str, count: int, seed: int = 24) -> list[tuple[str, str]]:
+    """(expression, from) for a seeded sample of two wrappers around one reference."""
+    wrappers = [w for w in WRAPPERS["text"] + WRAPPERS["json"] if "{c}" not in w]
+    combos = list(
+        itertools.product(
+            references(dialect, schema, "customers", "c", "email"), wrappers, wrappers
+        )
+    )
+    random.Random(seed).shuffle(combos)
+    return [
+        (outer.format(r="(" + inner.format(r=ref) + ")"), source)
+        for (ref, source), inner, outer in combos[:count]
+    ]
 
 
 def statement(position: str, wrapper: str, ref: str, source: str, column: str) -> str:
@@ -181,6 +267,43 @@ class TestGeneratedShapes:
         assert len(leaks) >= tried // 10, (len(leaks), tried)
         assert opaque or dialect in ("postgres", "mysql"), leaks[:5]
 
+    def test_nested_shapes_read_nothing_protected(self, twins, dialect):
+        """Two wrappers around a reference (``coalesce((c.email.upper()) -> 'k', 0)``...): a
+        seeded sample of the product, in every position, judged by the twins."""
+        a, b = twins(dialect).pair()
+        va, vb = a.validator(), b.validator()
+        harmful, accepted = [], 0
+        for expression, source in nested(dialect, a.default_schema, 300):
+            for position in POSITIONS:
+                sql = position.format(w=expression, f=source)
+                ra = va.validate(sql)
+                rb = vb.validate(sql.replace(a.default_schema, b.default_schema))
+                if ra.ok != rb.ok:
+                    harmful.append(("verdicts differ between twins", sql))
+                if not ra.ok:
+                    continue
+                accepted += 1
+                if same(a.outcome(ra.sql), a) != same(b.outcome(rb.sql or ""), b):
+                    harmful.append((sql, ra.sql))
+        assert not harmful, harmful[:10]
+
+    def test_attack_statements_read_nothing_protected(self, twins, dialect):
+        a, b = twins(dialect).pair()
+        va, vb = a.validator(), b.validator()
+        harmful, accepted = [], []
+        for sql in STATEMENTS:
+            ra = va.validate(sql)
+            rb = vb.validate(sql.replace(a.default_schema, b.default_schema))
+            if ra.ok != rb.ok:
+                harmful.append(("verdicts differ between twins", sql))
+            if not ra.ok:
+                continue
+            accepted.append(sql)
+            if same(a.outcome(ra.sql), a) != same(b.outcome(rb.sql or ""), b):
+                harmful.append((sql, ra.sql))
+        assert not harmful, harmful[:10]
+        assert len(accepted) < len(STATEMENTS) // 4, accepted  # most of them read what is denied
+
     def test_position_does_not_change_the_verdict(self, twins, dialect):
         """A name is judged alike wherever it stands (a string literal, which is a value outside
         name positions, may parse in one place and not another)."""
@@ -226,3 +349,14 @@ class TestAllowedColumnsStillPass:
         )
         assert result.ok, result.findings
         assert a.outcome(result.sql) == ("rows", [([2, 4],), ([4, 6],)])
+
+
+class TestRenderingFailsClosed:
+    """What the engine's dialect cannot express is refused, not rendered approximately."""
+
+    def test_a_construct_the_dialect_cannot_write_is_refused(self):
+        from safety import SafetyPolicy, SqlValidator
+
+        result = SqlValidator("mysql", SafetyPolicy()).validate("SELECT [a] FROM t")
+        assert result.sql is None and result.refusal.code == "unsupported_node"
+        assert "cannot express" in result.refusal.message
