@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 
 import pytest
-from safety_twins import Twin, Twins, drop_twins, make_twins
+from safety_twins import DENIED, Twin, Twins, drop_twins, make_twins
+
+from safety import SafetyPolicy
 
 ENGINES = ("sqlite", "duckdb", "postgres", "mysql")
 QUOTES = {
@@ -150,6 +153,47 @@ POSITIONS = (
     "SELECT id FROM {f} WHERE ({w}) IS NOT NULL",
     "SELECT (SELECT {w} FROM {f} LIMIT 1) AS v",
 )
+
+
+#: A denied table named every way, in every place a table can stand, and by table functions.
+TABLE_TEMPLATES = [
+    "SELECT name FROM {t}",
+    "SELECT name FROM {t} AS x",
+    "SELECT c.name FROM customers c JOIN {t} s ON s.id = c.id",
+    "SELECT name FROM customers WHERE EXISTS (SELECT 1 FROM {t} WHERE {t}.id = 1)",
+    "SELECT (SELECT max(name) FROM {t}) AS v",
+    "SELECT name FROM customers UNION SELECT name FROM {t}",
+    "WITH w AS (SELECT name FROM {t}) SELECT name FROM w",
+    "SELECT name FROM (SELECT name FROM {t}) AS d",
+    "SELECT x.name FROM customers, LATERAL (SELECT name FROM {t}) AS x",
+]
+TABLE_STATEMENTS = [
+    "SELECT * FROM query_table('staff')",
+    "SELECT * FROM query('SELECT name FROM staff')",
+    "SELECT query_to_xml('select name from staff', true, true, '')",
+    "SELECT * FROM pragma_table_info('staff')",
+    "SELECT name FROM staff AS OF SYSTEM TIME '-1s'",
+    "SELECT name FROM customers NATURAL JOIN staff",
+    "SELECT table_name FROM information_schema.tables",
+    "SELECT name FROM main.staff",
+    "SELECT name FROM temp.staff",
+    "SELECT name FROM ONLY staff",
+    "SELECT name FROM staff*",
+    "SELECT * FROM read_csv('staff')",
+    "SELECT name FROM TABLE(staff)",
+    "SELECT * FROM (TABLE staff) t",
+    'SELECT name FROM "main".staff',
+    "SELECT staff FROM staff",
+]
+
+
+def tables(dialect: str, schema: str):
+    """Every way ``dialect`` lets the denied table ``staff`` be named."""
+    for q in ("{}", *QUOTES[dialect]):
+        yield q.format("staff")
+        yield f"{q.format(schema)}.{q.format('staff')}"
+        yield f"{schema}.{q.format('staff')}"
+        yield q.format("STAFF")
 
 
 def references(dialect: str, schema: str, table: str, alias: str, column: str):
@@ -355,8 +399,36 @@ class TestRenderingFailsClosed:
     """What the engine's dialect cannot express is refused, not rendered approximately."""
 
     def test_a_construct_the_dialect_cannot_write_is_refused(self):
-        from safety import SafetyPolicy, SqlValidator
+        from safety import SqlValidator
 
         result = SqlValidator("mysql", SafetyPolicy()).validate("SELECT [a] FROM t")
         assert result.sql is None and result.refusal.code == "unsupported_node"
         assert "cannot express" in result.refusal.message
+
+
+@pytest.mark.parametrize("dialect", ENGINES)
+class TestDeniedTableShapes:
+    """With ``staff`` denied as a table, nothing of it comes back: not its salaries (which
+    differ between the twins), nor its names (``staff1``, ``staff2``, which do not)."""
+
+    def test_no_accepted_statement_reads_the_denied_table(self, twins, dialect):
+        a, b = twins(dialect).pair()
+        policy = SafetyPolicy(denied_columns=DENIED, denied_tables=("staff",))
+        va, vb = a.validator(policy), b.validator(policy)
+        statements = [
+            t.format(t=table)
+            for t in TABLE_TEMPLATES
+            for table in tables(dialect, a.default_schema)
+        ] + TABLE_STATEMENTS
+        harmful = []
+        for sql in statements:
+            ra = va.validate(sql)
+            rb = vb.validate(sql.replace(a.default_schema, b.default_schema))
+            if ra.ok != rb.ok:
+                harmful.append(("verdicts differ between twins", sql))
+            if not ra.ok:
+                continue
+            seen = same(a.outcome(ra.sql), a)
+            if seen != same(b.outcome(rb.sql or ""), b) or re.search(r"staff[12]", seen):
+                harmful.append((sql, ra.sql, seen[:120]))
+        assert not harmful, harmful[:10]
