@@ -200,6 +200,15 @@ def _field_of_column(dot: exp.Expression) -> bool:
     return isinstance(base, exp.Column) and isinstance(base.this, exp.Identifier)
 
 
+def _inside_opaque_dot(node: exp.Expression) -> bool:
+    parent = node.parent
+    while isinstance(parent, (exp.Paren, exp.Dot)):
+        if isinstance(parent, exp.Dot) and not _field_of_column(parent):
+            return True
+        parent = parent.parent
+    return False
+
+
 def opaque_names(
     tree: exp.Expression,
     dialect: str,
@@ -221,6 +230,8 @@ def opaque_names(
             if isinstance(parent, exp.Dot) and node.arg_key == "expression":
                 if _field_of_column(parent):
                     continue
+            if _inside_opaque_dot(node):
+                continue  # the Dot around it is reported, once
             yield (
                 "opaque_reference",
                 f"The name {node.sql(dialect)} stands where it is not a column reference the "
@@ -259,7 +270,7 @@ def opaque_names(
                     node,
                 )
         elif isinstance(node, exp.Dot):
-            if not _field_of_column(node):
+            if not _field_of_column(node) and not _inside_opaque_dot(node):
                 yield (
                     "opaque_reference",
                     f"The expression {node.sql(dialect)} reads a field or method of something "
