@@ -85,7 +85,9 @@ def add(
         scope_for(database, database.policy.safety_policy()),
         pairs,
         validator=database.validator(),
-        executor=SQLExecutor(database.engine, row_cap=1),
+        executor=SQLExecutor(
+            database.engine, row_cap=1, redact_errors=database.policy.protects_columns
+        ),
         actor=reviewer_identity(),
     )
     database.dispose()
