@@ -61,15 +61,32 @@ class Twin:
             self.dialect, policy, schema=self.schema, default_schema=self.default_schema
         )
 
+    conn: sa.Connection | None = None
+
     def outcome(self, sql: str) -> tuple[str, Any]:
-        """("rows", rows) or ("error", the driver's text) of running ``sql`` raw."""
-        with self.engine.connect() as conn:
+        """("rows", rows) or ("error", the driver's text) of running ``sql`` raw, on one
+        connection kept for the twin's life (each statement in its own transaction)."""
+        if self.conn is None:
+            self.conn = self.engine.connect()
+        conn = self.conn
+        try:
+            result = conn.execution_options(no_parameters=True).exec_driver_sql(sql)
+            rows = [tuple(r) for r in result.fetchall()] if result.returns_rows else []
+            return "rows", rows
+        except Exception as error:  # the engine refused: its text is part of the outcome
+            text = str(getattr(error, "orig", error))
+            return "error", text.split("\n[SQL:")[0]
+        finally:
             try:
-                result = conn.execution_options(no_parameters=True).exec_driver_sql(sql)
-                return "rows", [tuple(r) for r in result.fetchall()] if result.returns_rows else []
-            except Exception as error:  # the engine refused: its text is part of the outcome
-                text = str(getattr(error, "orig", error))
-                return "error", text.split("\n[SQL:")[0]
+                conn.rollback()
+            except Exception:  # the connection broke: the next statement gets a new one
+                conn.invalidate()
+                self.conn = None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 @dataclass
@@ -150,6 +167,8 @@ def make_twins(dialect: str, tmp: Path) -> Twins:
 
 
 def drop_twins(twins: Twins) -> None:
+    twins.a.close()
+    twins.b.close()
     twins.a.engine.dispose()
     twins.b.engine.dispose()
     if twins.cleanup:
