@@ -110,6 +110,8 @@ _NODES = frozenset(
         "RawString",
         "UnicodeString",
         "Bracket",
+        "Interval",
+        "TableSample",
     )
     if hasattr(exp, name)
 )
@@ -163,6 +165,7 @@ _NAME_PLACES = frozenset(
         (exp.TableAlias, "columns"),
         (exp.Alias, "alias"),
         (exp.Window, "alias"),
+        (exp.Window, "this"),  # the name of a WINDOW clause's window
         (exp.Join, "using"),
         (exp.Lambda, "expressions"),
         (exp.PropertyEQ, "this"),

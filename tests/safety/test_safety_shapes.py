@@ -485,3 +485,71 @@ class TestDeniedTableShapes:
             if seen != same(b.outcome(rb.sql or ""), b) or re.search(r"staff[12]", seen):
                 harmful.append((sql, ra.sql, seen[:120]))
         assert not harmful, harmful[:10]
+
+
+#: Analyst SQL the fail-closed walk must keep accepting under column rules.
+LEGITIMATE = {
+    "postgres": [
+        "SELECT row_number() OVER w FROM t WINDOW w AS (ORDER BY id)",
+        "SELECT EXTRACT(year FROM d) FROM t",
+        "SELECT d + INTERVAL '1' DAY FROM t",
+        "SELECT CAST(n AS DECIMAL(10, 2)) FROM t",
+        'SELECT name COLLATE "C" FROM t',
+        "SELECT t.id FROM t JOIN u USING (id)",
+        "SELECT name, count(*) FROM t GROUP BY GROUPING SETS ((name), ())",
+        "SELECT count(*) FILTER (WHERE n > 1) FROM t",
+        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY n) FROM t",
+        "SELECT array_agg(name ORDER BY id) FROM t",
+        "SELECT g.n FROM generate_series(1, 3) AS g(n)",
+        "SELECT TRIM(BOTH ' ' FROM name) FROM t",
+        "SELECT SUBSTRING(name FROM 1 FOR 2) FROM t",
+        "SELECT x.v FROM t, LATERAL (SELECT t.n * 2 AS v) AS x",
+        "SELECT info -> 'a' ->> 'b' FROM t",
+        "SELECT id FROM t TABLESAMPLE SYSTEM (10)",
+        "SELECT coalesce(name, 'x') FROM t ORDER BY 1 DESC NULLS LAST",
+        "SELECT id FROM t FETCH FIRST 5 ROWS ONLY",
+    ],
+    "duckdb": [
+        "SELECT list_transform([1, 2], x -> x + 1)",
+        "SELECT {'a': 1}",
+        "SELECT name FROM t QUALIFY row_number() OVER (PARTITION BY name ORDER BY id) = 1",
+        "SELECT date_part('year', d) FROM t",
+        "SELECT struct_pack(a := id) FROM t",
+        "SELECT id FROM t USING SAMPLE 10%",
+        "SELECT name FROM t ORDER BY ALL",
+    ],
+    "mysql": [
+        "SELECT DATE_FORMAT(d, '%Y') FROM t",
+        "SELECT TIMESTAMPDIFF(DAY, d, NOW()) FROM t",
+        "SELECT name FROM t WHERE name REGEXP '^a'",
+        "SELECT GROUP_CONCAT(name SEPARATOR ',') FROM t",
+        "SELECT IF(n > 1, 'a', 'b') FROM t",
+        "SELECT JSON_EXTRACT(info, '$.a') FROM t",
+    ],
+    "sqlite": [
+        "SELECT strftime('%Y', d) FROM t",
+        "SELECT json_extract(info, '$.a') FROM t",
+        "SELECT info ->> '$.a' FROM t",
+        "SELECT id FROM t WHERE name GLOB 'a*'",
+        "SELECT iif(n > 1, 'a', 'b') FROM t",
+        "SELECT date(d, '+1 day') FROM t",
+    ],
+}
+
+
+@pytest.mark.parametrize("dialect", ENGINES)
+class TestLegitimateConstructsPass:
+    def test_no_false_refusal_under_column_rules(self, dialect):
+        from safety import SqlValidator
+
+        validator = SqlValidator(
+            dialect,
+            SafetyPolicy(denied_columns=("t.email",)),
+            schema={"t": ["id", "name", "d", "n", "info", "email"], "u": ["id", "x"]},
+        )
+        refused = [
+            (sql, result.codes)
+            for sql in LEGITIMATE[dialect]
+            if not (result := validator.validate(sql)).ok
+        ]
+        assert not refused, refused
