@@ -32,6 +32,11 @@ past its deadline and take gigabytes. ``safety.sandbox`` therefore runs the appr
 of SQLite and DuckDB engines in worker processes with OS limits; the engines built here remember
 what they were opened with (``embedded_target``) so the sandbox can open the same database.
 
+Settings that change how SQL text is read are pinned where an engine has them: PostgreSQL's
+``POSTGRES_LEXICAL`` and MariaDB's ``sql_mode`` and character set above; DuckDB reads literals one
+way only and ``lock_configuration`` keeps a statement from changing any setting; SQLite has none
+a statement could change (its authorizer refuses every ``PRAGMA`` that sets).
+
 The executor should still open a connection per query and let it roll back on close.
 A least-privilege database role (SELECT only) remains the recommended deployment.
 """
