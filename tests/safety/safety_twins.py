@@ -26,6 +26,9 @@ from safety import ReadOnlySettings, SafetyPolicy, SqlValidator, open_readonly_e
 
 DENIED = ("customers.email", "customers.info", "staff.salary")
 POLICY = SafetyPolicy(denied_columns=DENIED)
+#: The same protection written as an allowlist: every other column of the two tables.
+ALLOWED = ("customers.id", "customers.name", "staff.id", "staff.name")
+ALLOW_POLICY = SafetyPolicy(allowed_columns=ALLOWED)
 #: Protected values per twin: different lengths, cases, digits and JSON, so that any function of
 #: them (length, upper, a comparison, a JSON key) differs between the twins.
 SECRETS = {

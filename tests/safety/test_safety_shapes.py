@@ -18,7 +18,7 @@ import random
 import re
 
 import pytest
-from safety_twins import DENIED, Twin, Twins, drop_twins, make_twins
+from safety_twins import ALLOW_POLICY, DENIED, POLICY, Twin, Twins, drop_twins, make_twins
 
 from safety import SafetyPolicy
 
@@ -313,9 +313,10 @@ def twins(tmp_path_factory):
 
 @pytest.mark.parametrize("dialect", ENGINES)
 class TestGeneratedShapes:
-    def test_no_accepted_shape_reads_a_protected_column(self, twins, dialect):
+    @pytest.mark.parametrize("policy", [POLICY, ALLOW_POLICY], ids=["deny-list", "allow-list"])
+    def test_no_accepted_shape_reads_a_protected_column(self, twins, dialect, policy):
         a, b = twins(dialect).pair()
-        checks = [(t, t.validator()) for t in (a, b)]
+        checks = [(t, t.validator(policy)) for t in (a, b)]
         harmful, accepted, refused = [], 0, 0
         for kind, wrapper, ref, source in shapes(dialect, a.default_schema):
             column = TARGETS[kind][2]
@@ -364,11 +365,12 @@ class TestGeneratedShapes:
         assert len(leaks) >= tried // 10, (len(leaks), tried)
         assert opaque or dialect in ("postgres", "mysql"), leaks[:5]
 
-    def test_nested_shapes_read_nothing_protected(self, twins, dialect):
+    @pytest.mark.parametrize("policy", [POLICY, ALLOW_POLICY], ids=["deny-list", "allow-list"])
+    def test_nested_shapes_read_nothing_protected(self, twins, dialect, policy):
         """Two wrappers around a reference (``coalesce((c.email.upper()) -> 'k', 0)``...): a
         seeded sample of the product, in every position, judged by the twins."""
         a, b = twins(dialect).pair()
-        va, vb = a.validator(), b.validator()
+        va, vb = a.validator(policy), b.validator(policy)
         harmful, accepted = [], 0
         for expression, source in nested(dialect, a.default_schema, 300):
             for position in POSITIONS:
@@ -384,9 +386,10 @@ class TestGeneratedShapes:
                     harmful.append((sql, ra.sql))
         assert not harmful, harmful[:10]
 
-    def test_attack_statements_read_nothing_protected(self, twins, dialect):
+    @pytest.mark.parametrize("policy", [POLICY, ALLOW_POLICY], ids=["deny-list", "allow-list"])
+    def test_attack_statements_read_nothing_protected(self, twins, dialect, policy):
         a, b = twins(dialect).pair()
-        va, vb = a.validator(), b.validator()
+        va, vb = a.validator(policy), b.validator(policy)
         harmful, accepted = [], []
         for sql in STATEMENTS:
             ra = va.validate(sql)
