@@ -467,9 +467,14 @@ class TestDeniedTableShapes:
     """With ``staff`` denied as a table, nothing of it comes back: not its salaries (which
     differ between the twins), nor its names (``staff1``, ``staff2``, which do not)."""
 
-    def test_no_accepted_statement_reads_the_denied_table(self, twins, dialect):
+    @pytest.mark.parametrize(
+        "tables_rule",
+        [{"denied_tables": ("staff",)}, {"allowed_tables": ("customers",)}],
+        ids=["deny-list", "allow-list"],
+    )
+    def test_no_accepted_statement_reads_the_denied_table(self, twins, dialect, tables_rule):
         a, b = twins(dialect).pair()
-        policy = SafetyPolicy(denied_columns=DENIED, denied_tables=("staff",))
+        policy = SafetyPolicy(denied_columns=DENIED, **tables_rule)
         va, vb = a.validator(policy), b.validator(policy)
         statements = [
             t.format(t=table)
