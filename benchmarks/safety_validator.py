@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 import sqlglot  # noqa: E402
 
 from safety import SafetyPolicy, SqlValidator  # noqa: E402
+from safety.rules import RULES, check_shapes  # noqa: E402
 
 CORPORA = ROOT / ".." / "shared" / "corpora"
 TEXT2SQL = ("academic", "advising", "atis", "geography", "imdb", "restaurants", "scholar", "yelp")
@@ -68,7 +69,7 @@ def corpus() -> list[tuple[str, str, str, str | None]]:
 
 
 def throughput(
-    items: list[tuple[str, str]], rounds: int, resolve: bool
+    items: list[tuple[str, str]], rounds: int, resolve: bool, rules: tuple | None = None
 ) -> tuple[float, float, float, float]:
     """Parse and validate each text back to back, so machine load hits both sides alike.
 
@@ -79,7 +80,9 @@ def throughput(
     schemas = spider_schemas()
     policy = SafetyPolicy(require_resolution=resolve)
     validators = {
-        db: SqlValidator("sqlite", policy, schema=schemas[db] if resolve else None)
+        db: SqlValidator(
+            "sqlite", policy, schema=schemas[db] if resolve else None, rules=rules or RULES
+        )
         for db in {db for db, _ in items}
     }
     for db, text in items:  # warm-up: catalogs and dialect caches are built once per validator
@@ -143,6 +146,11 @@ def false_positives(items, mode: str) -> tuple[Counter, Counter, Counter]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--compare-walk",
+        action="store_true",
+        help="also time resolution without the fail-closed walk (check_shapes), interleaved",
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     if not CORPORA.is_dir():
@@ -160,6 +168,11 @@ def main() -> None:
         print(f"    SqlValidator           : {per_second:8.0f} validations/s (best round)")
         print(f"    ratio validate/parse_one time: {ratio:.2f}x (median of rounds; target 2.5x)")
         print(f"    per-query median ratio       : {per_query:.2f}x (target 2.5x)")
+    if args.compare_walk:
+        without = tuple(rule for rule in RULES if rule is not check_shapes)
+        print("  the fail-closed walk's cost (with resolution, per-query median ratio):")
+        for label, rules in (("without", without), ("with", RULES)) * 2:
+            print(f"    {label:7s} check_shapes: {throughput(spider, 3, True, rules)[3]:.2f}x")
     items = corpus()
     for star in ("reject", "resolve"):
         totals, wrong, policy = false_positives(items, star)
