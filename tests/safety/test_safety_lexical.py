@@ -69,8 +69,8 @@ class TestPostgresLexicalSettings:
         result = validator.validate(SMUGGLE)
         assert result.ok, result.findings  # for the validator, vault is inside a string
 
-    @pytest.mark.parametrize("role_default", [False, True])
-    def test_the_read_only_engine_reads_it_as_the_validator_did(self, lax_database, role_default):
+    @pytest.mark.parametrize("session_set", [False, True], ids=["database-default", "session-set"])
+    def test_the_read_only_engine_reads_it_as_the_validator_did(self, lax_database, session_set):
         validator = SqlValidator(
             "postgres",
             SafetyPolicy(denied_tables=("vault",)),
@@ -80,7 +80,7 @@ class TestPostgresLexicalSettings:
         engine = open_readonly_engine(lax_database, ReadOnlySettings(statement_timeout_s=5))
         try:
             with engine.connect() as conn:
-                if role_default:  # a session that turned it off again before the statement
+                if session_set:  # a session that turned it off again before the statement
                     conn.exec_driver_sql("SET standard_conforming_strings = off")
                     conn.commit()
                 settings = {
