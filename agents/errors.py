@@ -8,7 +8,8 @@ Every error carries a stable, machine-readable ``code`` (snake_case) for results
      ├── DescriptionsError          a descriptions file cannot be read (code "invalid_descriptions")
      ├── ExecutionError             a statement failed to run (code "statement_timeout",
      │                              "resource_limit", "dialect_mismatch", "refused_statement",
-     │                              "execution_error" or "database_unreachable"; ``timed_out`` is
+     │                              "unchecked_statement", "execution_error" or
+     │                              "database_unreachable"; ``timed_out`` is
      │                              True for "statement_timeout" and "resource_limit")
      └── AgentOutputError           a model reply did not fit the agent's output model
                                     (code "invalid_output")

@@ -7,6 +7,7 @@ Each warning starts with a stable code and a colon, so scripts can match on the 
     negative_count:    a count/total/quantity-like column holds negative values
     duplicate_key:     rows repeat a key (given, or a leading id / *_id column)
     row_cap_hit:       more rows existed than the row cap kept
+    byte_cap_hit:      the rows kept reached the result's byte budget (max_result_bytes)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ WARNING_CODES = (
     "negative_count",
     "duplicate_key",
     "row_cap_hit",
+    "byte_cap_hit",
 )
 
 COUNT_WORDS = frozenset({"count", "cnt", "total", "totals", "qty", "quantity", "quantities", "num"})
@@ -57,7 +59,13 @@ class ResultValidator:
             warnings += self._null_only(columns, rows)
             warnings += self._negative_counts(columns, rows)
             warnings += self._duplicate_keys(columns, rows, key_columns)
-        if getattr(result, "truncated", False):
+        if getattr(result, "truncated", False) and getattr(result, "cut_by", None) == "bytes":
+            budget = getattr(result, "byte_cap", 0)
+            warnings.append(
+                f"byte_cap_hit: only the first {len(rows)} rows were kept, the most that fit in "
+                f"the {budget} bytes a result may hold; the full result is larger"
+            )
+        elif getattr(result, "truncated", False):
             cap = getattr(result, "row_cap", len(rows))
             warnings.append(
                 f"row_cap_hit: only the first {cap} rows were kept; the full result is larger"

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import logging
 import math
+import re
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
@@ -32,6 +34,8 @@ from safety import (
     is_statement_timeout,
     sandbox_for,
 )
+from safety.error_text import error_class, error_code
+from safety.result_budget import DEFAULT_MAX_RESULT_BYTES, Fetched, fetch_bounded
 
 __all__ = ["ExecutionResult", "SQLExecutor", "ValidatedSQL", "clean_message", "json_safe"]
 
@@ -49,6 +53,8 @@ class ValidatedSQL(Protocol):
 
 MAX_MESSAGE_CHARS = 1000
 
+log = logging.getLogger(__name__)
+
 
 class ExecutionResult(BaseModel):
     """The rows of one statement, at most ``row_cap`` of them."""
@@ -64,10 +70,24 @@ class ExecutionResult(BaseModel):
         "executor's cap, or the LIMIT the safety policy added or lowered)",
     )
     row_cap: int = Field(default=1000, description="The most rows kept")
+    byte_cap: int = Field(
+        default=DEFAULT_MAX_RESULT_BYTES,
+        description="The most bytes of rows kept (the policy's max_result_bytes)",
+    )
+    cut_by: Literal["rows", "bytes"] | None = Field(
+        default=None,
+        description="What cut a truncated result: the row cap, or the byte budget",
+    )
     duration_s: float = Field(default=0.0, description="Wall time to run and fetch, in seconds")
 
     def summary(self) -> str:
-        more = f", truncated at {self.row_cap}" if self.truncated else ""
+        more = ""
+        if self.truncated:
+            more = (
+                f", truncated at {self.byte_cap} bytes"
+                if self.cut_by == "bytes"
+                else f", truncated at {self.row_cap}"
+            )
         return (
             f"{self.row_count} rows x {len(self.columns)} columns in {self.duration_s:.3f} s{more}"
         )
@@ -87,6 +107,14 @@ class SQLExecutor:
         engine: the database; its URL gives the executor's dialect.
         row_cap: the most rows kept; ``truncated`` is True exactly when more existed. ``run``
             takes the policy's ``row_limit`` too: the smaller of the two is kept.
+        max_result_bytes: the most bytes of rows kept (``safety.result_budget``): rows are
+            streamed (server-side cursors on PostgreSQL and MariaDB/MySQL) and the fetch stops
+            at the row that would pass it; the result is then ``truncated`` with
+            ``cut_by="bytes"``.
+        redact_errors: reduce the database's error text to its error class
+            (``safety.error_text``) before it leaves the executor, for policies that protect
+            columns: engines quote values in their errors. The full text is logged at debug
+            level only.
         clock: where ``duration_s`` comes from.
         sandbox: the worker pool to run in; default: the engine's own, if it has one.
 
@@ -104,11 +132,17 @@ class SQLExecutor:
         clock: Callable[[], float] = time.perf_counter,
         *,
         sandbox: QuerySandbox | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        redact_errors: bool = False,
     ) -> None:
         if row_cap < 1:
             raise ValueError("row_cap must be at least 1")
+        if max_result_bytes < 1:
+            raise ValueError("max_result_bytes must be at least 1")
         self.engine = engine
         self.row_cap = row_cap
+        self.max_result_bytes = max_result_bytes
+        self.redact_errors = redact_errors
         self.clock = clock
         self.dialect = dialect_for_url(engine.url.drivername)
         self.sandbox = sandbox if sandbox is not None else sandbox_for(engine)
@@ -122,9 +156,9 @@ class SQLExecutor:
     ) -> ExecutionResult:
         """Run ``statement`` and return its rows.
 
-        ``statement`` is the validator's result (its ``sql`` and ``dialect`` are used), or SQL
-        text with the ``dialect`` it was validated in. SQL text without a dialect is run
-        unchecked (kept for older callers; the checked forms are the ones to use).
+        ``statement`` is the validator's result (its ``sql`` and ``dialect`` are used), or the
+        text a reviewer approved with the ``dialect`` it was validated in. SQL text without a
+        dialect is refused (``unchecked_statement``): nothing runs that skipped the dialect check.
 
         ``row_limit`` is the validator's ``row_limit``: a LIMIT the safety policy added or
         lowered is one more than it, so keeping ``min(row_cap, row_limit)`` rows and fetching
@@ -132,31 +166,40 @@ class SQLExecutor:
         for, at most ``row_limit``, never reads as cut).
 
         Raises:
-            ExecutionError: code ``dialect_mismatch`` (checked in another dialect than the
-                engine's; nothing ran), ``refused_statement`` (a validator result that was
-                refused), ``statement_timeout`` (``timed_out``), ``resource_limit`` (stopped for
-                memory, CPU time or size; ``timed_out`` too, so the question ends),
+            ExecutionError: code ``unchecked_statement`` (text without a dialect; nothing ran),
+                ``dialect_mismatch`` (checked in another dialect than the engine's; nothing ran),
+                ``refused_statement`` (a validator result that was refused),
+                ``statement_timeout`` (``timed_out``), ``resource_limit`` (stopped for memory,
+                CPU time or size; ``timed_out`` too, so the question ends),
                 ``database_unreachable`` or ``execution_error``.
         """
         sql = self._checked(statement, dialect)
         keep = self.row_cap if row_limit is None else max(1, min(self.row_cap, row_limit))
         started = self.clock()
         if self.sandbox is not None:
-            columns, fetched, truncated = self._run_sandboxed(self.sandbox, sql, keep)
+            columns, fetched = self._run_sandboxed(self.sandbox, sql, keep)
         else:
-            columns, fetched, truncated = self._run_here(sql, keep)
-        rows = [[json_safe(v) for v in row] for row in fetched]
+            columns, fetched = self._run_here(sql, keep)
+        rows = [[json_safe(v) for v in row] for row in fetched.rows]
         return ExecutionResult(
             columns=columns,
             rows=rows,
             row_count=len(rows),
-            truncated=truncated,
+            truncated=fetched.truncated,
             row_cap=keep,
+            byte_cap=self.max_result_bytes,
+            cut_by=fetched.cut_by,
             duration_s=max(0.0, self.clock() - started),
         )
 
     def _checked(self, statement: str | ValidatedSQL, dialect: str | None) -> str:
         if isinstance(statement, str):
+            if dialect is None:
+                raise ExecutionError(
+                    "unchecked_statement",
+                    "SQL text without the dialect it was validated in is never run: pass the "
+                    "validator's result, or the approved text with dialect=. Nothing was run.",
+                )
             sql = statement
         else:
             if statement.sql is None:
@@ -178,47 +221,70 @@ class SQLExecutor:
             )
         return sql
 
-    def _run_here(self, sql: str, keep: int) -> tuple[list[str], list[Any], bool]:
+    def _run_here(self, sql: str, keep: int) -> tuple[list[str], Fetched]:
         try:
             conn = self.engine.connect()
         except sa.exc.SQLAlchemyError as exc:
             raise ExecutionError("database_unreachable", clean_message(exc)) from exc
         try:
             with conn:
-                result = conn.execution_options(no_parameters=True).exec_driver_sql(sql)
+                # Server-side cursor where the driver has one; no rows buffered ahead of the
+                # budget (``max_row_buffer``), so only what fetch_bounded asks for is held.
+                result = conn.execution_options(
+                    no_parameters=True, stream_results=True, max_row_buffer=1
+                ).exec_driver_sql(sql)
                 if result.returns_rows:
                     columns = [str(k) for k in result.keys()]
-                    fetched = result.fetchmany(keep + 1)
+                    fetched = fetch_bounded(result.fetchmany, keep, self.max_result_bytes)
                 else:
-                    columns, fetched = [], []
+                    columns, fetched = [], Fetched()
+                if fetched.truncated and self.dialect == "mysql":
+                    # pymysql drains an unbuffered result on close (every row the server still
+                    # sends): detach the cursor and drop the connection instead.
+                    cursor = getattr(result, "cursor", None)
+                    pending = getattr(cursor, "_result", None)
+                    if pending is not None and hasattr(pending, "unbuffered_active"):
+                        pending.unbuffered_active = False
+                    if cursor is not None and hasattr(cursor, "connection"):
+                        cursor.connection = None
+                    conn.invalidate()
                 result.close()
         except sa.exc.SQLAlchemyError as exc:
-            raise _execution_error(exc) from exc
-        return columns, list(fetched[:keep]), len(fetched) > keep
+            raise self._error(exc) from exc
+        return columns, fetched
 
     def _run_sandboxed(
         self, sandbox: QuerySandbox, sql: str, keep: int
-    ) -> tuple[list[str], list[Any], bool]:
+    ) -> tuple[list[str], Fetched]:
         try:
-            got = sandbox.run(sql, keep)
+            got = sandbox.run(sql, keep, max_bytes=self.max_result_bytes)
         except StatementTimeout as exc:
             raise ExecutionError("statement_timeout", exc.message, timed_out=True) from exc
         except ResourceLimitExceeded as exc:
             raise ExecutionError("resource_limit", exc.message, timed_out=True) from exc
         except StatementFailed as exc:
-            raise ExecutionError("execution_error", clean_message(exc)) from exc
+            raise ExecutionError("execution_error", self._message(exc)) from exc
         except ReadOnlySetupError as exc:
             raise ExecutionError("database_unreachable", exc.message) from exc
-        return got.columns, got.rows, got.truncated
+        return got.columns, Fetched(list(got.rows), cut_by=got.cut_by)
+
+    def _message(self, exc: BaseException) -> str:
+        """The error text the caller may see: whole, or its class when values must not leak."""
+        message = clean_message(exc)
+        if not self.redact_errors:
+            return message
+        log.debug("statement failed (text withheld from the caller): %s", message)
+        return error_class(message, error_code(exc))
+
+    def _error(self, exc: sa.exc.SQLAlchemyError) -> ExecutionError:
+        if is_statement_timeout(exc):
+            return ExecutionError("statement_timeout", clean_message(exc), timed_out=True)
+        if getattr(exc, "connection_invalidated", False):
+            return ExecutionError("database_unreachable", self._message(exc))
+        return ExecutionError("execution_error", self._message(exc))
 
 
-def _execution_error(exc: sa.exc.SQLAlchemyError) -> ExecutionError:
-    message = clean_message(exc)
-    if is_statement_timeout(exc):
-        return ExecutionError("statement_timeout", message, timed_out=True)
-    if getattr(exc, "connection_invalidated", False):
-        return ExecutionError("database_unreachable", message)
-    return ExecutionError("execution_error", message)
+_DECLARE_CURSOR = re.compile(r'DECLARE "[^"]+" (?:NO SCROLL )?CURSOR (?:WITHOUT HOLD )?FOR ')
 
 
 def clean_message(exc: BaseException) -> str:
@@ -230,6 +296,7 @@ def clean_message(exc: BaseException) -> str:
         text = f"{orig.args[1]} (error {orig.args[0]})"  # pymysql: (errno, message)
     else:
         text = str(orig)
+    text = _DECLARE_CURSOR.sub("", text)  # the server-side cursor's wrapper, not the statement
     lines = [line.strip() for line in text.splitlines()]
     kept = [line for line in lines if line and set(line) - {"^", " ", "~"}]
     one = " ".join(" ".join(kept).split())

@@ -161,7 +161,8 @@ PolicyOpt = Annotated[
         "--policy",
         envvar="SQLGATE_POLICY",
         help="TOML policy file: tables/columns allowed and denied, select_star, max_limit, "
-        "row_cap, statement_timeout, \\[roles.NAME] sections (see README, 'Safety policy').",
+        "row_cap, max_result_bytes, statement_timeout, \\[roles.NAME] sections (see README, 'Safety "
+        "policy').",
         show_default=False,
     ),
 ]

@@ -98,7 +98,9 @@ def add(
         scope_for(database, database.policy),
         pairs,
         validator=database.validator(),
-        executor=SQLExecutor(database.engine, row_cap=1),
+        executor=SQLExecutor(
+            database.engine, row_cap=1, redact_errors=database.policy.protects_columns
+        ),
         actor=_actor(as_json),
     )
     database.dispose()

@@ -224,8 +224,16 @@ class TargetDatabase:
         )
 
     def executor(self, policy: Policy | None = None) -> SQLExecutor:
-        """The executor on the read-only engine, keeping at most the policy's ``row_cap`` rows."""
-        return SQLExecutor(self.engine, row_cap=(policy or self.policy).row_cap)
+        """The executor on the read-only engine, keeping at most the policy's ``row_cap`` rows
+        and ``max_result_bytes`` bytes of them; when the policy protects columns, database
+        errors reach no one but the server log in full (``safety.error_text``)."""
+        chosen = policy or self.policy
+        return SQLExecutor(
+            self.engine,
+            row_cap=chosen.row_cap,
+            max_result_bytes=chosen.max_result_bytes,
+            redact_errors=chosen.protects_columns,
+        )
 
     def gate_context(self, policy: Policy | None = None) -> dict[str, object]:
         """What an approval batch records so that later edits are judged the same way."""

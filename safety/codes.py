@@ -95,6 +95,10 @@ _REGISTRY = (
     FindingCode("column_selector", _F, "columns picked by a pattern"),
     FindingCode("positional_reference", _F, "a column named by its position"),
     FindingCode("whole_row_reference", _F, "a table's whole row used as a value"),
+    FindingCode(
+        "opaque_reference", _F, "a name where resolution cannot follow it (method, field, lambda)"
+    ),
+    FindingCode("unsupported_node", _F, "a construct the validator does not understand"),
     FindingCode("limit_not_literal", _F, "a LIMIT whose row count cannot be checked"),
     FindingCode("regexp_unsupported", _F, "REGEXP where the engine has none"),
     # what a read-only query never does: never retried

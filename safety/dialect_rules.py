@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import TokenError
+from sqlglot.errors import ErrorLevel, TokenError
 
 if TYPE_CHECKING:
     from .rules import RuleContext
@@ -129,4 +129,8 @@ def render(expression: exp.Expression, dialect: Dialect, text: str = "") -> str:
                 pattern = node.expression.sql(dialect=dialect, comments=False)
                 node.replace(exp.Paren(this=exp.Var(this=f"{this} REGEXP {pattern}")))
     # copy=False: the tree is ours and discarded after rendering, so skip the defensive copy.
-    return expression.sql(dialect=dialect, comments=False, copy=False)
+    # unsupported_level=RAISE: a construct the engine's dialect cannot express is refused, never
+    # rendered as sqlglot's nearest approximation (which would run something nobody validated).
+    return expression.sql(
+        dialect=dialect, comments=False, copy=False, unsupported_level=ErrorLevel.RAISE
+    )

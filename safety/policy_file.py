@@ -64,6 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .access import split_entry
 from .errors import PolicyError
 from .policy import SafetyPolicy
+from .result_budget import DEFAULT_MAX_RESULT_BYTES
 
 __all__ = ["AutoApprovalRules", "ColumnRules", "Policy", "RolePolicy", "TableRules", "load_policy"]
 
@@ -156,6 +157,9 @@ class RolePolicy(BaseModel):
     )
     max_limit: int | None = Field(default=None, ge=1, description="A lower LIMIT cap.")
     row_cap: int | None = Field(default=None, ge=1, description="A lower row cap.")
+    max_result_bytes: int | None = Field(
+        default=None, ge=1024, description="A lower byte budget on one result."
+    )
     statement_timeout: float | None = Field(
         default=None, gt=0, description="A shorter statement timeout, in seconds."
     )
@@ -183,6 +187,12 @@ class Policy(BaseModel):
         default=1000, ge=1, description="LIMIT added when missing, lowered above."
     )
     row_cap: int = Field(default=1000, ge=1, description="Rows fetched from the database at most.")
+    max_result_bytes: int = Field(
+        default=DEFAULT_MAX_RESULT_BYTES,
+        ge=1024,
+        description="Bytes of rows one result may hold (64 MiB): rows are streamed and the result "
+        "is cut, like at the row cap, at the row that would pass it.",
+    )
     statement_timeout: float = Field(
         default=30.0, gt=0, description="Seconds a statement may run before it is stopped."
     )
@@ -269,12 +279,21 @@ class Policy(BaseModel):
                 "select_star": _star(self.select_star, role.select_star, name),
                 "max_limit": min(self.max_limit, role.max_limit or self.max_limit),
                 "row_cap": min(self.row_cap, role.row_cap or self.row_cap),
+                "max_result_bytes": min(
+                    self.max_result_bytes, role.max_result_bytes or self.max_result_bytes
+                ),
                 "statement_timeout": min(
                     self.statement_timeout, role.statement_timeout or self.statement_timeout
                 ),
                 "roles": {},
             }
         )
+
+    @property
+    def protects_columns(self) -> bool:
+        """True when some column may not be read: database error text is then reduced to its
+        error class (``safety.error_text``), since engines quote values in their errors."""
+        return bool(self.columns.deny) or self.columns.allow is not None
 
     def safety_policy(self) -> SafetyPolicy:
         """The ``SafetyPolicy`` the validator takes (for a role: call ``for_role`` first)."""

@@ -7,16 +7,19 @@ cannot write, reach files, or run forever.
   ``VACUUM INTO``), a length limit on strings, blobs and SQL text, an authorizer that allows
   only reads, a progress handler that interrupts a statement past its deadline, and ``REGEXP``
   backed by RE2 (linear time) instead of the backtracking ``re`` SQLAlchemy registers.
-- PostgreSQL: ``default_transaction_read_only`` and ``statement_timeout`` at connect,
-  ``SET TRANSACTION READ ONLY`` + local ``statement_timeout`` and ``work_mem`` at the start of
-  every transaction (and ``temp_file_limit`` when the role may set it: it needs a superuser),
+- PostgreSQL: ``default_transaction_read_only``, ``statement_timeout`` and the settings that
+  change how SQL text is read (``POSTGRES_LEXICAL``: ``standard_conforming_strings=on``,
+  ``backslash_quote=safe_encoding``, UTF-8) at connect; ``SET TRANSACTION READ ONLY`` + local
+  ``statement_timeout``, ``work_mem`` and those lexical settings at the start of every
+  transaction (and ``temp_file_limit`` when the role may set it: it needs a superuser),
   and every statement prepared server-side, so a text holding several statements is refused by
   the server.
 - MySQL / MariaDB: ``SET SESSION TRANSACTION READ ONLY`` before every statement (DDL commits
   implicitly and then runs with the session's characteristics), ``START TRANSACTION READ ONLY``
   for every transaction, ``max_execution_time`` (MySQL) or ``max_statement_time`` (MariaDB),
-  bounded in-memory temporary tables, a pinned ``sql_mode`` whose string and identifier quoting
-  is the one sqlglot's ``mysql`` rendering expects (see ``MYSQL_SQL_MODE``), and no
+  bounded in-memory temporary tables, the ``utf8mb4`` character set, a pinned ``sql_mode`` whose
+  string and identifier quoting is the one sqlglot's ``mysql`` rendering expects (see
+  ``MYSQL_SQL_MODE``), and no
   multi-statement flag on the client.
 - PostgreSQL and MySQL engines default to ``NullPool``: session state (a ``SET``, an advisory
   or user lock) never outlives one checkout. Pass ``poolclass=`` to choose otherwise.
@@ -28,6 +31,11 @@ Time limits alone do not bound an embedded engine: one step of SQLite or DuckDB 
 past its deadline and take gigabytes. ``safety.sandbox`` therefore runs the approved statements
 of SQLite and DuckDB engines in worker processes with OS limits; the engines built here remember
 what they were opened with (``embedded_target``) so the sandbox can open the same database.
+
+Settings that change how SQL text is read are pinned where an engine has them: PostgreSQL's
+``POSTGRES_LEXICAL`` and MariaDB's ``sql_mode`` and character set above; DuckDB reads literals one
+way only and ``lock_configuration`` keeps a statement from changing any setting; SQLite has none
+a statement could change (its authorizer refuses every ``PRAGMA`` that sets).
 
 The executor should still open a connection per query and let it roll back on close.
 A least-privilege database role (SELECT only) remains the recommended deployment.
@@ -56,6 +64,7 @@ from .sqlite_regexp import install_regexp
 
 __all__ = [
     "MYSQL_SQL_MODE",
+    "POSTGRES_LEXICAL",
     "ReadOnlySettings",
     "duckdb_config",
     "embedded_target",
@@ -312,6 +321,20 @@ def _sqlite_engine(
 # --- PostgreSQL ----------------------------------------------------------------------------
 
 
+POSTGRES_LEXICAL = {
+    "standard_conforming_strings": "on",
+    "backslash_quote": "safe_encoding",
+    "client_encoding": "UTF8",
+}
+"""The PostgreSQL settings that change how a statement's text is read, pinned on every read-only
+connection (at connect, and again with ``SET LOCAL`` at the start of every transaction),
+whatever the server, database or role defaults say: with ``standard_conforming_strings`` off a
+backslash escapes the next character inside ``'...'``, so ``'\\'`` would end a literal where
+sqlglot's ``postgres`` reading (and so the validator) saw none; ``backslash_quote`` and a
+multi-byte ``client_encoding`` are the other two ways a quote hides behind a backslash.
+"""
+
+
 def _postgres_engine(
     url: str, settings: ReadOnlySettings, clock: Callable[[], float], kwargs: dict
 ) -> Engine:
@@ -331,7 +354,9 @@ def _postgres_engine(
         user_options = " ".join(user_options) if isinstance(user_options, tuple) else user_options
         connect_args["options"] = f"{user_options} {connect_args.get('options', '')}".strip()
         parsed = parsed.difference_update_query(["options"])
-    options = f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms}"
+    options = f"-c default_transaction_read_only=on -c statement_timeout={timeout_ms} " + " ".join(
+        f"-c {name}={value}" for name, value in POSTGRES_LEXICAL.items()
+    )
     connect_args["options"] = (
         f"{connect_args['options']} {options}" if connect_args.get("options") else options
     )
@@ -362,8 +387,8 @@ def _postgres_engine(
             )
         dbapi_connection.rollback()
 
-    bounds = ["statement_timeout", "work_mem"]
-    values: list[str] = [str(timeout_ms), settings.postgres_work_mem]
+    bounds = ["statement_timeout", "work_mem", *POSTGRES_LEXICAL]
+    values: list[str] = [str(timeout_ms), settings.postgres_work_mem, *POSTGRES_LEXICAL.values()]
 
     @event.listens_for(engine, "before_cursor_execute")
     def _read_only_transaction(conn, cursor, statement, parameters, context, executemany):
@@ -417,6 +442,7 @@ def _mysql_engine(
 
     connect_args = dict(kwargs.pop("connect_args", {}) or {})
     connect_args["client_flag"] = int(connect_args.get("client_flag", 0)) & ~CLIENT.MULTI_STATEMENTS
+    connect_args["charset"] = "utf8mb4"  # no multi-byte charset whose bytes can hide a quote
     kwargs.setdefault(
         "poolclass", NullPool
     )  # user locks and session variables die with the connection

@@ -36,6 +36,7 @@ __all__ = [
     "check_select_into",
     "check_selectors",
     "check_session_state",
+    "check_shapes",
     "check_statements_in_tree",
     "check_system_tables",
     "enforce_limit",
@@ -48,7 +49,8 @@ class RuleContext:
     """What every rule may read (dialect, policy, schema, raw text) and where it reports findings.
 
     ``catalog`` is the real schema (None when unknown); ``default_schema`` is the schema an
-    unqualified table lives in; ``names`` the policy's table/column lists, parsed once.
+    unqualified table lives in; ``names`` the policy's table/column lists, parsed once;
+    ``protected`` the lower-case names of the columns those lists keep from being read.
     """
 
     dialect: str
@@ -59,6 +61,7 @@ class RuleContext:
     default_schema: str | None = None
     names: NameRules = field(default_factory=NameRules.from_policy)
     sql: str = ""
+    protected: frozenset[str] = frozenset()
     findings: list[SafetyFinding] = field(default_factory=list)
     halted: bool = False
     _index: dict[type, list[exp.Expression]] | None = None
@@ -523,6 +526,33 @@ def _lower(
         )
 
 
+_NAME_NODES = (exp.Identifier, exp.Column, exp.Table, exp.Lambda, exp.Dot, exp.Var)
+
+
+def check_shapes(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Fail closed on what resolution cannot see: node types outside the allowlist, and (when
+    the policy names tables or columns) names standing where no column reference is (see
+    ``safety.shapes``)."""
+    from .shapes import opaque_names, unsupported_nodes
+
+    index = ctx.index(expression)
+    for cls in unsupported_nodes(index):
+        node = index[cls][0]
+        ctx.report(
+            "unsupported_node",
+            f"The construct {label(node)} {where(node)} is not one the validator knows how to "
+            f"check; rewrite it with plain SELECT clauses, operators and functions.",
+            node,
+        )
+    if ctx.names.empty and not ctx.policy.require_resolution:
+        return expression
+    for code, message, node in opaque_names(
+        expression, ctx.dialect, ctx.protected, ctx.of(expression, *_NAME_NODES)
+    ):
+        ctx.report(code, message, node)
+    return expression
+
+
 def check_selectors(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Stars inside expressions, ``COLUMNS(...)`` and ``#n``: column sets the reviewer cannot see."""
     from .star import check_selectors as check
@@ -544,6 +574,7 @@ RULES: tuple[Rule, ...] = (
     check_system_tables,
     check_selectors,
     handle_star,
+    check_shapes,
     check_access,
     enforce_limit,
 )

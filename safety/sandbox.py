@@ -12,7 +12,9 @@ server), each with its own read-only connection and hard limits:
 - CPU time (``RLIMIT_CPU``, per statement) and the engine's own deadline;
 - wall time: a worker that has not answered ``kill_grace_s`` after the statement timeout is
   killed and replaced, and the caller gets ``StatementTimeout`` at once;
-- rows: at most ``row_cap + 1`` fetched, at most ``max_result_bytes`` sent back.
+- rows: at most ``row_cap + 1`` fetched, and no more counted bytes than the caller's budget
+  (``safety.result_budget``; a cut result is reported like the row cap), at most
+  ``max_result_bytes`` sent back.
 
 The calling thread only waits on a socket (the GIL is free), so other requests of the same
 process are served while a statement runs, whatever it does.
@@ -37,7 +39,7 @@ import weakref
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.engine import Engine
 
@@ -77,6 +79,9 @@ def _load_reply(data: bytes) -> Any:
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 _START_TIMEOUT_S = 60.0
+# What a pickled reply adds to the rows' counted bytes (``result_budget`` counts every value
+# with room to spare): the budget a worker fetches within leaves this much of the reply's limit.
+_REPLY_OVERHEAD = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class SandboxRows:
     columns: list[str]
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     truncated: bool = False
+    cut_by: Literal["rows", "bytes"] | None = None  # what cut a truncated result
 
 
 class QuerySandbox:
@@ -150,8 +156,19 @@ class QuerySandbox:
         for _ in range(self.size):
             self._idle.append(self._spawn())
 
-    def run(self, sql: str, row_cap: int, *, wait_s: float | None = None) -> SandboxRows:
+    def run(
+        self,
+        sql: str,
+        row_cap: int,
+        *,
+        wait_s: float | None = None,
+        max_bytes: int | None = None,
+    ) -> SandboxRows:
         """Run one statement in a worker; see the module docstring for what it raises.
+
+        ``max_bytes`` is the result's byte budget (``safety.result_budget``): the worker stops
+        fetching at the row that would pass it and reports the result cut (``cut_by="bytes"``).
+        It is never more than the settings' ``max_result_bytes`` allows a reply to carry.
 
         When every worker is busy the call waits for one; each statement ahead ends within
         its own bound, so the wait is bounded too. ``wait_s`` caps it
@@ -161,13 +178,16 @@ class QuerySandbox:
         try:
             if worker.error is not None:
                 raise worker.error
+            reply_bytes = self.settings.max_result_bytes
+            budget = max(1, reply_bytes - min(_REPLY_OVERHEAD, reply_bytes // 4))
             return worker.run(
                 sql,
                 row_cap,
                 self.settings.statement_timeout_s,
                 self.cpu_s,
                 self.kill_grace_s,
-                self.settings.max_result_bytes,
+                reply_bytes,
+                budget if max_bytes is None else max(1, min(max_bytes, budget)),
             )
         finally:
             self._checkin(worker)
@@ -292,9 +312,10 @@ class _Worker:
         cpu_s: float,
         grace_s: float,
         max_bytes: int,
+        budget: int,
     ) -> SandboxRows:
         try:
-            self.channel.send_bytes(pickle.dumps((sql, row_cap, timeout_s, cpu_s)))
+            self.channel.send_bytes(pickle.dumps((sql, row_cap, timeout_s, cpu_s, budget)))
             answered = self.channel.poll(timeout_s + grace_s)
         except OSError:
             answered = True  # the worker is gone: recv below says how
@@ -314,7 +335,9 @@ class _Worker:
             raise StatementFailed(f"the worker's reply was refused: {exc}") from None
         kind = reply[0]
         if kind == "rows":
-            return SandboxRows(columns=reply[1], rows=reply[2], truncated=reply[3])
+            return SandboxRows(
+                columns=reply[1], rows=reply[2], truncated=reply[3] is not None, cut_by=reply[3]
+            )
         message = reply[1]
         if kind == "timeout":  # the engine's own words, as when it runs in-process
             raise StatementTimeout(message)

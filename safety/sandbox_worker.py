@@ -4,11 +4,12 @@ limits, running one statement at a time for its parent.
 Started as ``python -m safety.sandbox_worker FD``, where FD is its end of a socket pair. The
 parent sends its configuration, the worker opens the database, caps its own address space
 (``RLIMIT_AS``: what the engine mapped at start plus ``worker_memory_bytes``) and answers
-``("ready", pid)``. Then, for each ``(sql, row_cap, timeout_s)`` it gets, it sets a CPU-time
-limit (``RLIMIT_CPU``: the kernel ends the process with SIGXCPU past it) and the engine's own
-deadline, fetches at most ``row_cap + 1`` rows and answers with one of::
+``("ready", pid)``. Then, for each ``(sql, row_cap, timeout_s, cpu_s, max_bytes)`` it gets, it
+sets a CPU-time limit (``RLIMIT_CPU``: the kernel ends the process with SIGXCPU past it) and the
+engine's own deadline, fetches at most ``row_cap + 1`` rows and ``max_bytes`` counted bytes
+(``safety.result_budget``) and answers with one of::
 
-    ("rows", columns, rows, truncated)
+    ("rows", columns, rows, cut_by)   # cut_by: None, "rows" or "bytes"
     ("timeout" | "resource" | "failed", message)
 
 Messages are pickled; the parent reads at most ``max_result_bytes`` of them. The worker exits
@@ -51,12 +52,12 @@ def main(fd: int) -> None:
     channel.send_bytes(pickle.dumps(("ready", os.getpid())))
     while True:
         try:
-            sql, row_cap, timeout_s, cpu_s = pickle.loads(channel.recv_bytes())
+            sql, row_cap, timeout_s, cpu_s, max_bytes = pickle.loads(channel.recv_bytes())
         except (EOFError, OSError):
             return
         _cap_cpu(cpu_s)
         try:
-            reply = _rows_reply(run(sql, row_cap, timeout_s), config["max_result_bytes"])
+            reply = _rows_reply(run(sql, row_cap, timeout_s, max_bytes), config["max_result_bytes"])
         except MemoryError:
             reply = pickle.dumps(("resource", "the statement ran out of memory"))
         channel.send_bytes(reply)
@@ -80,20 +81,20 @@ def _open(config: dict[str, Any]) -> Any:
         conn.set_authorizer(None)
         conn.execute(f"PRAGMA hard_heap_limit = {int(config['worker_memory_bytes'])}")
         conn.set_authorizer(sqlite_authorizer)
-        return lambda sql, cap, timeout: _run_sqlite(conn, sql, cap, timeout)
+        return lambda sql, cap, timeout, size: _run_sqlite(conn, sql, cap, timeout, size)
     import duckdb
     from sqlalchemy.engine import make_url
 
     database = make_url(config["url"]).database or ":memory:"
     dconn = duckdb.connect(database, read_only=True, config=duckdb_config(settings))
-    return lambda sql, cap, timeout: _run_duckdb(dconn, sql, cap, timeout)
+    return lambda sql, cap, timeout, size: _run_duckdb(dconn, sql, cap, timeout, size)
 
 
-def _run_sqlite(conn: Any, sql: str, row_cap: int, timeout_s: float) -> tuple:
+def _run_sqlite(conn: Any, sql: str, row_cap: int, timeout_s: float, max_bytes: int) -> tuple:
     conn.deadline = time.monotonic() + timeout_s
     try:
         cursor = conn.execute(sql)
-        return _fetch(cursor, row_cap)
+        return _fetch(cursor, row_cap, max_bytes)
     except sqlite3.Error as exc:
         text = str(exc)
         if text == "interrupted":
@@ -107,7 +108,7 @@ def _run_sqlite(conn: Any, sql: str, row_cap: int, timeout_s: float) -> tuple:
             conn.rollback()
 
 
-def _run_duckdb(conn: Any, sql: str, row_cap: int, timeout_s: float) -> tuple:
+def _run_duckdb(conn: Any, sql: str, row_cap: int, timeout_s: float, max_bytes: int) -> tuple:
     import duckdb
 
     timer = threading.Timer(timeout_s, conn.interrupt)
@@ -115,7 +116,7 @@ def _run_duckdb(conn: Any, sql: str, row_cap: int, timeout_s: float) -> tuple:
     timer.start()
     try:
         cursor = conn.execute(sql)
-        return _fetch(cursor, row_cap)
+        return _fetch(cursor, row_cap, max_bytes)
     except duckdb.InterruptException as exc:
         return ("timeout", str(exc).splitlines()[0] if str(exc) else "interrupted")
     except duckdb.OutOfMemoryException as exc:
@@ -126,12 +127,14 @@ def _run_duckdb(conn: Any, sql: str, row_cap: int, timeout_s: float) -> tuple:
         timer.cancel()
 
 
-def _fetch(cursor: Any, row_cap: int) -> tuple:
+def _fetch(cursor: Any, row_cap: int, max_bytes: int) -> tuple:
+    from safety.result_budget import fetch_bounded
+
     if cursor.description is None:
-        return ("rows", [], [], False)
+        return ("rows", [], [], None)
     columns = [str(d[0]) for d in cursor.description]
-    fetched = cursor.fetchmany(row_cap + 1)
-    return ("rows", columns, [tuple(r) for r in fetched[:row_cap]], len(fetched) > row_cap)
+    fetched = fetch_bounded(cursor.fetchmany, row_cap, max_bytes)
+    return ("rows", columns, [tuple(r) for r in fetched.rows], fetched.cut_by)
 
 
 def _rows_reply(reply: tuple, max_bytes: int) -> bytes:

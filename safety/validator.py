@@ -7,7 +7,7 @@ from typing import cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import ParseError, TokenError, UnsupportedError
 
 from .access import NameRules
 from .catalog import DEFAULT_SCHEMAS, SchemaCatalog, SchemaInput
@@ -20,6 +20,19 @@ from .policy import SafetyPolicy
 from .rules import RULES, Rule, RuleContext, label
 
 __all__ = ["SqlValidator"]
+
+
+def _protected_names(
+    names: NameRules, catalog: SchemaCatalog | None, default_schema: str | None
+) -> frozenset[str]:
+    """Lower-case names of the columns the policy keeps from being read (for ``safety.shapes``)."""
+    protected = {column for _, _, column in names.denied_columns}
+    if names.allowed_columns is not None and catalog is not None:
+        for schema, table in catalog.tables():
+            for column in catalog.columns(schema, table) or ():
+                if names.column_verdict(schema, table, column, default_schema):
+                    protected.add(column.lower())
+    return frozenset(protected)
 
 
 class SqlValidator:
@@ -80,6 +93,7 @@ class SqlValidator:
             self.policy.allowed_columns,
             self.policy.denied_columns,
         )
+        self.protected = _protected_names(self.names, self.catalog, self.default_schema)
         allowlist = functions or FunctionAllowlist.for_dialect(self.dialect)
         if self.policy.extra_functions:
             allowlist = allowlist.extend(*self.policy.extra_functions)
@@ -109,6 +123,7 @@ class SqlValidator:
             default_schema=self.default_schema,
             names=self.names,
             sql=sql,
+            protected=self.protected,
         )
         expression = cast(exp.Expression, parsed)  # every statement sqlglot parses is one
         try:
@@ -119,6 +134,14 @@ class SqlValidator:
             rendered = None if ctx.refused else render(expression, self._dialect, sql)
         except UnregisteredFindingCode:
             raise  # a code without a kind is a bug to fix, not a refusal to show
+        except UnsupportedError as error:  # the engine's dialect cannot express the statement
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            ctx.report(
+                "unsupported_node",
+                f"The statement uses a construct {self.dialect} cannot express ({first}); "
+                f"rewrite it with this database's own syntax.",
+            )
+            rendered = None
         except Exception as error:  # a rule or the generator failed: refuse, never run the raw text
             ctx.report(
                 "validation_failed",

@@ -104,7 +104,7 @@ def seed_pairs(
             )
             continue
         try:
-            executor.run(verdict.sql)
+            executor.run(verdict)
         except ExecutionError as exc:
             outcomes.append(SeedOutcome(pair, None, exc.message, exc.code))
             continue

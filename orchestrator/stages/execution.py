@@ -103,7 +103,13 @@ def execute(
     )
     for q, result, exc, started in done:
         if result is not None:
-            cut = f" (truncated: more than {result.row_cap})" if result.truncated else ""
+            cut = ""
+            if result.truncated:
+                cut = (
+                    f" (truncated: past the {result.byte_cap}-byte result budget)"
+                    if result.cut_by == "bytes"
+                    else f" (truncated: more than {result.row_cap})"
+                )
             q.note(
                 "SQLExecutor",
                 q.sql or "",

@@ -4,6 +4,11 @@ from agents.result_validator import WARNING_CODES, ResultValidator
 from agents.sql_executor import ExecutionResult, SQLExecutor
 
 
+def ran(executor: SQLExecutor, sql: str, **kwargs: object) -> ExecutionResult:
+    """Run text as approved in the executor's own dialect: these tests are about execution."""
+    return executor.run(sql, dialect=executor.dialect, **kwargs)  # type: ignore[arg-type]
+
+
 def result(columns, rows, truncated=False, row_cap=1000) -> ExecutionResult:
     return ExecutionResult(
         columns=columns, rows=rows, row_count=len(rows), truncated=truncated, row_cap=row_cap
@@ -15,21 +20,23 @@ def codes(warnings: list[str]) -> list[str]:
 
 
 def test_a_clean_result_has_no_warnings(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine).run(
+    res = ran(
+        SQLExecutor(demo_engine),
         "SELECT c.name AS category, COUNT(*) AS product_count FROM products p "
-        "JOIN categories c USING (category_id) GROUP BY c.name ORDER BY c.name"
+        "JOIN categories c USING (category_id) GROUP BY c.name ORDER BY c.name",
     )
     assert ResultValidator().check(res) == []
 
 
 def test_empty_result(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine).run("SELECT order_id FROM orders WHERE status = 'lost'")
+    res = ran(SQLExecutor(demo_engine), "SELECT order_id FROM orders WHERE status = 'lost'")
     assert ResultValidator().check(res) == ["empty_result: the query returned no rows"]
 
 
 def test_null_only_columns(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine).run(
-        "SELECT order_id, shipped_date, employee_id FROM orders WHERE status = 'cancelled' ORDER BY order_id LIMIT 5"
+    res = ran(
+        SQLExecutor(demo_engine),
+        "SELECT order_id, shipped_date, employee_id FROM orders WHERE status = 'cancelled' ORDER BY order_id LIMIT 5",
     )
     assert (
         "null_only_column: column 'shipped_date' is NULL in every row"
@@ -66,15 +73,17 @@ def test_count_star_label_is_count_like(shop_sqlite: sa.Engine) -> None:
 
 
 def test_duplicate_leading_id_column(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine).run(
+    res = ran(
+        SQLExecutor(demo_engine),
         "SELECT o.order_id, i.product_id FROM orders o JOIN order_items i USING (order_id) "
-        "WHERE o.order_id <= 3 ORDER BY o.order_id"
+        "WHERE o.order_id <= 3 ORDER BY o.order_id",
     )
     # order_id and product_id together form the key: each pair is unique
     assert ResultValidator().check(res) == []
-    res = SQLExecutor(demo_engine).run(
+    res = ran(
+        SQLExecutor(demo_engine),
         "SELECT o.order_id, o.status FROM orders o JOIN order_items i USING (order_id) "
-        "WHERE o.order_id <= 3 ORDER BY o.order_id"
+        "WHERE o.order_id <= 3 ORDER BY o.order_id",
     )
     (warning,) = ResultValidator().check(res)
     assert warning.startswith("duplicate_key: ")
@@ -116,8 +125,9 @@ def test_examples_are_bounded() -> None:
 
 
 def test_row_cap_hit(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine, row_cap=10).run(
-        "SELECT customer_id, email FROM customers ORDER BY customer_id"
+    res = ran(
+        SQLExecutor(demo_engine, row_cap=10),
+        "SELECT customer_id, email FROM customers ORDER BY customer_id",
     )
     assert ResultValidator().check(res) == [
         "row_cap_hit: only the first 10 rows were kept; the full result is larger"
@@ -146,8 +156,25 @@ def test_every_prefix_is_a_known_code() -> None:
         truncated=True,
         row_cap=2,
     )
-    warnings = ResultValidator().check(res) + ResultValidator().check(result(["x"], []))
+    cut = ExecutionResult(
+        columns=["x"], rows=[["a"]], row_count=1, truncated=True, cut_by="bytes", byte_cap=64
+    )
+    warnings = (
+        ResultValidator().check(res)
+        + ResultValidator().check(result(["x"], []))
+        + ResultValidator().check(cut)
+    )
     assert set(codes(warnings)) == set(WARNING_CODES)
+
+
+def test_a_result_cut_by_its_byte_budget_says_so() -> None:
+    cut = ExecutionResult(
+        columns=["x"], rows=[["a"], ["b"]], row_count=2, truncated=True, cut_by="bytes", byte_cap=99
+    )
+    assert ResultValidator().check(cut) == [
+        "byte_cap_hit: only the first 2 rows were kept, the most that fit in the 99 bytes a "
+        "result may hold; the full result is larger"
+    ]
 
 
 def test_booleans_and_strings_are_not_counts() -> None:

@@ -13,6 +13,13 @@ from agents.errors import AgentError, ExecutionError
 from agents.sql_executor import ExecutionResult, SQLExecutor, clean_message, json_safe
 from safety import StatementTimeout, is_statement_timeout
 
+
+def ran(executor: SQLExecutor, sql: str, **kwargs: object) -> ExecutionResult:
+    """Run text as approved in the executor's own dialect: these tests are about execution."""
+    kwargs.setdefault("dialect", executor.dialect)
+    return executor.run(sql, **kwargs)  # type: ignore[arg-type]
+
+
 LONG_SQLITE_QUERY = (
     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) "
     "SELECT COUNT(*) FROM n"
@@ -20,8 +27,9 @@ LONG_SQLITE_QUERY = (
 
 
 def test_runs_a_query_and_returns_rows(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine).run(
-        "SELECT region_id, name FROM regions WHERE country = 'Canada' ORDER BY region_id"
+    res = ran(
+        SQLExecutor(demo_engine),
+        "SELECT region_id, name FROM regions WHERE country = 'Canada' ORDER BY region_id",
     )
     assert res.columns == ["region_id", "name"]
     assert res.rows == [[6, "Canada"]]
@@ -32,14 +40,15 @@ def test_runs_a_query_and_returns_rows(demo_engine: sa.Engine) -> None:
 
 
 def test_row_cap_keeps_cap_rows_and_flags_truncation(demo_engine: sa.Engine) -> None:
-    capped = SQLExecutor(demo_engine, row_cap=50).run(
-        "SELECT customer_id FROM customers ORDER BY customer_id"
+    capped = ran(
+        SQLExecutor(demo_engine, row_cap=50),
+        "SELECT customer_id FROM customers ORDER BY customer_id",
     )
     assert capped.row_count == 50
     assert capped.rows[-1] == [50]
     assert capped.truncated is True
     assert capped.summary().endswith("truncated at 50")
-    exact = SQLExecutor(demo_engine, row_cap=6).run("SELECT region_id FROM regions")
+    exact = ran(SQLExecutor(demo_engine, row_cap=6), "SELECT region_id FROM regions")
     assert exact.row_count == 6
     assert exact.truncated is False
 
@@ -50,7 +59,7 @@ def test_row_cap_must_be_positive(demo_engine: sa.Engine) -> None:
 
 
 def test_empty_result_keeps_its_columns(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine).run("SELECT order_id, status FROM orders WHERE 1 = 0")
+    res = ran(SQLExecutor(demo_engine), "SELECT order_id, status FROM orders WHERE 1 = 0")
     assert res.columns == ["order_id", "status"]
     assert res.rows == []
     assert res.row_count == 0
@@ -59,15 +68,17 @@ def test_empty_result_keeps_its_columns(demo_engine: sa.Engine) -> None:
 def test_colons_and_percent_signs_in_literals_reach_the_driver_untouched(
     shop_engine: sa.Engine,
 ) -> None:
-    res = SQLExecutor(shop_engine).run(
-        "SELECT ':name' AS a, '100%' AS b, note FROM purchase WHERE note LIKE 'first:%'"
+    res = ran(
+        SQLExecutor(shop_engine),
+        "SELECT ':name' AS a, '100%' AS b, note FROM purchase WHERE note LIKE 'first:%'",
     )
     assert res.rows == [[":name", "100%", "first: 100% paid"]]
 
 
 def test_values_are_json_safe_on_every_backend(shop_engine: sa.Engine) -> None:
-    res = SQLExecutor(shop_engine).run(
-        "SELECT purchase_id, amount, created FROM purchase ORDER BY purchase_id"
+    res = ran(
+        SQLExecutor(shop_engine),
+        "SELECT purchase_id, amount, created FROM purchase ORDER BY purchase_id",
     )
     json.dumps(res.model_dump())
     first = res.rows[0]
@@ -78,28 +89,29 @@ def test_values_are_json_safe_on_every_backend(shop_engine: sa.Engine) -> None:
 
 
 def test_result_round_trips_through_json(demo_engine: sa.Engine) -> None:
-    res = SQLExecutor(demo_engine, row_cap=3).run(
-        "SELECT order_id, order_date, status FROM orders ORDER BY order_id"
+    res = ran(
+        SQLExecutor(demo_engine, row_cap=3),
+        "SELECT order_id, order_date, status FROM orders ORDER BY order_id",
     )
     assert ExecutionResult.model_validate_json(res.model_dump_json()) == res
 
 
 def test_duration_comes_from_the_injected_clock(demo_engine: sa.Engine) -> None:
     ticks = iter([100.0, 100.25])
-    res = SQLExecutor(demo_engine, clock=lambda: next(ticks)).run("SELECT 1")
+    res = ran(SQLExecutor(demo_engine, clock=lambda: next(ticks)), "SELECT 1")
     assert res.duration_s == 0.25
     assert res.summary() == "1 rows x 1 columns in 0.250 s"
 
 
 def test_statement_without_rows(tmp_path: Path) -> None:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'x.sqlite'}")
-    res = SQLExecutor(engine).run("PRAGMA foreign_keys = ON")
+    res = ran(SQLExecutor(engine), "PRAGMA foreign_keys = ON")
     assert (res.columns, res.rows, res.row_count) == ([], [], 0)
 
 
 def test_errors_are_one_line_with_a_stable_code(demo_engine: sa.Engine) -> None:
     with pytest.raises(ExecutionError) as info:
-        SQLExecutor(demo_engine).run("SELECT no_such_column FROM orders")
+        ran(SQLExecutor(demo_engine), "SELECT no_such_column FROM orders")
     err = info.value
     assert isinstance(err, AgentError)
     assert err.code == "execution_error"
@@ -110,19 +122,18 @@ def test_errors_are_one_line_with_a_stable_code(demo_engine: sa.Engine) -> None:
 
 def test_more_than_one_statement_is_an_execution_error(demo_engine: sa.Engine) -> None:
     with pytest.raises(ExecutionError) as info:
-        SQLExecutor(demo_engine).run("SELECT 1; SELECT 2")
+        ran(SQLExecutor(demo_engine), "SELECT 1; SELECT 2")
     assert info.value.code == "execution_error"
 
 
 def test_postgres_error_message_drops_the_caret_line(postgres_engine: sa.Engine) -> None:
     with pytest.raises(ExecutionError) as info:
-        SQLExecutor(postgres_engine).run("SELECT nosuch FROM purchase")
+        ran(SQLExecutor(postgres_engine), "SELECT nosuch FROM purchase")
     assert info.value.code == "execution_error"
     assert "\n" not in info.value.message
-    assert info.value.message.startswith(
-        'column "nosuch" does not exist LINE 1: SELECT nosuch FROM purchase'
-    )
-    assert "^" not in info.value.message
+    # Rows are read through a server-side cursor; its DECLARE wrapper is not shown.
+    assert info.value.message.startswith('column "nosuch" does not exist LINE 1: SELECT nosuch')
+    assert "^" not in info.value.message and "DECLARE" not in info.value.message
 
 
 def test_sqlite_interrupt_is_a_statement_timeout(tmp_path: Path) -> None:
@@ -133,7 +144,7 @@ def test_sqlite_interrupt_is_a_statement_timeout(tmp_path: Path) -> None:
         dbapi_connection.set_progress_handler(lambda: 1, 100_000)
 
     with pytest.raises(ExecutionError) as info:
-        SQLExecutor(engine).run(LONG_SQLITE_QUERY)
+        ran(SQLExecutor(engine), LONG_SQLITE_QUERY)
     assert info.value.code == "statement_timeout"
     assert info.value.timed_out is True
     assert info.value.message == "interrupted"
@@ -145,7 +156,7 @@ def test_postgres_statement_timeout(postgres_engine: sa.Engine) -> None:
     )
     try:
         with pytest.raises(ExecutionError) as info:
-            SQLExecutor(engine).run("SELECT pg_sleep(2)")
+            ran(SQLExecutor(engine), "SELECT pg_sleep(2)")
     finally:
         engine.dispose()
     assert info.value.code == "statement_timeout"
@@ -170,9 +181,10 @@ def test_mysql_statement_timeout(mysql_engine: sa.Engine) -> None:
     engine.dispose()
     try:
         with pytest.raises(ExecutionError) as info:
-            SQLExecutor(engine).run(
+            ran(
+                SQLExecutor(engine),
                 "SELECT COUNT(*) FROM information_schema.columns a, information_schema.columns b,"
-                " information_schema.columns c"
+                " information_schema.columns c",
             )
     finally:
         engine.dispose()
@@ -183,7 +195,7 @@ def test_mysql_statement_timeout(mysql_engine: sa.Engine) -> None:
 
 def test_mysql_errors_read_as_message_then_number(mysql_engine: sa.Engine) -> None:
     with pytest.raises(ExecutionError) as info:
-        SQLExecutor(mysql_engine).run("SELECT nosuch FROM purchase")
+        ran(SQLExecutor(mysql_engine), "SELECT nosuch FROM purchase")
     # MariaDB says 'SELECT', MySQL 'field list'
     assert info.value.message.startswith("Unknown column 'nosuch' in ")
     assert info.value.message.endswith(" (error 1054)")
@@ -197,14 +209,14 @@ def test_through_a_read_only_engine(demo_path: Path) -> None:
     )
     try:
         executor = SQLExecutor(engine, row_cap=5)
-        assert executor.run("SELECT COUNT(*) AS n FROM orders").rows == [[4000]]
+        assert ran(executor, "SELECT COUNT(*) AS n FROM orders").rows == [[4000]]
         with pytest.raises(ExecutionError) as info:
-            executor.run(LONG_SQLITE_QUERY)
+            ran(executor, LONG_SQLITE_QUERY)
         assert (info.value.code, info.value.timed_out) == ("statement_timeout", True)
         with pytest.raises(ExecutionError) as info:
-            executor.run("DELETE FROM orders")
+            ran(executor, "DELETE FROM orders")
         assert info.value.code == "execution_error"
-        assert executor.run("SELECT COUNT(*) FROM orders").rows == [[4000]]
+        assert ran(executor, "SELECT COUNT(*) FROM orders").rows == [[4000]]
     finally:
         engine.dispose()
 
@@ -217,7 +229,7 @@ def test_duckdb_interrupt_is_a_statement_timeout(tmp_path: Path) -> None:
     timer.start()
     try:
         with pytest.raises(ExecutionError) as info:
-            SQLExecutor(engine).run("SELECT SUM(i) FROM range(100000000000) t(i)")
+            ran(SQLExecutor(engine), "SELECT SUM(i) FROM range(100000000000) t(i)")
     finally:
         timer.cancel()
         engine.dispose()
@@ -227,7 +239,7 @@ def test_duckdb_interrupt_is_a_statement_timeout(tmp_path: Path) -> None:
 def test_unreachable_sqlite_file(tmp_path: Path) -> None:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'missing' / 'x.sqlite'}")
     with pytest.raises(ExecutionError) as info:
-        SQLExecutor(engine).run("SELECT 1")
+        ran(SQLExecutor(engine), "SELECT 1")
     assert info.value.code == "database_unreachable"
     assert info.value.timed_out is False
 
@@ -240,7 +252,7 @@ def test_unreachable_postgres_server() -> None:
         "postgresql+psycopg://nobody@127.0.0.1:9/none", connect_args={"connect_timeout": 2}
     )
     with pytest.raises(ExecutionError) as info:
-        SQLExecutor(engine).run("SELECT 1")
+        ran(SQLExecutor(engine), "SELECT 1")
     assert info.value.code == "database_unreachable"
     assert "\n" not in info.value.message
     assert "Connection refused" in info.value.message
@@ -291,7 +303,7 @@ def test_dialect_mismatch_is_refused_before_touching_the_database(tmp_path: Path
     # The file's folder does not exist: any attempt to connect would be database_unreachable.
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'missing' / 'x.sqlite'}")
     with pytest.raises(ExecutionError) as info:
-        SQLExecutor(engine).run("SELECT 'x\\' AS a", dialect="mysql")
+        ran(SQLExecutor(engine), "SELECT 'x\\' AS a", dialect="mysql")
     assert info.value.code == "dialect_mismatch"
     assert info.value.timed_out is False
     assert "validated as mysql" in info.value.message
@@ -313,7 +325,7 @@ def test_a_validation_result_carries_its_dialect(demo_engine: sa.Engine) -> None
     assert info.value.code == "dialect_mismatch"
     refused = SqlValidator(dialect="sqlite").validate("DELETE FROM regions")
     with pytest.raises(ExecutionError) as info:
-        executor.run(refused)
+        ran(executor, refused)
     assert info.value.code == "refused_statement"
 
 
@@ -326,7 +338,7 @@ def test_mysql_engine_refuses_sql_checked_as_postgres(mysql_engine: sa.Engine) -
     checked = SqlValidator(dialect="postgres").validate(attack)
     assert checked.ok
     with pytest.raises(ExecutionError) as info:
-        SQLExecutor(mysql_engine).run(checked)
+        ran(SQLExecutor(mysql_engine), checked)
     assert info.value.code == "dialect_mismatch"
 
 
@@ -345,7 +357,7 @@ def test_truncated_is_true_exactly_when_the_cap_cut_rows(demo_path: Path, sandbo
         assert (at_cap.sandbox is not None) is sandboxed
         exact = at_cap.run(six, dialect="sqlite")
         assert (exact.row_count, exact.truncated) == (6, False)
-        cut = SQLExecutor(engine, row_cap=5).run(six, dialect="sqlite")
+        cut = ran(SQLExecutor(engine, row_cap=5), six, dialect="sqlite")
         assert (cut.row_count, cut.truncated, cut.rows[-1]) == (5, True, [5])
     finally:
         if at_cap.sandbox is not None:
@@ -368,7 +380,7 @@ def test_sandboxed_values_are_json_safe(tmp_path: Path) -> None:
     engine = open_readonly_engine(f"duckdb:///{path}", ReadOnlySettings(sandbox_workers=1))
     executor = SQLExecutor(engine)
     try:
-        res = executor.run("SELECT * FROM v", dialect="duckdb")
+        res = ran(executor, "SELECT * FROM v", dialect="duckdb")
     finally:
         assert executor.sandbox is not None
         executor.sandbox.close()
@@ -389,10 +401,33 @@ def test_a_statement_stopped_for_memory_is_a_resource_limit(tmp_path: Path) -> N
     executor = SQLExecutor(engine)
     try:
         with pytest.raises(ExecutionError) as info:
-            executor.run("SELECT list_sum(range(300000000))", dialect="duckdb")
+            ran(executor, "SELECT list_sum(range(300000000))", dialect="duckdb")
     finally:
         assert executor.sandbox is not None
         executor.sandbox.close()
         engine.dispose()
     assert (info.value.code, info.value.timed_out) == ("resource_limit", True)
     assert info.value.message.startswith("the statement was stopped for its cost: Out of Memory")
+
+
+class TestOnlyCheckedStatementsRun:
+    """SQL text without the dialect it was validated in never reaches the database."""
+
+    @pytest.mark.parametrize(
+        "sql", ["SELECT 1", "SELECT LOAD_FILE('/etc/passwd')", "SELECT 'x\\' AS a"]
+    )
+    def test_bare_text_is_refused_before_touching_the_database(
+        self, tmp_path: Path, sql: str
+    ) -> None:
+        # The file does not exist: a connection attempt would fail with database_unreachable.
+        engine = sa.create_engine(f"sqlite:///{tmp_path / 'missing' / 'x.sqlite'}")
+        with pytest.raises(ExecutionError) as caught:
+            SQLExecutor(engine).run(sql)
+        assert caught.value.code == "unchecked_statement"
+        assert "Nothing was run" in caught.value.message
+
+    def test_the_validators_result_runs(self, demo_engine: sa.Engine) -> None:
+        from safety import SqlValidator
+
+        checked = SqlValidator("sqlite").validate("SELECT COUNT(*) AS n FROM regions")
+        assert SQLExecutor(demo_engine).run(checked).rows == [[6]]

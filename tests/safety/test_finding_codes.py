@@ -63,6 +63,8 @@ EXAMPLES = [
     ("column_selector", "duckdb", None, SCHEMA, "SELECT COLUMNS('pet.*') FROM pets"),
     ("positional_reference", "duckdb", None, SCHEMA, "SELECT #1 FROM pets"),
     ("whole_row_reference", "postgres", DENY, SCHEMA, "SELECT pets FROM pets"),
+    ("opaque_reference", "duckdb", DENY, SCHEMA, "SELECT email.upper() FROM owners"),
+    ("unsupported_node", "sqlite", None, None, "SELECT a FROM t WHERE a = ?"),
     ("limit_not_literal", "sqlite", None, None, "SELECT a FROM t LIMIT x"),
     ("regexp_unsupported", "sqlite", None, None, "SELECT a FROM t WHERE a REGEXP 'x'"),
     ("empty_statement", "sqlite", None, None, "-- nothing"),

@@ -205,6 +205,8 @@ PRODUCT_COUNT = "How many products are in each category?"
 #: The model quotes a string with double quotes, which PostgreSQL reads as a column name.
 CATS_QUOTED = "How many of the pets are cats?"
 ORDERS_2025 = "List every order placed in 2025 with its date and status."
+#: The first SQL fails with an error that quotes a customer's last name (SQLite's JSON path error).
+VALUE_IN_ERROR = "How many customers are in each segment? (the first query fails on a JSON path)"
 
 
 def _top_categories_answer(p: dict[str, Any]) -> str:
@@ -401,6 +403,14 @@ SCENARIOS.update(
             sql='SELECT COUNT(*) AS cats FROM pets WHERE pets.pettype = "cat"',
             corrections=["SELECT COUNT(*) AS cats FROM pets WHERE pets.pettype = 'cat'"],
             answer=_count_answer("cats"),
+        ),
+        VALUE_IN_ERROR: Scenario(
+            reasoning=reasoning(tables=["customers"], aggregations=["COUNT(*)"]),
+            sql="SELECT c.segment, json_extract('{}', c.last_name) AS v FROM customers AS c",
+            corrections=[
+                "SELECT c.segment, COUNT(*) AS customers FROM customers AS c GROUP BY c.segment"
+            ],
+            answer=_segments_answer,
         ),
         ORDERS_2025: Scenario(
             reasoning=reasoning(tables=["orders"], filters=[("orders", "order_date", "in 2025")]),
