@@ -80,6 +80,7 @@ from .models import (
 )
 from .policy import AutoApprovePolicy, EarnedApprovalRule, EarnedAutoApproval
 from .reviewers import ApproveAll, MappingReviewer, RejectAll
+from .risk import RISK_LEVELS, RiskApproval, RiskLevel, StatementRisk
 from .service import decide_batch, history, list_pending, reviewer_identity
 from .sql_store import SqlApprovalStore, default_store_url
 from .store import ApprovalStore, CallLocation, MemoryApprovalStore
@@ -121,14 +122,18 @@ __all__ = [
     "MappingReviewer",
     "MemoryApprovalStore",
     "NotRunnable",
+    "RISK_LEVELS",
     "Reject",
     "RejectAll",
     "ReplayedBatch",
     "Resolution",
     "Reviewer",
+    "RiskApproval",
+    "RiskLevel",
     "SchemaVersionError",
     "SqlApprovalStore",
     "SqlHashMismatch",
+    "StatementRisk",
     "StoreError",
     "TerminalReviewer",
     "ValidationLike",

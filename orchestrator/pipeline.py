@@ -50,6 +50,7 @@ from orchestrator.memory import ReviewMemory, gate_policy
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
 from orchestrator.result_rows import ResultRowStore
+from orchestrator.risk import risk_approval
 from orchestrator.run_context import ResultSink, RunContext, no_progress
 from orchestrator.runs import RunStore
 from orchestrator.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
@@ -178,6 +179,8 @@ class Pipeline:
             # dialect and policy: a reviewer in another process validates edits alike
             context=self.db.gate_context(policy),
             quorum=self.config.approval_quorum,
+            assess=self.db.risk_assessor(policy),
+            risk_approval=risk_approval(policy or self.db.policy),
             ttl=timedelta(seconds=self.config.approval_ttl_s)
             if self.config.approval_ttl_s
             else None,
