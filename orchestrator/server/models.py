@@ -145,6 +145,9 @@ class BatchSummaryView(BaseModel):
     quorum: int = Field(description="Votes needed to resolve the batch")
     created_at: str = Field(description="When the batch was opened (ISO 8601)")
     deadline: str | None = Field(description="When the expiry action applies, if ever")
+    risk: str | None = Field(
+        default=None, description="The highest risk level among the pending statements"
+    )
 
 
 class DecisionRequest(BaseModel):

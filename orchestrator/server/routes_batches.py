@@ -65,6 +65,7 @@ def list_batches(
             quorum=s.quorum,
             created_at=s.created_at.isoformat(),
             deadline=s.deadline.isoformat() if s.deadline else None,
+            risk=s.risk,
         )
         for s in summaries
     ]

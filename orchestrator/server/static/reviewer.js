@@ -27,6 +27,24 @@
       `<li class="sev-${escape(f.severity)}"><b>${escape(f.code)}</b> (${escape(f.severity)}): ${escape(f.message)}</li>`).join("")}</ul>`;
   }
 
+  // The risk taken before review: level and reasons, the planner's estimate, what it reads.
+  function riskHtml(risk) {
+    if (!risk) return "";
+    const cut = risk.row_cap_cuts === true ? "will cut" : risk.row_cap_cuts === false ? "will not cut" : "may cut";
+    const facts = [
+      risk.estimate_error ? `no estimate (${escape(risk.estimate_error)})`
+        : `estimate (${escape(risk.engine || "?")}): ${escape(risk.estimate || "-")}`,
+      `rows expected: ${risk.rows_expected === null || risk.rows_expected === undefined ? "unknown" : "~" + escape(risk.rows_expected)}`,
+      risk.row_cap ? `row cap ${escape(risk.row_cap)} ${cut}` : "",
+      risk.tables && risk.tables.length ? `reads ${escape(risk.tables.join(", "))}` : "",
+      risk.sensitive_columns && risk.sensitive_columns.length ? `<b>sensitive: ${escape(risk.sensitive_columns.join(", "))}</b>` : "",
+    ].filter(Boolean);
+    return `<div class="risk risk-${escape(risk.level)}" data-testid="risk">
+        <span class="risk-level" data-testid="risk-level">${escape(risk.level)} risk</span>${risk.reasons.length ? ": " + escape(risk.reasons.join("; ")) : ""}
+        <div class="meta" data-testid="risk-estimate">${facts.join(" · ")}</div>
+      </div>`;
+  }
+
   function diffHtml(lines) {
     return lines.map((l) => {
       const kind = l.op === "+" ? "add" : l.op === "-" ? "del" : "same";
@@ -53,6 +71,7 @@
         <div class="meta">${escape(item.question_id)} · ${escape(category.replace(/_/g, " "))}${note ? " · " + escape(note) : ""} · <span class="call-id">${escape(item.call_id)}</span></div>
         ${correctionHtml(correction)}
         <pre class="sql" data-testid="item-sql">${highlight(item.sql_pretty || item.sql)}</pre>
+        ${riskHtml(item.risk)}
         <div class="memory" data-testid="memory" hidden></div>
         ${findingsHtml(item.findings)}
         ${decidable ? `
