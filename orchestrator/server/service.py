@@ -7,7 +7,9 @@ created and closed when it stops. Routes reach it through ``orchestrator.server.
 from __future__ import annotations
 
 from approvals import ApprovalGate, BatchRecord, ExpirySweeper, SqlApprovalStore
+from approvals.models import highest_risk
 from orchestrator.memory import memory_for
+from orchestrator.notify.notifier import Notifier
 from orchestrator.runs import RunStore
 from orchestrator.server.auth import TokenRegistry
 from orchestrator.server.config import ServerConfig
@@ -69,12 +71,24 @@ class Service:
             dispatch=enqueue if broker_url() else None,
         )
         self.hub.listeners.append(self.runs.on_event)
+        self.notifier = Notifier(
+            self.state_db.notifications,
+            config.notifications.channels(),
+            base_url=config.notifications.base_url,
+            retry=config.notifications.retry,
+            batch_risk=self._batch_risk,
+        )
+        self.hub.listeners.append(self.notifier.on_event)
         self.runs.start_recovery()
 
     def close(self) -> None:
+        self.notifier.close()
         self.runs.close()
         self.database.dispose()
         self.approvals.close()
+
+    def _batch_risk(self, batch_id: str) -> str | None:
+        return highest_risk(self.approvals.get_batch(batch_id).batch.pending)
 
     def edit_validator(self, record: BatchRecord) -> SqlValidator:
         """The validator a reviewer's edit of ``record`` is checked with: the batch's dialect and

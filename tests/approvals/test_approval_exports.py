@@ -17,6 +17,7 @@ MODULES = [
     "approvals.models",
     "approvals.policy",
     "approvals.reviewers",
+    "approvals.risk",
     "approvals.service",
     "approvals.sql_store",
 ]
