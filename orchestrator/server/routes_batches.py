@@ -73,8 +73,9 @@ def list_batches(
 
 @router.get("/{batch_id}", responses=NOT_FOUND, openapi_extra=needs("review"))
 def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict[str, Any]:
-    """One batch as stored: every item (question, SQL and its pretty form, findings, category),
-    status, outcome; who asked and when; the votes so far; the audit trail (who did what, when)."""
+    """One batch as stored: every item (question, SQL and its pretty form, findings, category,
+    risk), status, outcome; who asked and when; the votes so far; the model's assumptions and a
+    correction's error per statement; the audit trail (who did what, when)."""
     record = service.approvals.get_batch(batch_id)
     dialect = _dialect(service, record)
     data = record.model_dump(mode="json", exclude={"votes"})
@@ -88,6 +89,12 @@ def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict
     data["asked_by"] = run.owner if run is not None else None
     data["asked_at"] = run.created_at if run is not None else None
     data["corrections"] = _corrections(service, record, dialect)
+    assumed = _assumptions(run.results if run is not None else None)
+    data["assumptions"] = {
+        item.call_id: assumed[item.question]
+        for item in record.batch.items
+        if assumed.get(item.question)
+    }
     data["audit"] = [
         {
             "seq": e.seq,
@@ -136,6 +143,13 @@ def _corrections(service: Service, record: BatchRecord, dialect: str) -> dict[st
                 ],
             }
     return corrections
+
+
+def _assumptions(results: list[dict[str, Any]] | None) -> dict[str, list[str]]:
+    """question -> the assumptions the model made answering it (Batch 1), as the run recorded."""
+    return {
+        str(r.get("question")): [str(a) for a in r.get("assumptions") or []] for r in results or []
+    }
 
 
 def _execution_errors(results: list[dict[str, Any]] | None) -> dict[str, str]:

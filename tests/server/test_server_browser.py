@@ -198,7 +198,8 @@ def test_an_unsafe_edit_is_refused_before_submit_and_the_history_shows_who_decid
     item.get_by_test_id("approve").check()
     batch.get_by_test_id("submit").click()
     batch.get_by_test_id("message").filter(has_text="Decided").wait_for()
-    past = reviewer.get_by_test_id("history-item").filter(has_text=record["batch_id"])
+    past = reviewer.locator(f"[data-testid=history-item][data-batch-id='{record['batch_id']}']")
+    assert sc.PRODUCT_COUNT in past.get_by_test_id("history-question").inner_text()
     past.wait_for()
     assert past.get_by_test_id("decided-by").inner_text() == "decided by rita"
     past.locator("summary").click()

@@ -1,0 +1,159 @@
+"""The reviewer's inbox in Chromium: ten waiting batches cleared with the keyboard alone, risk on
+screen, and axe-core finding no critical or serious violation on either page.
+
+axe-core comes from tests/server/axe (``npm ci --prefix tests/server/axe``; the version is pinned
+by its package-lock.json) and is injected into the page; without it the accessibility test skips.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.scripted_llm import scenarios as sc
+from tests.server.conftest import Running
+from tests.server.server_helpers import pending_batch, wait_for_run, wait_until
+from tests.server.test_server_browser import _page, _shot, browser  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.slow
+
+EDITED = "SELECT c.name AS category, COUNT(*) AS products FROM categories AS c GROUP BY c.name"
+AXE = Path(__file__).resolve().parent / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+BATCHES = 10
+
+
+def _ask_many(live: Running, count: int) -> list[str]:
+    with live.client("alice") as alice, live.client("rita") as rita:
+        run_ids = [
+            alice.post("/runs", json={"question": sc.PRODUCT_COUNT}).json()["run_id"]
+            for _ in range(count)
+        ]
+        for run_id in run_ids:
+            pending_batch(rita, run_id, timeout=60)
+    return run_ids
+
+
+def _press(page: Any, *keys: str) -> None:
+    for key in keys:
+        page.keyboard.press(key)
+
+
+def test_ten_batches_are_cleared_with_the_keyboard_only(browser: Any, live: Running) -> None:  # noqa: F811
+    run_ids = _ask_many(live, BATCHES)
+    reviewer = _page(browser, live, "/reviewer", "rita")
+    rows = reviewer.get_by_test_id("inbox-row")
+    wait_until(lambda: rows.count() == BATCHES, what="ten rows in the inbox")
+    assert reviewer.get_by_test_id("pending-count").inner_text() == str(BATCHES)
+    # a compact list (asker, age, deadline, statements, risk) beside ONE batch in detail
+    first_row = rows.first.inner_text()
+    assert "alice" in first_row and sc.PRODUCT_COUNT in first_row
+    assert rows.first.get_by_test_id("row-risk").inner_text() in ("low", "medium", "high")
+    assert reviewer.locator(".batch:visible").count() == 1
+    shown = reviewer.locator(".batch:visible")
+    risk = shown.get_by_test_id("risk")
+    assert risk.get_by_test_id("risk-level").inner_text().lower().endswith(" risk")
+    assert "estimate (sqlite)" in risk.get_by_test_id("risk-estimate").inner_text()
+    assert "rows expected" in risk.get_by_test_id("risk-estimate").inner_text()
+    _shot(reviewer, "server-reviewer-inbox.png")
+
+    # the help overlay, by keyboard
+    _press(reviewer, "?")
+    assert reviewer.get_by_test_id("help").is_visible()
+    _press(reviewer, "Escape")
+    assert not reviewer.get_by_test_id("help").is_visible()
+
+    expected = {}
+    for n in range(BATCHES):
+        card = reviewer.locator(".batch:visible")
+        batch_id = card.get_attribute("data-batch-id")
+        if n % 3 == 0:
+            _press(reviewer, "a")
+            expected[batch_id] = "approved"
+        elif n % 3 == 1:
+            _press(reviewer, "r")
+            reviewer.keyboard.type("not needed today")
+            _press(reviewer, "Escape")
+            expected[batch_id] = "rejected"
+        else:
+            _press(reviewer, "e", "Control+a")
+            reviewer.keyboard.type(EDITED)
+            card.get_by_test_id("verdict").filter(has_text="Accepted").wait_for()
+            _press(reviewer, "Escape")
+            expected[batch_id] = "edited"
+        card.get_by_test_id("hint").filter(has_text="Ready to submit").wait_for()
+        _press(reviewer, "s")
+        card.get_by_test_id("message").filter(has_text="Decided").wait_for()
+        # the decided batch left the list at once
+        wait_until(lambda n=n: rows.count() == BATCHES - n - 1, what="the row to leave")
+        wait_until(  # said to screen readers too
+            lambda: "Decided" in (reviewer.get_by_test_id("announcer").text_content() or ""),
+            what="the announcement",
+        )
+        _press(reviewer, "j")
+
+    assert reviewer.get_by_test_id("pending-count").inner_text() == "0"
+    assert reviewer.get_by_test_id("no-batches").is_visible()
+    # history rows name the question
+    history = reviewer.get_by_test_id("history-question")
+    wait_until(lambda: history.count() >= min(BATCHES, 10), what="the history")
+    assert sc.PRODUCT_COUNT in history.first.inner_text()
+    _shot(reviewer, "server-reviewer-inbox-cleared.png")
+
+    with live.client("rita") as rita, live.client("alice") as alice:
+        for batch_id, status in expected.items():
+            record = rita.get(f"/approvals/{batch_id}").json()
+            [resolution] = record["outcome"]["resolutions"].values()
+            assert resolution["status"] == status, batch_id
+        for run_id in run_ids:
+            wait_for_run(alice, run_id, ("finished",), timeout=60)
+
+
+def test_a_token_without_the_reviewer_role_is_told_so(browser: Any, live: Running) -> None:  # noqa: F811
+    page = _page(browser, live, "/reviewer", "alice")
+    notice = page.get_by_test_id("signin-message")
+    notice.wait_for()
+    assert "may not review" in notice.inner_text()
+    assert page.get_by_test_id("pending-count").inner_text() != "0"
+
+
+def _axe_page(browser: Any, live: Running, path: str, actor: str) -> Any:  # noqa: F811
+    """A page whose Content-Security-Policy lets the test inject axe-core (the page's own CSP
+    stays in force for the app's scripts in every other test)."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, bypass_csp=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(f"{live.base_url}{path}#token=tok-{actor}")
+    page.get_by_test_id("who").filter(has_text=actor).wait_for()
+    page.locator("#live.on").wait_for()
+    return page
+
+
+def _serious(page: Any) -> list[dict[str, Any]]:
+    page.add_script_tag(path=str(AXE))
+    violations = page.evaluate(
+        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+    )
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:3]}
+        for v in violations
+        if v["impact"] in ("critical", "serious")
+    ]
+
+
+def test_axe_finds_no_critical_or_serious_violation(browser: Any, live: Running) -> None:  # noqa: F811
+    if not AXE.exists():
+        pytest.skip("axe-core is not installed: npm ci --prefix tests/server/axe")
+    [run_id] = _ask_many(live, 1)
+    reviewer = _axe_page(browser, live, "/reviewer", "rita")
+    reviewer.locator(".batch:visible").get_by_test_id("risk").wait_for()
+    reviewer.locator(".batch:visible").get_by_test_id("edit").check()  # the edit box open too
+    assert _serious(reviewer) == []
+    reviewer.locator(".batch:visible").get_by_test_id("approve").check()
+    reviewer.locator(".batch:visible").get_by_test_id("submit").click()
+    analyst = _axe_page(browser, live, "/analyst", "alice")
+    with live.client("alice") as alice:
+        wait_for_run(alice, run_id, ("finished",), timeout=60)
+    analyst.get_by_test_id("answer").first.wait_for()
+    assert _serious(analyst) == []
