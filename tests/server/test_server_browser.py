@@ -285,6 +285,7 @@ def test_a_rejected_question_is_not_green_and_signing_out_forgets_the_token(
     assert colour == "rgb(179, 38, 30)", colour  # --bad, not --ok
     sql_by = analyst.get_by_test_id("sql-by").first.inner_text()
     assert sql_by.startswith("rejected by rita"), sql_by
+    assert analyst.get_by_test_id("sql-label").first.inner_text() == "SQL (not run)"
 
     analyst.get_by_test_id("sign-out").click()
     analyst.get_by_test_id("signin-message").wait_for()

@@ -101,18 +101,33 @@
       <text x="${left}" y="${height - 6}">${title}</text></svg>`;
   }
 
+  // Identifiers, codes and years are labels, not quantities: never "1,024" for an order id.
+  const LABEL_COLUMN = /(^|_)(id|ids|code|no|number|zip|postcode|phone|year|key)$/i;
+  const cellText = (v, column) => (LABEL_COLUMN.test(column) && v !== null && v !== undefined ? String(v) : formatValue(v));
+
   function table(columns, rows) {
     if (!columns.length) return "";
     const head = columns.map((c) => `<th>${escape(c)}</th>`).join("");
-    const body = rows.map((r) => `<tr>${r.map((v) => `<td class="${isNumber(v) ? "n" : ""}">${escape(formatValue(v))}</td>`).join("")}</tr>`).join("");
+    const body = rows.map((r) => `<tr>${r.map((v, i) => `<td class="${isNumber(v) ? "n" : ""}">${escape(cellText(v, columns[i]))}</td>`).join("")}</tr>`).join("");
     return `<div class="table-wrap"><table class="result" data-testid="table"><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table></div>`;
+  }
+
+  // "SQL that ran" only when it ran (rows came back, or the database refused it while running).
+  function sqlLabel(r) {
+    if ((r.row_count !== null && r.row_count !== undefined) || ["execution_failed", "timed_out", "execution_in_doubt"].includes(r.status)) {
+      return "SQL that ran";
+    }
+    if (r.status === "awaiting_approval") return "SQL waiting for approval";
+    return "SQL (not run)";
   }
 
   // Who let the SQL run: "approved by rita", "edited by rita" (with the model's SQL), ...
   function provenance(r) {
     const last = (r.approvals || []).slice(-1)[0]; // the latest cycle decided what ran
     if (!last) return "";
-    const by = last.decided_by && last.decided_by !== "sqlgate" ? last.decided_by : null;
+    const voters = (last.approvers || []).filter((a) => a && a !== "sqlgate");
+    const by = voters.length > 1 ? voters.join(" and ")
+      : last.decided_by && last.decided_by !== "sqlgate" ? last.decided_by : null;
     const words = {
       approved: by ? `approved by ${by}` : "approved",
       edited: by ? `edited by ${by}` : "edited by a reviewer",
@@ -214,7 +229,7 @@
         ${clarifyHtml(run, r, index)}
         ${listHtml("assumptions", "Assumptions", r.assumptions)}
         ${listHtml("warnings", "Warnings", warnings)}
-        ${r.sql ? `<div class="sql-head"><span class="meta">SQL that ran</span>
+        ${r.sql ? `<div class="sql-head"><span class="meta" data-testid="sql-label">${escape(sqlLabel(r))}</span>
             <button type="button" class="quiet small" data-action="copy" data-testid="copy-sql">Copy SQL</button></div>
           <pre class="sql" data-testid="sql">${highlight(r.sql)}</pre>${provenance(r)}` : provenance(r)}
         ${truncatedHtml(r)}
