@@ -255,3 +255,41 @@ def test_settings_refuse_unsigned_webhooks_and_hide_the_secret(tmp_path) -> None
     shown = repr(settings) + repr(settings.channels())
     assert "from-a-file" not in shown and "secret-path" not in shown
     assert not NotificationSettings.from_env({}).enabled
+
+
+def test_every_event_becomes_its_notification(store, receiver) -> None:
+    events = [
+        Event(
+            "approval_decided",
+            "run_1",
+            "batch_1",
+            2,
+            {"items": [{"call_id": "c1", "status": "approved"}], "decided_by": "rita", "at": "t"},
+        ),
+        Event("approval_expired", "run_1", "batch_2", 3, {"items": [], "action": "reject"}),
+        Event("run_progress", "run_1", None, 4, {"stage": "executing"}),  # not notified
+        Event(
+            "run_finished",
+            "run_1",
+            "batch_2",
+            5,
+            {"items": [], "statuses": ["answered", "rejected", "answered"], "at": "t"},
+        ),
+    ]
+    notifier = Notifier(store, [WebhookChannel(receiver.url, SECRET)], base_url="https://s.example")
+    try:
+        for event in events:
+            notifier.on_event(event)
+        bodies = [json.loads(d.body) for d in receiver.wait_for(3)]
+    finally:
+        notifier.close()
+    texts = {b["event"]: b["text"] for b in bodies}
+    assert texts == {
+        "batch_decided": "batch decided by rita: https://s.example/reviewer#batch=batch_1",
+        "batch_expired": (
+            "batch expired before a decision (reject applied): "
+            "https://s.example/reviewer#batch=batch_2"
+        ),
+        "run_finished": "run finished: 2 answered, 1 rejected: https://s.example/analyst#run=run_1",
+    }
+    assert len(receiver.received) == 3
