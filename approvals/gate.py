@@ -317,7 +317,7 @@ class ApprovalGate:
                 findings=[*item.findings, *extra],
             )
         if self.assess is not None:
-            item = item.model_copy(update={"risk": self.assess(item)})
+            item = item.model_copy(update={"risk": self._risk(item)})
         if self.policy is not None and (
             item.risk is None or self.risk_approval.may_auto_approve(item.risk.level)
         ):
@@ -329,6 +329,16 @@ class ApprovalGate:
                     why if isinstance(why, str) else "auto-approved by policy",
                 )
         return item, ItemCategory.NEEDS_APPROVAL, None
+
+    def _risk(self, item: ApprovalItem) -> StatementRisk | None:
+        """The item's risk; one that cannot be assessed is high (fail closed: never automatic)."""
+        assert self.assess is not None
+        try:
+            return self.assess(item)
+        except Exception as exc:  # an assessor's own bug must not open a way around review
+            return StatementRisk(
+                level="high", reasons=[f"the risk could not be assessed ({type(exc).__name__})"]
+            )
 
     def _earlier_votes(self, record: BatchRecord) -> list[tuple[str, dict[str, Resolution]]]:
         earlier = []

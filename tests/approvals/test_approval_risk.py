@@ -93,3 +93,15 @@ def test_without_an_assessor_items_carry_no_risk() -> None:
     batch = gate.open([_item("SELECT name FROM customers LIMIT 5")])
     assert batch.items[0].risk is None
     assert batch.auto_approved  # the static policy alone decides, as before
+
+
+def test_a_failing_assessment_is_high_risk_not_a_way_around_review() -> None:
+    def broken(item: ApprovalItem) -> StatementRisk:
+        raise RuntimeError("planner seam broke")
+
+    gate = ApprovalGate(None, fake_validate, policy=STATIC, assess=broken, risk_approval=RULE)
+    batch = gate.open([_item("SELECT name FROM regions LIMIT 5")])
+    [item] = batch.pending
+    assert item.risk is not None and item.risk.level == "high"
+    assert item.risk.reasons == ["the risk could not be assessed (RuntimeError)"]
+    assert batch.quorum == 2
