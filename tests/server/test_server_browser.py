@@ -328,6 +328,13 @@ def test_both_pages_fit_a_420_px_screen(browser: Any, live: Running) -> None:
         )
         assert overflow <= 0, (name, overflow)
         _shot(page, f"server-{name}-420px.png")
+    # chart text stays readable on the phone: drawn at its size, not scaled down
+    smallest = analyst.evaluate(
+        "Math.min(...[...document.querySelectorAll('svg.chart text')]"
+        ".map((t) => parseFloat(getComputedStyle(t).fontSize)"
+        " * t.getScreenCTM().a))"
+    )
+    assert smallest >= 10.5, smallest
 
 
 @pytest.fixture

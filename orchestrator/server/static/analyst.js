@@ -57,6 +57,10 @@
     el.querySelector(".progress > div").style.width = `${total ? Math.round((100 * done) / total) : 0}%`;
   }
 
+  // The drawing is as wide as the screen allows (at most 560 px), so its 11 px text is drawn at
+  // 11 px on a phone too instead of being scaled down with a wider drawing.
+  const chartWidth = () => Math.round(Math.min(560, Math.max(300, window.innerWidth - 48)));
+
   // The chart the server chose for the result's shape (orchestrator/chart.py): bars for a label and
   // a number, a line for a time series, none (with the reason) when a chart would mislead.
   function chart(choice, columns, rows) {
@@ -67,7 +71,7 @@
     const title = escape(choice.reason);
     if (choice.kind === "line") return lineChart(labels, values, title);
     const max = Math.max(...values, 0) || 1;
-    const bar = 18, gap = 6, label = 150, width = 560;
+    const bar = 18, gap = 6, label = 150, width = chartWidth();
     const height = rows.length * (bar + gap) + 24;
     const bars = rows.map((r, i) => {
       const y = i * (bar + gap);
@@ -84,7 +88,7 @@
   // A line through the points in time order, the lowest and highest value marked on the axis.
   function lineChart(labels, values, title) {
     const order = labels.map((_, i) => i).sort((a, b) => (labels[a] < labels[b] ? -1 : labels[a] > labels[b] ? 1 : 0));
-    const width = 560, height = 220, left = 56, right = 12, top = 12, bottom = 44;
+    const width = chartWidth(), height = 220, left = 56, right = 12, top = 12, bottom = 44;
     const lo = Math.min(...values, 0), hi = Math.max(...values) || 1;
     const px = (k) => left + (order.length > 1 ? (k * (width - left - right)) / (order.length - 1) : 0);
     const py = (v) => top + (height - top - bottom) * (1 - (v - lo) / (hi - lo || 1));
