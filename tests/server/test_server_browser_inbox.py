@@ -157,3 +157,29 @@ def test_axe_finds_no_critical_or_serious_violation(browser: Any, live: Running)
         wait_for_run(alice, run_id, ("finished",), timeout=60)
     analyst.get_by_test_id("answer").first.wait_for()
     assert _serious(analyst) == []
+
+
+def test_the_inbox_sorts_and_filters(browser: Any, live: Running) -> None:  # noqa: F811
+    with live.client("alice") as alice, live.client("rita") as rita:
+        for question in (sc.TOP_CATEGORIES, sc.PRODUCT_COUNT):
+            run_id = alice.post("/runs", json={"question": question}).json()["run_id"]
+            pending_batch(rita, run_id)
+    reviewer = _page(browser, live, "/reviewer", "rita")
+    rows = reviewer.get_by_test_id("inbox-row")
+    wait_until(lambda: rows.count() == 2, what="two rows")
+    assert sc.TOP_CATEGORIES in rows.first.inner_text()  # oldest first
+    question = reviewer.locator(".inbox-list th").first
+    question.locator("button").click()
+    assert question.get_attribute("aria-sort") == "ascending"
+    assert sc.PRODUCT_COUNT in rows.first.inner_text()  # "How many ..." before "What are ..."
+    question.locator("button").click()
+    assert question.get_attribute("aria-sort") == "descending"
+    assert sc.TOP_CATEGORIES in rows.first.inner_text()
+    reviewer.get_by_test_id("inbox-filter").fill("products are in each")
+    wait_until(lambda: rows.count() == 1, what="the filter")
+    assert sc.PRODUCT_COUNT in rows.first.inner_text()
+    rows.first.locator("button").click()  # a row opens its batch in the detail pane
+    assert (
+        sc.PRODUCT_COUNT
+        in reviewer.locator(".batch:visible").get_by_test_id("item").first.inner_text()
+    )
