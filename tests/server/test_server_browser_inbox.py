@@ -7,13 +7,18 @@ by its package-lock.json) and is injected into the page; without it the accessib
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orchestrator.notify import NotificationSettings, RetryPolicy
+from orchestrator.server import create_app
+from tests.notify.receivers import WebhookReceiver
 from tests.scripted_llm import scenarios as sc
-from tests.server.conftest import Running
+from tests.scripted_llm.server import ScriptedLLMServer
+from tests.server.conftest import Running, make_config, start_server, stop_server
 from tests.server.server_helpers import pending_batch, wait_for_run, wait_until
 from tests.server.test_server_browser import _page, _shot, browser  # noqa: F401 (fixture)
 
@@ -183,3 +188,39 @@ def test_the_inbox_sorts_and_filters(browser: Any, live: Running) -> None:  # no
         sc.PRODUCT_COUNT
         in reviewer.locator(".batch:visible").get_by_test_id("item").first.inner_text()
     )
+
+
+@pytest.fixture
+def unreachable_hook(
+    demo_db: Path, state_url: str, scripted_model: ScriptedLLMServer
+) -> Iterator[Running]:
+    """A server whose webhook receiver answers 500 to everything."""
+    receiver = WebhookReceiver(statuses=[500] * 50)
+    settings = NotificationSettings(
+        webhooks=(receiver.url,), secret="s", retry=RetryPolicy(attempts=2, first=0.01)
+    )
+    app = create_app(make_config(demo_db, state_url, scripted_model, notifications=settings))
+    server, thread, base_url = start_server(app)
+    try:
+        yield Running(base_url, app, state_url)
+    finally:
+        stop_server(server, thread)
+        receiver.close()
+
+
+def test_the_page_says_when_nobody_could_be_notified(
+    browser: Any,  # noqa: F811
+    unreachable_hook: Running,
+) -> None:
+    _ask_many(unreachable_hook, 1)
+    with unreachable_hook.client("rita") as rita:
+        wait_until(
+            lambda: rita.get("/notifications", params={"status": "failed"}).json()["failed"],
+            what="a failed delivery",
+        )
+    reviewer = _page(browser, unreachable_hook, "/reviewer", "rita")
+    banner = reviewer.get_by_test_id("notify-failures")
+    banner.wait_for()
+    text = banner.inner_text()
+    assert "1 notification(s) could not be delivered" in text
+    assert "batch_created" in text and "the receiver answered 500" in text
