@@ -129,6 +129,13 @@ def _corrections(service: Service, record: BatchRecord, dialect: str) -> dict[st
         before[item.question_id] = resolution.sql if resolution and resolution.sql else item.sql
     run = service.state.run(batch.run_id)
     errors = _execution_errors(run.results if run is not None else None)
+    # The ledger settles a failed execution before the correction is asked for, so its error is
+    # there even when the run's results are not stored yet.
+    settled: dict[str, str] = {}
+    for item in previous.batch.items:
+        execution = service.approvals.execution(item.call_id)
+        if execution is not None and execution.state == "failed" and execution.detail:
+            settled[item.question_id] = execution.detail.removeprefix("ExecutionError: ")
     corrections: dict[str, Any] = {}
     for item in batch.items:
         if item.question_id in before:
@@ -136,7 +143,7 @@ def _corrections(service: Service, record: BatchRecord, dialect: str) -> dict[st
                 "previous_cycle": previous.batch.cycle,
                 "previous_batch_id": previous.batch_id,
                 "previous_sql": before[item.question_id],
-                "error": errors.get(item.question),
+                "error": errors.get(item.question) or settled.get(item.question_id),
                 "diff": [
                     line.model_dump()
                     for line in sql_diff(before[item.question_id], item.sql, dialect)
