@@ -173,6 +173,10 @@ def test_the_inbox_sorts_and_filters(browser: Any, live: Running) -> None:  # no
     rows = reviewer.get_by_test_id("inbox-row")
     wait_until(lambda: rows.count() == 2, what="two rows")
     assert sc.TOP_CATEGORIES in rows.first.inner_text()  # oldest first
+    # the oldest is shown, with the model's assumptions beside its statement
+    assumed = reviewer.locator(".batch:visible").get_by_test_id("assumptions")
+    assumed.wait_for()
+    assert "Revenue is quantity" in assumed.inner_text()
     question = reviewer.locator(".inbox-list th").first
     question.locator("button").click()
     assert question.get_attribute("aria-sort") == "ascending"
