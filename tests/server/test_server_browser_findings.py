@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from tests.scripted_llm import scenarios as sc
 from tests.server.conftest import Running
+from tests.server.server_helpers import pending_batch, wait_for_run
 from tests.server.test_server_browser import _page, browser  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
@@ -58,3 +60,21 @@ def test_a_token_link_never_silently_replaces_a_stored_token(browser: Any, live:
     page.get_by_test_id("use-link-token").click()
     page.get_by_test_id("who").filter(has_text="bob").wait_for()
     assert page.evaluate("localStorage.getItem('sqlgate-token')") == "tok-bob"
+
+
+def test_ids_are_labels_not_quantities(browser: Any, live: Running) -> None:  # noqa: F811
+    with live.client("alice") as alice, live.client("rita") as rita:
+        run_id = alice.post("/runs", json={"question": sc.ORDERS_2025}).json()["run_id"]
+        batch = pending_batch(rita, run_id)
+        rita.post(
+            f"/approvals/{batch['batch_id']}/decision",
+            json={"decisions": {cid: "approve" for cid in batch["pending_ids"]}},
+        ).raise_for_status()
+        wait_for_run(alice, run_id, ("finished",))
+    page = _page(browser, live, "/analyst", "alice")
+    table = page.get_by_test_id("table").first
+    table.wait_for()
+    assert table.locator("th").first.inner_text() == "order_id"
+    first_id = table.locator("tbody tr td").first.inner_text()
+    assert first_id == "1403", first_id  # not "1,403"
+    assert page.get_by_test_id("sql-label").first.inner_text() == "SQL that ran"
