@@ -509,12 +509,16 @@ class Pipeline:
                         retry_after=getattr(exc, "retry_after", None),
                     ),
                 )
-        except ApprovalCancelled:
+        except ApprovalCancelled as exc:
+            why = str(exc).strip().rstrip(".")
             for q in ctx.questions:
                 q.finish(
                     RunStatus.CANCELLED,
                     RunError(
-                        code="approval_cancelled", message="the approval was cancelled; nothing ran"
+                        code="approval_cancelled",
+                        message=f"the approval was cancelled ({why}); nothing ran"
+                        if why
+                        else "the approval was cancelled; nothing ran",
                     ),
                 )
         except (DatabaseError, SchemaInspectionError) as exc:

@@ -27,3 +27,4 @@ def test_one_reviewer_cannot_run_a_high_risk_statement_alone(
     [result] = pipeline.run_batch([sc.PRODUCT_COUNT])
     assert result.status is RunStatus.CANCELLED
     assert result.row_count is None  # nothing ran
+    assert result.error is not None and "needs 2 reviewers" in result.error.message
