@@ -196,7 +196,7 @@
   // -- memory: what earlier reviews say about each statement -----------------------------------
   function pastHtml(e, applicable) {
     const apply = applicable && e.sql
-      ? ` <button type="button" class="quiet small use-edit" data-testid="use-edit">Propose this SQL as my edit</button>` : "";
+      ? ` <button type="button" class="quiet small use-edit" data-testid="use-edit" data-sql="${escape(e.sql)}">Propose this SQL as my edit</button>` : "";
     const where = e.batch_id
       ? ` in <a href="#" class="memory-link" data-batch-id="${escape(e.batch_id)}" data-testid="memory-link">${escape(e.batch_id)}</a>`
       : "";
@@ -233,12 +233,10 @@
       const box = el.querySelector(".memory");
       if (!m || !box) return;
       const record = records.get(batchId);
-      const examples = m.similar.concat(m.template_approvals, m.template_rejections);
       box.innerHTML = memoryHtml(m, Boolean(el.querySelector(".edit-sql")));
       box.hidden = !box.innerHTML;
-      box.querySelectorAll(".use-edit").forEach((button, n) => {
-        const usable = examples.filter((e) => e.sql && e.status !== "rejected");
-        button.addEventListener("click", () => proposeEdit(card, record, el, usable[n].sql));
+      box.querySelectorAll(".use-edit").forEach((button) => {
+        button.addEventListener("click", () => proposeEdit(card, record, el, button.dataset.sql));
       });
       box.querySelectorAll(".memory-link").forEach((a) => a.addEventListener("click", (event) => {
         event.preventDefault();
