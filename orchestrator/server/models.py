@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from approvals import StatementRisk
 from orchestrator.clarify import MAX_ANSWER_CHARS
 from orchestrator.server.sql_view import DiffLine
 from orchestrator.server.state import RunRow
@@ -194,6 +195,10 @@ class EditVerdict(BaseModel):
     findings: list[dict[str, Any]] = Field(description="Every finding, rewrites included")
     diff: list[DiffLine] = Field(
         description="Line diff from the model's SQL to what would run (to the edit if refused)"
+    )
+    risk: StatementRisk | None = Field(
+        default=None,
+        description="The planner's estimate and the risk level of what would run (None if refused)",
     )
 
 

@@ -8,8 +8,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi import Path as PathParam
 
-from approvals import BatchExpired, BatchRecord, DecisionConflict
+from approvals import ApprovalItem, BatchExpired, BatchRecord, DecisionConflict, StatementRisk
 from approvals.decisions import parse_decision_file, refusal_text
+from orchestrator.database import policy_of
 from orchestrator.server.dependencies import Caller, ServiceDep
 from orchestrator.server.errors import CallNotFound
 from orchestrator.server.models import (
@@ -214,7 +215,17 @@ def validate_edit(
         refusal=None if ok else refusal_text(result),
         findings=[f.model_dump(mode="json") for f in result.findings],
         diff=sql_diff(item.sql, runs, dialect),
+        risk=_edit_risk(service, record, item, result.sql) if ok and result.sql else None,
     )
+
+
+def _edit_risk(service: Service, record: BatchRecord, item: Any, sql: str) -> StatementRisk:
+    """The risk of an accepted edit, under the policy the batch was made under (shown only: the
+    decision does not re-check it)."""
+    assess = service.database.risk_assessor(
+        policy_of(record.batch.context, service.database.policy)
+    )
+    return assess(ApprovalItem.new(question_id=item.question_id, question=item.question, sql=sql))
 
 
 async def strict_json_body(request: Request) -> None:

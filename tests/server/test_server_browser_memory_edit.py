@@ -40,6 +40,7 @@ def test_an_earlier_edit_is_proposed_checked_and_diffed(
     item.get_by_test_id("verdict").filter(has_text="Accepted").wait_for()
     diff = item.get_by_test_id("diff")
     assert diff.locator(".add").count() >= 1 and diff.locator(".del").count() >= 1
+    assert "rows expected" in item.get_by_test_id("edit-risk").inner_text()  # the edit's own risk
     _shot(page, "server-reviewer-memory-edit.png")
     batch.get_by_test_id("submit").click()
     batch.get_by_test_id("message").filter(has_text="1 edited").wait_for()

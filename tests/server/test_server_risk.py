@@ -65,3 +65,18 @@ def test_a_sensitive_read_needs_two_reviewers_and_the_analyst_sees_both(guarded:
         run = wait_for_run(alice, run_id, ("finished",))
     [approval] = run["results"][0]["approvals"]
     assert approval["approvers"] == ["rita", "ravi"] and approval["status"] == "approved"
+
+
+def test_the_live_check_of_an_edit_shows_the_edits_risk(guarded: Running) -> None:
+    with guarded.client("alice") as alice, guarded.client("rita") as rita:
+        run_id = alice.post("/runs", json={"question": sc.PRODUCT_COUNT}).json()["run_id"]
+        batch = pending_batch(rita, run_id)
+        [call_id] = batch["pending_ids"]
+        url = f"/approvals/{batch['batch_id']}/items/{call_id}/validate"
+        safe = rita.post(url, json={"sql": "SELECT COUNT(*) AS n FROM products"}).json()
+        sensitive = rita.post(url, json={"sql": "SELECT name FROM categories"}).json()
+        refused = rita.post(url, json={"sql": "DELETE FROM products"}).json()
+    assert safe["ok"] and safe["risk"]["level"] != "high" and safe["risk"]["tables"] == ["products"]
+    assert sensitive["ok"] and sensitive["risk"]["level"] == "high"
+    assert sensitive["risk"]["sensitive_columns"] == ["categories.name"]
+    assert not refused["ok"] and refused["risk"] is None

@@ -123,7 +123,7 @@
   }
 
   // The risk taken before review: level and reasons, the planner's estimate, what it reads.
-  function riskHtml(risk) {
+  function riskHtml(risk, testid = "risk") {
     if (!risk) return "";
     const cut = risk.row_cap_cuts === true ? "will cut" : risk.row_cap_cuts === false ? "will not cut" : "may cut";
     const facts = [
@@ -134,7 +134,7 @@
       risk.tables && risk.tables.length ? `reads ${escape(risk.tables.join(", "))}` : "",
       risk.sensitive_columns && risk.sensitive_columns.length ? `<b>sensitive: ${escape(risk.sensitive_columns.join(", "))}</b>` : "",
     ].filter(Boolean);
-    return `<div class="risk risk-${escape(risk.level)}" data-testid="risk">
+    return `<div class="risk risk-${escape(risk.level)}" data-testid="${testid}">
         <span class="risk-level" data-testid="risk-level">${escape(risk.level)} risk</span>${risk.reasons.length ? ": " + escape(risk.reasons.join("; ")) : ""}
         <div class="meta" data-testid="risk-estimate">${facts.join(" · ")}</div>
       </div>`;
@@ -188,6 +188,7 @@
         <div class="edit-box" hidden>
           <textarea class="edit-sql" rows="8" spellcheck="false" data-testid="edit-sql" aria-label="edited SQL of ${escape(label)}">${escape(item.sql_pretty || item.sql)}</textarea>
           <div class="verdict meta" data-testid="verdict" role="status"></div>
+          <div class="edit-risk"></div>
           <pre class="diff" data-testid="diff" hidden></pre>
         </div>` : ""}
       </div>`;
@@ -459,10 +460,12 @@
       verdict.textContent = "Accepted by the validator. Changes from the model's SQL, as it would run:";
       diff.innerHTML = diffHtml(response.data.diff);
       diff.hidden = false;
+      el.querySelector(".edit-risk").innerHTML = riskHtml(response.data.risk, "edit-risk");
     } else {
       el.dataset.verdict = "refused";
       verdict.className = "verdict refused";
       verdict.textContent = `Refused by the validator: ${response.data.refusal.replace(/\.+$/, "")}. This edit cannot be submitted.`;
+      el.querySelector(".edit-risk").innerHTML = "";
       diff.innerHTML = diffHtml(response.data.diff);
       diff.hidden = false;
     }
