@@ -84,6 +84,7 @@ from .models import (
 from .notify import DecisionSignals, DecisionWatch, PostgresListener, WakeReason
 from .policy import AutoApprovePolicy, EarnedApprovalRule, EarnedAutoApproval
 from .reviewers import ApproveAll, MappingReviewer, RejectAll
+from .risk import RISK_LEVELS, RiskApproval, RiskLevel, StatementRisk
 from .service import decide_batch, history, list_pending, reviewer_identity
 from .sql_store import SqlApprovalStore, default_store_url
 from .store import ApprovalStore, CallLocation, MemoryApprovalStore
@@ -128,14 +129,18 @@ __all__ = [
     "MemoryApprovalStore",
     "NotRunnable",
     "PostgresListener",
+    "RISK_LEVELS",
     "Reject",
     "RejectAll",
     "ReplayedBatch",
     "Resolution",
     "Reviewer",
+    "RiskApproval",
+    "RiskLevel",
     "SchemaVersionError",
     "SqlApprovalStore",
     "SqlHashMismatch",
+    "StatementRisk",
     "StoreError",
     "TerminalReviewer",
     "ValidationLike",

@@ -23,6 +23,7 @@ SYSTEM_ACTOR = "sqlgate"
 
 
 def opened_event(batch: ApprovalBatch, at: datetime) -> AuditEvent:
+    risk = {i.call_id: i.risk.model_dump(mode="json") for i in batch.items if i.risk}
     return AuditEvent(
         at=at,
         run_id=batch.run_id,
@@ -36,6 +37,7 @@ def opened_event(batch: ApprovalBatch, at: datetime) -> AuditEvent:
             "pending": batch.pending_ids,
             "denied": [i.call_id for i in batch.denied],
             "auto_approved": [i.call_id for i in batch.auto_approved],
+            **({"risk": risk} if risk else {}),
         },
     )
 

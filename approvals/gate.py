@@ -50,10 +50,13 @@ from .models import (
 from .notify import WakeReason
 from .policy import Policy
 from .reviewers import ApproveAll
+from .risk import RiskApproval, StatementRisk
 from .store import ApprovalStore, MemoryApprovalStore
 
 Reviewer = Callable[[ApprovalBatch], Mapping[str, Any] | Iterable[tuple[str, Any]]]
 Clock = Callable[[], datetime]
+#: ``assess(item) -> StatementRisk``: the engine's estimate and the policy's level for one item.
+Assess = Callable[[ApprovalItem], StatementRisk | None]
 
 # A vote that loses a race to another reviewer's vote is re-applied on the new version.
 _VOTE_ATTEMPTS = 20
@@ -73,7 +76,10 @@ class ApprovalGate:
     reviewers needed (default 1). ``ttl``: time a batch may wait before ``on_expiry`` applies
     (None: no deadline). ``actor``: the reviewer identity recorded for ``review``. ``context``:
     stored with each batch for reviewers in other processes (e.g. ``{"dialect": "postgres"}``,
-    so they can validate edits as this run would).
+    so they can validate edits as this run would). ``assess``: the risk of each statement the
+    validator accepted, taken before review and stored with the item; ``risk_approval``: the
+    rule of each level (a batch needs the highest quorum its pending items call for; an item
+    whose level may not be auto-approved goes to a reviewer whatever ``policy`` says).
     """
 
     def __init__(
@@ -90,6 +96,8 @@ class ApprovalGate:
         ttl: timedelta | None = None,
         on_expiry: ExpiryAction = "reject",
         context: Mapping[str, Any] | None = None,
+        assess: Assess | None = None,
+        risk_approval: RiskApproval | None = None,
     ) -> None:
         if quorum < 1:
             raise ValueError("quorum must be at least 1")
@@ -104,6 +112,8 @@ class ApprovalGate:
         self.ttl = ttl
         self.on_expiry = on_expiry
         self.context = dict(context or {})
+        self.assess = assess
+        self.risk_approval = risk_approval or RiskApproval()
         self.ledger = ExecutionLedger(self.store, clock)
 
     # -- one whole cycle -------------------------------------------------------------------
@@ -144,6 +154,14 @@ class ApprovalGate:
         cycle = self.store.last_cycle(self.run_id) + 1
         now = self.clock()
         categorised = [self._categorise(item, cycle) for item in items]
+        quorum = max(
+            [self.quorum]
+            + [
+                self.risk_approval.quorum_for(item.risk.level)
+                for item, category, _ in categorised
+                if item.risk is not None and category is ItemCategory.NEEDS_APPROVAL
+            ]
+        )
         batch = ApprovalBatch(
             batch_id=new_id("batch"),
             run_id=self.run_id,
@@ -153,7 +171,7 @@ class ApprovalGate:
             items=[item for item, _, _ in categorised],
             categories={item.call_id: category for item, category, _ in categorised},
             notes={item.call_id: note for item, _, note in categorised if note},
-            quorum=self.quorum,
+            quorum=quorum,
             on_expiry=self.on_expiry,
             context=self.context,
         )
@@ -330,7 +348,11 @@ class ApprovalGate:
                 sql_hash=sql_hash(result.sql),
                 findings=[*item.findings, *extra],
             )
-        if self.policy is not None:
+        if self.assess is not None:
+            item = item.model_copy(update={"risk": self._risk(item)})
+        if self.policy is not None and (
+            item.risk is None or self.risk_approval.may_auto_approve(item.risk.level)
+        ):
             why = self.policy(item)
             if why:
                 return (
@@ -339,6 +361,16 @@ class ApprovalGate:
                     why if isinstance(why, str) else "auto-approved by policy",
                 )
         return item, ItemCategory.NEEDS_APPROVAL, None
+
+    def _risk(self, item: ApprovalItem) -> StatementRisk | None:
+        """The item's risk; one that cannot be assessed is high (fail closed: never automatic)."""
+        assert self.assess is not None
+        try:
+            return self.assess(item)
+        except Exception as exc:  # an assessor's own bug must not open a way around review
+            return StatementRisk(
+                level="high", reasons=[f"the risk could not be assessed ({type(exc).__name__})"]
+            )
 
     def _earlier_votes(self, record: BatchRecord) -> list[tuple[str, dict[str, Resolution]]]:
         earlier = []

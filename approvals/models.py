@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from .errors import NotRunnable, SqlHashMismatch
+from .risk import RISK_LEVELS, StatementRisk
 
 
 def sql_hash(sql: str) -> str:
@@ -88,6 +89,9 @@ class ApprovalItem(_Frozen):
     )
     refused: bool = Field(default=False, description="The validator refused this SQL")
     cycle: int = Field(default=1, ge=1, description="The approval cycle the item belongs to")
+    risk: StatementRisk | None = Field(
+        default=None, description="The engine's estimate and the policy's risk level, before review"
+    )
 
     @model_validator(mode="after")
     def _hash_matches(self) -> ApprovalItem:
@@ -364,6 +368,7 @@ class BatchSummary:
     pending: int
     votes: int
     quorum: int
+    risk: str | None = None  # the highest risk level among the pending items
 
     @classmethod
     def of(cls, record: BatchRecord) -> BatchSummary:
@@ -379,7 +384,14 @@ class BatchSummary:
             pending=len(batch.pending_ids),
             votes=len(record.votes),
             quorum=batch.quorum,
+            risk=highest_risk(batch.pending),
         )
+
+
+def highest_risk(items: Iterable[ApprovalItem]) -> str | None:
+    """The highest risk level among ``items`` that carry one (None when none does)."""
+    levels = [i.risk.level for i in items if i.risk is not None]
+    return max(levels, key=RISK_LEVELS.index) if levels else None
 
 
 ExecutionState = Literal["started", "done", "failed", "in_doubt"]

@@ -48,6 +48,7 @@ from .notify import (
     release_listener,
     signals_for,
 )
+from .risk import RISK_LEVELS
 from .store import ApprovalStore, CallLocation
 
 _VOTES = TypeAdapter(list[Vote])
@@ -480,6 +481,7 @@ class SqlApprovalStore(ApprovalStore):
             c.pending_count,
             c.vote_count,
             c.quorum,
+            c.batch,
         ).order_by(c.id)
         if status is not None:
             query = query.where(c.status == status)
@@ -501,8 +503,21 @@ class SqlApprovalStore(ApprovalStore):
                 pending,
                 votes,
                 quorum,
+                _pending_risk(payload),
             )
-            for batch_id, run_id_, cycle, status_, version, created, deadline, pending, votes, quorum in rows
+            for (
+                batch_id,
+                run_id_,
+                cycle,
+                status_,
+                version,
+                created,
+                deadline,
+                pending,
+                votes,
+                quorum,
+                payload,
+            ) in rows
         ]
 
     def count_batches(self, status: BatchStatus | None = "pending") -> int:
@@ -636,3 +651,17 @@ class SqlApprovalStore(ApprovalStore):
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _pending_risk(payload: str) -> str | None:
+    """The highest risk level among a stored batch's pending items (its JSON, not the model)."""
+    data = json.loads(payload)
+    pending = {
+        cid for cid, category in data.get("categories", {}).items() if category == "needs_approval"
+    }
+    levels = [
+        item["risk"]["level"]
+        for item in data.get("items", [])
+        if item.get("call_id") in pending and isinstance(item.get("risk"), dict)
+    ]
+    return max(levels, key=RISK_LEVELS.index) if levels else None

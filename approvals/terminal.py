@@ -24,6 +24,7 @@ from rich.text import Text
 from .decisions import Validate, refusal_text
 from .errors import ApprovalCancelled
 from .models import ApprovalBatch, ApprovalItem, Approve, Edit, Reject
+from .risk import StatementRisk
 from .terminal_text import terminal_console, visible
 
 _CHOICES = "[a]pprove / [r]eject / [e]dit / [A]pprove all remaining"
@@ -101,6 +102,8 @@ class TerminalReviewer:
                 background_color="default",
             )
         )
+        if item.risk is not None:
+            parts.extend(risk_lines(item.risk))
         if note and note not in {f"{f.code}: {f.message}" for f in item.findings}:
             parts.append(Text(visible(note), style=colour))
         for finding in item.findings:
@@ -182,3 +185,30 @@ class TerminalReviewer:
                     Syntax(visible(result.sql), "sql", theme=self.theme, background_color="default")
                 )
         return Edit(sql=sql)
+
+
+_RISK_STYLE = {"low": "green", "medium": "yellow", "high": "bold red"}
+
+
+def risk_lines(risk: StatementRisk) -> list[Text]:
+    """The risk of one statement for a terminal: level and reasons, then the planner's estimate."""
+    lines = [Text(f"risk: {risk.summary()}", style=_RISK_STYLE.get(risk.level, "yellow"))]
+    facts = []
+    if risk.estimate_error:
+        facts.append(f"no estimate ({risk.estimate_error})")
+    elif risk.estimate:
+        facts.append(f"estimate ({risk.engine}): {risk.estimate}")
+    facts.append(
+        "rows expected: unknown"
+        if risk.rows_expected is None
+        else f"rows expected: ~{risk.rows_expected}"
+    )
+    if risk.row_cap is not None:
+        cut = {True: "will cut", False: "will not cut", None: "may cut"}[risk.row_cap_cuts]
+        facts.append(f"row cap {risk.row_cap} {cut}")
+    if risk.tables:
+        facts.append(f"reads {', '.join(risk.tables)}")
+    if risk.sensitive_columns:
+        facts.append(f"sensitive: {', '.join(risk.sensitive_columns)}")
+    lines.append(Text(" · ".join(facts), style="dim"))
+    return lines

@@ -120,6 +120,7 @@ def list_batches(
             "pending": b.pending,
             "created_at": b.created_at.isoformat(),
             "deadline": b.deadline.isoformat() if b.deadline else None,
+            "risk": b.risk,
         }
         for b in summaries
     ]
@@ -133,9 +134,17 @@ def list_batches(
         return
     terminal_console().print(
         rows_table(
-            ["batch", "run", "cycle", "status", "pending", "created"],
+            ["batch", "run", "cycle", "status", "pending", "risk", "created"],
             [
-                [r["batch_id"], r["run_id"], r["cycle"], r["status"], r["pending"], r["created_at"]]
+                [
+                    r["batch_id"],
+                    r["run_id"],
+                    r["cycle"],
+                    r["status"],
+                    r["pending"],
+                    r["risk"] or "-",
+                    r["created_at"],
+                ]
                 for r in rows
             ],
         )

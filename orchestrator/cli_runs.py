@@ -3,6 +3,7 @@
     sqlgate runs list [--status S]      runs, newest change first: status, owner, lease expiry
     sqlgate runs show RUN_ID            one run: its state, lease and checkpoint summary
     sqlgate runs recover [--db URL]     take over every run whose process stopped (cron-safe)
+    sqlgate runs notifications [--failed]   webhook and e-mail deliveries, failures first to see
 
 A process advancing a run holds its lease and renews it; when it stops (kill -9, power loss),
 the lease expires and ``runs recover`` (or a running ``sqlgate serve``, on its own) takes the run
@@ -206,3 +207,45 @@ def recover(
             f"{escape(str(entry['previous_owner']))}: "
             f"{', '.join(entry['statuses'])}"
         )
+
+
+@runs_app.command()
+def notifications(
+    failed: Annotated[bool, typer.Option("--failed", help="Only deliveries that failed.")] = False,
+    run_id: Annotated[str | None, typer.Option("--run", help="Only this run's.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many at most.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Webhook and e-mail notifications the server sent, newest first, with every failure."""
+    from orchestrator.cli_approvals import state_url
+    from orchestrator.state_db import StateDatabase
+
+    try:
+        state = StateDatabase(state_url())
+        state.notifications.setup()
+        found = state.notifications.list(
+            status="failed" if failed else None, run_id=run_id, limit=limit
+        )
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
+    rows = [d.as_json() for d in found]
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        terminal_console().print("No notifications" + (" failed." if failed else " were sent."))
+        return
+    table = Table("event", "run", "batch", "channel", "status", "attempts", "last error", "at")
+    for r in rows:
+        table.add_row(
+            r["event"],
+            r["run_id"],
+            r["batch_id"] or "-",
+            r["channel"],
+            r["status"],
+            str(r["attempts"]),
+            r["last_error"] or "-",
+            r["updated_at"],
+        )
+    terminal_console().print(table)

@@ -7,6 +7,7 @@ builds, for the base policy or a role's narrower one:
 - ``validator(policy)``: the ``SqlValidator`` in the engine's dialect, resolving every reference
   against the real schema (``safety.read_schema``) with the engine's default schema explicit;
 - ``executor(policy)``: the ``SQLExecutor`` on the read-only engine, with the policy's row cap;
+- ``risk_assessor(policy)``: each statement's risk before review (``orchestrator.risk``);
 - ``gate_context(policy)``: what an approval batch records (dialect, the policy, its
   fingerprint), and ``validator_for(context)``: the validator a later edit of that batch is
   checked with, from any process, under the policy the batch was created under.
@@ -29,6 +30,7 @@ from agents.descriptions import Descriptions
 from agents.linking import ValueIndex, ValueLimits
 from agents.schema_explorer import SchemaExplorer, TableInfo
 from agents.sql_executor import SQLExecutor
+from approvals import ApprovalItem, StatementRisk
 from orchestrator.errors import (
     ConfigurationError,
     DatabaseUnreachable,
@@ -233,6 +235,17 @@ class TargetDatabase:
             row_cap=chosen.row_cap,
             max_result_bytes=chosen.max_result_bytes,
             redact_errors=chosen.protects_columns,
+        )
+
+    def risk_assessor(
+        self, policy: Policy | None = None
+    ) -> Callable[[ApprovalItem], StatementRisk]:
+        """The gate's ``assess``: the planner's estimate (never running the statement) on the
+        read-only engine, and the level by ``policy``'s ``[risk]`` rules."""
+        from orchestrator.risk import RiskAssessor
+
+        return RiskAssessor(
+            self.engine, self.dialect, policy or self.policy, self.resolved_schema()
         )
 
     def gate_context(self, policy: Policy | None = None) -> dict[str, object]:

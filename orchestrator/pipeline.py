@@ -50,6 +50,7 @@ from orchestrator.memory import ReviewMemory, gate_policy
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
 from orchestrator.result_rows import ResultRowStore
+from orchestrator.risk import risk_approval
 from orchestrator.run_context import ResultSink, RunContext, no_progress
 from orchestrator.run_identity import check_run_database
 from orchestrator.runs import RunStore, StoredRun
@@ -190,6 +191,8 @@ class Pipeline:
             # dialect and policy: a reviewer in another process validates edits alike
             context=self.db.gate_context(policy),
             quorum=self.config.approval_quorum,
+            assess=self.db.risk_assessor(policy),
+            risk_approval=risk_approval(policy or self.db.policy),
             ttl=timedelta(seconds=self.config.approval_ttl_s)
             if self.config.approval_ttl_s
             else None,
@@ -605,12 +608,16 @@ class Pipeline:
                         retry_after=getattr(exc, "retry_after", None),
                     ),
                 )
-        except ApprovalCancelled:
+        except ApprovalCancelled as exc:
+            why = str(exc).strip().rstrip(".")
             for q in ctx.questions:
                 q.finish(
                     RunStatus.CANCELLED,
                     RunError(
-                        code="approval_cancelled", message="the approval was cancelled; nothing ran"
+                        code="approval_cancelled",
+                        message=f"the approval was cancelled ({why}); nothing ran"
+                        if why
+                        else "the approval was cancelled; nothing ran",
                     ),
                 )
         except (DatabaseError, SchemaInspectionError) as exc:

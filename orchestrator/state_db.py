@@ -2,7 +2,8 @@
 
 What sqlgate keeps between processes lives here: approval batches, the audit log and the
 execution ledger (``approvals``), run checkpoints (``runs``), full result rows (``results``),
-the server's runs and events (``server``), reviewed-SQL memory (``memory``). Each component has an append-only list of
+the server's runs and events (``server``), reviewed-SQL memory (``memory``), the notification
+outbox (``notifications``). Each component has an append-only list of
 migrations applied by the one runner (``approvals.migrations.migrate``), its version recorded
 in ``sqlgate_schema``. Stores talk to their own tables through their own methods, on this
 module's shared engine.
@@ -16,7 +17,7 @@ Example:
     >>> state = StateDatabase("sqlite://")
     >>> state.setup()
     >>> sorted(state.versions())
-    ['approvals', 'memory', 'results', 'runs', 'server']
+    ['approvals', 'memory', 'notifications', 'results', 'runs', 'server']
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from approvals import SqlApprovalStore
 from approvals.migrations import schema_versions, state_engine
 from orchestrator.database import redact_url
 from orchestrator.memory import MemoryStore
+from orchestrator.notify.outbox import NotificationStore
 from orchestrator.result_rows import ResultRowStore
 from orchestrator.runs import RunStore
 
@@ -86,6 +88,7 @@ class StateDatabase:
         self.server.setup()
         self.memory.setup()
         self.results.setup()
+        self.notifications.setup()
 
     @cached_property
     def approvals(self) -> SqlApprovalStore:
@@ -102,6 +105,10 @@ class StateDatabase:
     @cached_property
     def memory(self) -> MemoryStore:
         return MemoryStore(self.engine)
+
+    @cached_property
+    def notifications(self) -> NotificationStore:
+        return NotificationStore(self.engine)
 
     @cached_property
     def server(self) -> ServerState:

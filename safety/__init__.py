@@ -18,7 +18,7 @@ from .errors import (
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
-from .policy_file import AutoApprovalRules, Policy, RolePolicy, load_policy
+from .policy_file import AutoApprovalRules, Policy, RiskQuorum, RiskRules, RolePolicy, load_policy
 from .privileges import check_privileges
 from .readonly import ReadOnlySettings, open_readonly_engine
 from .rules import RULES, RuleContext
@@ -44,6 +44,8 @@ __all__ = [
     "ReadOnlySettings",
     "ReadOnlySetupError",
     "ResourceLimitExceeded",
+    "RiskQuorum",
+    "RiskRules",
     "RolePolicy",
     "RuleContext",
     "SafetyError",

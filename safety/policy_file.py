@@ -66,7 +66,16 @@ from .errors import PolicyError
 from .policy import SafetyPolicy
 from .result_budget import DEFAULT_MAX_RESULT_BYTES
 
-__all__ = ["AutoApprovalRules", "ColumnRules", "Policy", "RolePolicy", "TableRules", "load_policy"]
+__all__ = [
+    "AutoApprovalRules",
+    "ColumnRules",
+    "Policy",
+    "RiskQuorum",
+    "RiskRules",
+    "RolePolicy",
+    "TableRules",
+    "load_policy",
+]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -145,6 +154,74 @@ class AutoApprovalRules(BaseModel):
         return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+RiskLevelName = Literal["low", "medium", "high"]
+
+
+class RiskQuorum(BaseModel):
+    """``[risk.quorum]``: distinct reviewers a batch needs when it holds a statement of a level."""
+
+    model_config = _STRICT
+
+    low: int = Field(default=1, ge=1, description="Reviewers for a low-risk statement.")
+    medium: int = Field(default=1, ge=1, description="Reviewers for a medium-risk statement.")
+    high: int = Field(default=2, ge=1, description="Reviewers for a high-risk statement.")
+
+
+class RiskRules(BaseModel):
+    """``[risk]``: how a statement's estimate and reads make its risk level, and each level's rule.
+
+    A statement starts ``low``; each fact below raises it to the level named (set a fact's level
+    to ``"low"`` to ignore it). ``high`` is never auto-approved.
+    """
+
+    model_config = _STRICT
+
+    sensitive_columns: tuple[str, ...] = Field(
+        default=(),
+        description="Columns (column, table.column, schema.table.column) whose reading is sensitive.",
+    )
+    sensitive: RiskLevelName = Field(default="high", description="Level when one is read.")
+    medium_rows: int | None = Field(
+        default=None, ge=1, description="Rows expected at or above this make it medium."
+    )
+    high_rows: int | None = Field(
+        default=None, ge=1, description="Rows expected at or above this make it high."
+    )
+    full_scan: RiskLevelName = Field(
+        default="medium", description="Level when the plan reads a table from end to end."
+    )
+    row_cap_cut: RiskLevelName = Field(
+        default="medium", description="Level when the expected rows exceed the row cap."
+    )
+    no_estimate: RiskLevelName = Field(
+        default="medium", description="Level when the planner gave no estimate (error, timeout)."
+    )
+    quorum: RiskQuorum = Field(default_factory=RiskQuorum, description="Reviewers per level.")
+    auto_approve: tuple[RiskLevelName, ...] = Field(
+        default=("low", "medium"),
+        description="Levels an auto-approval policy (earned or static) may approve; never high.",
+    )
+
+    @field_validator("sensitive_columns", "auto_approve", mode="before")
+    @classmethod
+    def _as_tuple(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("sensitive_columns", mode="after")
+    @classmethod
+    def _entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            split_entry(entry, 3)
+        return value
+
+    @field_validator("auto_approve", mode="after")
+    @classmethod
+    def _never_high(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if "high" in value:
+            raise ValueError("high-risk statements are never auto-approved")
+        return value
+
+
 class RolePolicy(BaseModel):
     """``[roles.<name>]``: narrows the base policy for the questions of one role."""
 
@@ -211,6 +288,10 @@ class Policy(BaseModel):
     auto_approval: AutoApprovalRules = Field(
         default_factory=AutoApprovalRules,
         description="Earned auto-approval from reviewed-SQL memory (off by default).",
+    )
+    risk: RiskRules = Field(
+        default_factory=RiskRules,
+        description="Risk levels from the engine's estimate and the columns read, and their rules.",
     )
 
     @field_validator("extra_functions", "denied_functions", mode="before")
@@ -311,9 +392,10 @@ class Policy(BaseModel):
 
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON of the policy: equal policies, equal fingerprints."""
-        canonical = json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True
-        )
+        data = self.model_dump(mode="json")
+        if self.risk == RiskRules():  # policies written before [risk] keep their fingerprint
+            del data["risk"]
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from approvals import ApprovalStore, BatchNotFound, BatchRecord
+from approvals import ApprovalStore, BatchNotFound, BatchRecord, StatementRisk
 from orchestrator.server.state import RunRow
 
 
@@ -39,6 +39,10 @@ class WaitingStatement(BaseModel):
     sql: str = Field(description="The SQL waiting for approval, exactly as it would run")
     findings: list[str] = Field(
         default_factory=list, description="The validator's notes (rewrites, warnings)"
+    )
+    risk: StatementRisk | None = Field(
+        default=None,
+        description="Risk level and the engine's estimate (rows, scans, sensitive columns read)",
     )
 
 
@@ -296,6 +300,7 @@ def run_report(
                     question=item.question,
                     sql=item.sql,
                     findings=[f.message for f in item.findings],
+                    risk=item.risk,
                 )
                 for item in record.batch.items
                 if item.call_id in pending

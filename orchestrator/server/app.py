@@ -9,6 +9,7 @@
     POST /approvals/{batch_id}/decision   {call_id: decision}, Idempotency-Key header
     GET  /approvals/{batch_id}/memory what memory knows about each statement    (reviewer, admin)
     /memory/...                       reviewed-SQL memory: examples, notes, export, revoke (admin)
+    GET  /notifications               webhook/e-mail deliveries and failures      (reviewer, admin)
     GET  /events                      Server-Sent Events; Last-Event-ID resumes   (any token)
     GET  /metrics                     Prometheus text format                             (admin)
     GET  /analyst, /reviewer          the pages; /openapi.json, /docs
@@ -35,6 +36,7 @@ from orchestrator.server import (
     routes_events,
     routes_memory,
     routes_metrics,
+    routes_notifications,
     routes_pages,
     routes_runs,
     routes_service,
@@ -51,6 +53,7 @@ ROUTERS = (
     routes_events.router,
     routes_memory.router,
     routes_metrics.router,
+    routes_notifications.router,
     routes_pages.router,
 )
 

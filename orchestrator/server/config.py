@@ -8,6 +8,8 @@ SQLGATE_TOKENS_FILE / SQLGATE_TOKENS   bearer tokens with roles (see ``orchestra
 OPENAI_BASE_URL, OPENAI_API_KEY, SQLGATE_MODEL, SQLGATE_RATE_LIMIT, ...   as for ``sqlgate ask``
 SQLGATE_SERVER_WORKERS     runs executed at once per process (default 4)
 SQLGATE_MAX_BODY_BYTES     largest request body accepted, in bytes (default 1 MiB); larger: 413
+SQLGATE_WEBHOOK_URLS, SQLGATE_WEBHOOK_SECRET, SQLGATE_PUBLIC_URL, SQLGATE_SMTP_URL, ...
+                           notifications (see ``orchestrator.notify.notifier``)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from orchestrator.errors import ConfigurationError
 from orchestrator.llm import LLMSettings
+from orchestrator.notify.notifier import NotificationSettings
 from orchestrator.pipeline import PipelineConfig
 from orchestrator.server.auth import TokenRegistry
 from safety import Policy
@@ -43,6 +46,7 @@ class ServerConfig:
     keepalive: float = 15.0
     http_client: Any = None
     max_body_bytes: int = 1_048_576
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
     @classmethod
     def from_env(
@@ -85,6 +89,7 @@ class ServerConfig:
             policy=settings.policy,
             statement_timeout_s=settings.statement_timeout_s,
             max_body_bytes=_positive_int(env, "SQLGATE_MAX_BODY_BYTES", 1_048_576),
+            notifications=NotificationSettings.from_env(env),
         )
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from approvals import StatementRisk
 from orchestrator.clarify import MAX_ANSWER_CHARS
 from orchestrator.server.sql_view import DiffLine
 from orchestrator.server.state import RunRow
@@ -145,6 +146,9 @@ class BatchSummaryView(BaseModel):
     quorum: int = Field(description="Votes needed to resolve the batch")
     created_at: str = Field(description="When the batch was opened (ISO 8601)")
     deadline: str | None = Field(description="When the expiry action applies, if ever")
+    risk: str | None = Field(
+        default=None, description="The highest risk level among the pending statements"
+    )
 
 
 class DecisionRequest(BaseModel):
@@ -191,6 +195,10 @@ class EditVerdict(BaseModel):
     findings: list[dict[str, Any]] = Field(description="Every finding, rewrites included")
     diff: list[DiffLine] = Field(
         description="Line diff from the model's SQL to what would run (to the edit if refused)"
+    )
+    risk: StatementRisk | None = Field(
+        default=None,
+        description="The planner's estimate and the risk level of what would run (None if refused)",
     )
 
 

@@ -8,8 +8,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi import Path as PathParam
 
-from approvals import BatchExpired, BatchRecord, DecisionConflict
+from approvals import ApprovalItem, BatchExpired, BatchRecord, DecisionConflict, StatementRisk
 from approvals.decisions import parse_decision_file, refusal_text
+from orchestrator.database import policy_of
 from orchestrator.server.dependencies import Caller, ServiceDep
 from orchestrator.server.errors import CallNotFound
 from orchestrator.server.models import (
@@ -65,6 +66,7 @@ def list_batches(
             quorum=s.quorum,
             created_at=s.created_at.isoformat(),
             deadline=s.deadline.isoformat() if s.deadline else None,
+            risk=s.risk,
         )
         for s in summaries
     ]
@@ -72,8 +74,9 @@ def list_batches(
 
 @router.get("/{batch_id}", responses=NOT_FOUND, openapi_extra=needs("review"))
 def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict[str, Any]:
-    """One batch as stored: every item (question, SQL and its pretty form, findings, category),
-    status, outcome; who asked and when; the votes so far; the audit trail (who did what, when)."""
+    """One batch as stored: every item (question, SQL and its pretty form, findings, category,
+    risk), status, outcome; who asked and when; the votes so far; the model's assumptions and a
+    correction's error per statement; the audit trail (who did what, when)."""
     record = service.approvals.get_batch(batch_id)
     dialect = _dialect(service, record)
     data = record.model_dump(mode="json", exclude={"votes"})
@@ -87,6 +90,12 @@ def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict
     data["asked_by"] = run.owner if run is not None else None
     data["asked_at"] = run.created_at if run is not None else None
     data["corrections"] = _corrections(service, record, dialect)
+    assumed = _assumptions(run.results if run is not None else None)
+    data["assumptions"] = {
+        item.call_id: assumed[item.question]
+        for item in record.batch.items
+        if assumed.get(item.question)
+    }
     data["audit"] = [
         {
             "seq": e.seq,
@@ -121,6 +130,13 @@ def _corrections(service: Service, record: BatchRecord, dialect: str) -> dict[st
         before[item.question_id] = resolution.sql if resolution and resolution.sql else item.sql
     run = service.state.run(batch.run_id)
     errors = _execution_errors(run.results if run is not None else None)
+    # The ledger settles a failed execution before the correction is asked for, so its error is
+    # there even when the run's results are not stored yet.
+    settled: dict[str, str] = {}
+    for item in previous.batch.items:
+        execution = service.approvals.execution(item.call_id)
+        if execution is not None and execution.state == "failed" and execution.detail:
+            settled[item.question_id] = execution.detail.removeprefix("ExecutionError: ")
     corrections: dict[str, Any] = {}
     for item in batch.items:
         if item.question_id in before:
@@ -128,13 +144,20 @@ def _corrections(service: Service, record: BatchRecord, dialect: str) -> dict[st
                 "previous_cycle": previous.batch.cycle,
                 "previous_batch_id": previous.batch_id,
                 "previous_sql": before[item.question_id],
-                "error": errors.get(item.question),
+                "error": errors.get(item.question) or settled.get(item.question_id),
                 "diff": [
                     line.model_dump()
                     for line in sql_diff(before[item.question_id], item.sql, dialect)
                 ],
             }
     return corrections
+
+
+def _assumptions(results: list[dict[str, Any]] | None) -> dict[str, list[str]]:
+    """question -> the assumptions the model made answering it (Batch 1), as the run recorded."""
+    return {
+        str(r.get("question")): [str(a) for a in r.get("assumptions") or []] for r in results or []
+    }
 
 
 def _execution_errors(results: list[dict[str, Any]] | None) -> dict[str, str]:
@@ -192,7 +215,17 @@ def validate_edit(
         refusal=None if ok else refusal_text(result),
         findings=[f.model_dump(mode="json") for f in result.findings],
         diff=sql_diff(item.sql, runs, dialect),
+        risk=_edit_risk(service, record, item, result.sql) if ok and result.sql else None,
     )
+
+
+def _edit_risk(service: Service, record: BatchRecord, item: Any, sql: str) -> StatementRisk:
+    """The risk of an accepted edit, under the policy the batch was made under (shown only: the
+    decision does not re-check it)."""
+    assess = service.database.risk_assessor(
+        policy_of(record.batch.context, service.database.policy)
+    )
+    return assess(ApprovalItem.new(question_id=item.question_id, question=item.question, sql=sql))
 
 
 async def strict_json_body(request: Request) -> None:

@@ -152,7 +152,7 @@ def get_run_rows(
     question: Annotated[
         str, Query(max_length=32, pattern=r"^q[0-9]+$", description="Question id: q1, q2, ...")
     ] = "q1",
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_ROWS_PAGE)] = 1000,
 ) -> RowsPage:
     """The full result of one question of a run, a page at a time (the run result carries only a
@@ -189,14 +189,17 @@ def _with_reviewers(
     (``chart``: kind, x, y, reason). ``outcomes`` caches batches across runs."""
     if results is None:
         return None
+    voters: dict[str, list[str]] = {}
     enriched = []
     for result in results:
         approvals = []
         for approval in result.get("approvals") or []:
             batch_id = approval.get("batch_id")
-            if batch_id not in outcomes:
+            if batch_id not in outcomes or batch_id not in voters:
                 try:
-                    outcomes[batch_id] = service.approvals.get_batch(batch_id).outcome
+                    record = service.approvals.get_batch(batch_id)
+                    outcomes[batch_id] = record.outcome
+                    voters[batch_id] = [v.actor for v in record.votes]  # every one of a quorum
                 except ApprovalError:
                     outcomes[batch_id] = None
             outcome = outcomes[batch_id]
@@ -205,6 +208,7 @@ def _with_reviewers(
                 {
                     **approval,
                     "decided_by": outcome.decided_by if outcome else None,
+                    "approvers": voters.get(batch_id, []),
                     "decided_at": outcome.decided_at.isoformat()
                     if outcome and outcome.decided_at
                     else None,

@@ -3,7 +3,8 @@
 - ``SecurityHeaders``: every response carries a Content-Security-Policy with
   ``frame-ancestors 'none'``, ``X-Frame-Options: DENY``, ``X-Content-Type-Options: nosniff`` and
   ``Referrer-Policy: no-referrer``, so no other origin can frame a signed-in page (a framed page
-  would let a click decide a batch) and nothing is sniffed or leaked in a Referer.
+  would let a click decide a batch) and nothing is sniffed or leaked in a Referer; and
+  ``Cache-Control: no-store``, so no cache keeps a page or an answer.
 - ``BodySizeLimit``: a request body over the limit is answered 413 before it is read. A declared
   ``Content-Length`` over the limit is refused at once; a streamed body is counted chunk by chunk
   and refused as soon as it passes the limit. The connection is then closed, so the rest is never
@@ -50,6 +51,8 @@ SECURITY_HEADERS: dict[str, str] = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
     "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=()",
+    # pages and data hold batches, SQL and rows: no browser or proxy keeps a copy
+    "Cache-Control": "no-store",
 }
 
 

@@ -7,8 +7,10 @@ created and closed when it stops. Routes reach it through ``orchestrator.server.
 from __future__ import annotations
 
 from approvals import ApprovalGate, BatchRecord, ExpirySweeper, SqlApprovalStore
+from approvals.models import highest_risk
 from orchestrator import metrics, telemetry
 from orchestrator.memory import memory_for
+from orchestrator.notify.notifier import Notifier
 from orchestrator.runs import RunStore
 from orchestrator.server.auth import TokenRegistry
 from orchestrator.server.config import ServerConfig
@@ -74,10 +76,19 @@ class Service:
         self.hub.listeners.append(self._time_decision)
         # A decision made anywhere (this process; any process on PostgreSQL) is read at once.
         self._stop_waking = self.approvals.on_decisions(lambda _reason: self.hub.poke())
+        self.notifier = Notifier(
+            self.state_db.notifications,
+            config.notifications.channels(),
+            base_url=config.notifications.base_url,
+            retry=config.notifications.retry,
+            batch_risk=self._batch_risk,
+        )
+        self.hub.listeners.append(self.notifier.on_event)
         self.runs.start_recovery()
 
     def close(self) -> None:
         self._stop_waking()
+        self.notifier.close()
         self.runs.close()
         self.database.dispose()
         self.approvals.close()
@@ -103,6 +114,9 @@ class Service:
                 [({}, float(pending))],
             )
         ]
+
+    def _batch_risk(self, batch_id: str) -> str | None:
+        return highest_risk(self.approvals.get_batch(batch_id).batch.pending)
 
     def edit_validator(self, record: BatchRecord) -> SqlValidator:
         """The validator a reviewer's edit of ``record`` is checked with: the batch's dialect and

@@ -210,9 +210,16 @@ def _review(
             raise PausedAtGate(batch.batch_id, cycle, pending)
         return gate.outcome(batch.batch_id)
     try:
-        return gate.review(items)
+        outcome = gate.review(items)
     except DecisionError as exc:
         raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
+    if outcome.status == "pending":  # a quorum (e.g. of a high-risk statement) wants more votes
+        if p.run_store is not None and p.approval_store is not None:
+            raise PausedAtGate(outcome.batch_id, cycle, pending)
+        raise ApprovalCancelled(
+            f"batch {outcome.batch_id} needs {outcome.quorum} reviewers and only one was asked"
+        )
+    return outcome
 
 
 def _apply(

@@ -18,6 +18,7 @@ MODULES = [
     "approvals.notify",
     "approvals.policy",
     "approvals.reviewers",
+    "approvals.risk",
     "approvals.service",
     "approvals.sql_store",
 ]

@@ -162,6 +162,9 @@ def test_batched_ask_over_http_paused_decided_by_a_reviewer_then_answered(
     assert paused["status"] == "awaiting_approval"
     assert paused["review"]["reviewer_url"] == REVIEWER_PAGE
     assert [w["question"] for w in paused["waiting"]] == questions  # ONE review for both
+    for waiting in paused["waiting"]:  # each with the risk a reviewer sees, taken before review
+        assert waiting["risk"]["level"] in ("low", "medium", "high")
+        assert waiting["risk"]["engine"] == "sqlite" and waiting["risk"]["tables"]
     assert got["refused"].structured_content["error"]["code"] == "argument_refused"
     assert got["status"].structured_content["status"] == "awaiting_approval"
     assert got["reviewer_asks"].structured_content["error"]["code"] == "forbidden"

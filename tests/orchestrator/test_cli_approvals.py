@@ -39,6 +39,12 @@ def test_defer_decide_resume(
     shown = _run("approvals", "show", batch["batch_id"], "--json")
     [item] = shown["batch"]["items"]
     assert "COUNT(p.product_id)" in item["sql"]
+    # the risk was taken before review, from SQLite's query plan, and travels with the item
+    risk = item["risk"]
+    assert risk["engine"] == "sqlite" and risk["estimate"] and risk["estimate_error"] is None
+    assert "products" in risk["tables"] and batch["risk"] == risk["level"]
+    text = _run("approvals", "show", batch["batch_id"])
+    assert f"risk: {risk['level']}" in text and "estimate (sqlite)" in text
 
     decisions = tmp_path / "decisions.json"
     decisions.write_text(json.dumps({item["call_id"]: "approve"}))

@@ -198,7 +198,8 @@ def test_an_unsafe_edit_is_refused_before_submit_and_the_history_shows_who_decid
     item.get_by_test_id("approve").check()
     batch.get_by_test_id("submit").click()
     batch.get_by_test_id("message").filter(has_text="Decided").wait_for()
-    past = reviewer.get_by_test_id("history-item").filter(has_text=record["batch_id"])
+    past = reviewer.locator(f"[data-testid=history-item][data-batch-id='{record['batch_id']}']")
+    assert sc.PRODUCT_COUNT in past.get_by_test_id("history-question").inner_text()
     past.wait_for()
     assert past.get_by_test_id("decided-by").inner_text() == "decided by rita"
     past.locator("summary").click()
@@ -284,6 +285,7 @@ def test_a_rejected_question_is_not_green_and_signing_out_forgets_the_token(
     assert colour == "rgb(179, 38, 30)", colour  # --bad, not --ok
     sql_by = analyst.get_by_test_id("sql-by").first.inner_text()
     assert sql_by.startswith("rejected by rita"), sql_by
+    assert analyst.get_by_test_id("sql-label").first.inner_text() == "SQL (not run)"
 
     analyst.get_by_test_id("sign-out").click()
     analyst.get_by_test_id("signin-message").wait_for()
@@ -326,6 +328,13 @@ def test_both_pages_fit_a_420_px_screen(browser: Any, live: Running) -> None:
         )
         assert overflow <= 0, (name, overflow)
         _shot(page, f"server-{name}-420px.png")
+    # chart text stays readable on the phone: drawn at its size, not scaled down
+    smallest = analyst.evaluate(
+        "Math.min(...[...document.querySelectorAll('svg.chart text')]"
+        ".map((t) => parseFloat(getComputedStyle(t).fontSize)"
+        " * t.getScreenCTM().a))"
+    )
+    assert smallest >= 10.5, smallest
 
 
 @pytest.fixture

@@ -57,6 +57,10 @@
     el.querySelector(".progress > div").style.width = `${total ? Math.round((100 * done) / total) : 0}%`;
   }
 
+  // The drawing is as wide as the screen allows (at most 560 px), so its 11 px text is drawn at
+  // 11 px on a phone too instead of being scaled down with a wider drawing.
+  const chartWidth = () => Math.round(Math.min(560, Math.max(300, window.innerWidth - 48)));
+
   // The chart the server chose for the result's shape (orchestrator/chart.py): bars for a label and
   // a number, a line for a time series, none (with the reason) when a chart would mislead.
   function chart(choice, columns, rows) {
@@ -67,7 +71,7 @@
     const title = escape(choice.reason);
     if (choice.kind === "line") return lineChart(labels, values, title);
     const max = Math.max(...values, 0) || 1;
-    const bar = 18, gap = 6, label = 150, width = 560;
+    const bar = 18, gap = 6, label = 150, width = chartWidth();
     const height = rows.length * (bar + gap) + 24;
     const bars = rows.map((r, i) => {
       const y = i * (bar + gap);
@@ -84,7 +88,7 @@
   // A line through the points in time order, the lowest and highest value marked on the axis.
   function lineChart(labels, values, title) {
     const order = labels.map((_, i) => i).sort((a, b) => (labels[a] < labels[b] ? -1 : labels[a] > labels[b] ? 1 : 0));
-    const width = 560, height = 220, left = 56, right = 12, top = 12, bottom = 44;
+    const width = chartWidth(), height = 220, left = 56, right = 12, top = 12, bottom = 44;
     const lo = Math.min(...values, 0), hi = Math.max(...values) || 1;
     const px = (k) => left + (order.length > 1 ? (k * (width - left - right)) / (order.length - 1) : 0);
     const py = (v) => top + (height - top - bottom) * (1 - (v - lo) / (hi - lo || 1));
@@ -101,18 +105,33 @@
       <text x="${left}" y="${height - 6}">${title}</text></svg>`;
   }
 
+  // Identifiers, codes and years are labels, not quantities: never "1,024" for an order id.
+  const LABEL_COLUMN = /(^|_)(id|ids|code|no|number|zip|postcode|phone|year|key)$/i;
+  const cellText = (v, column) => (LABEL_COLUMN.test(column) && v !== null && v !== undefined ? String(v) : formatValue(v));
+
   function table(columns, rows) {
     if (!columns.length) return "";
     const head = columns.map((c) => `<th>${escape(c)}</th>`).join("");
-    const body = rows.map((r) => `<tr>${r.map((v) => `<td class="${isNumber(v) ? "n" : ""}">${escape(formatValue(v))}</td>`).join("")}</tr>`).join("");
+    const body = rows.map((r) => `<tr>${r.map((v, i) => `<td class="${isNumber(v) ? "n" : ""}">${escape(cellText(v, columns[i]))}</td>`).join("")}</tr>`).join("");
     return `<div class="table-wrap"><table class="result" data-testid="table"><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table></div>`;
+  }
+
+  // "SQL that ran" only when it ran (rows came back, or the database refused it while running).
+  function sqlLabel(r) {
+    if ((r.row_count !== null && r.row_count !== undefined) || ["execution_failed", "timed_out", "execution_in_doubt"].includes(r.status)) {
+      return "SQL that ran";
+    }
+    if (r.status === "awaiting_approval") return "SQL waiting for approval";
+    return "SQL (not run)";
   }
 
   // Who let the SQL run: "approved by rita", "edited by rita" (with the model's SQL), ...
   function provenance(r) {
     const last = (r.approvals || []).slice(-1)[0]; // the latest cycle decided what ran
     if (!last) return "";
-    const by = last.decided_by && last.decided_by !== "sqlgate" ? last.decided_by : null;
+    const voters = (last.approvers || []).filter((a) => a && a !== "sqlgate");
+    const by = voters.length > 1 ? voters.join(" and ")
+      : last.decided_by && last.decided_by !== "sqlgate" ? last.decided_by : null;
     const words = {
       approved: by ? `approved by ${by}` : "approved",
       edited: by ? `edited by ${by}` : "edited by a reviewer",
@@ -214,7 +233,7 @@
         ${clarifyHtml(run, r, index)}
         ${listHtml("assumptions", "Assumptions", r.assumptions)}
         ${listHtml("warnings", "Warnings", warnings)}
-        ${r.sql ? `<div class="sql-head"><span class="meta">SQL that ran</span>
+        ${r.sql ? `<div class="sql-head"><span class="meta" data-testid="sql-label">${escape(sqlLabel(r))}</span>
             <button type="button" class="quiet small" data-action="copy" data-testid="copy-sql">Copy SQL</button></div>
           <pre class="sql" data-testid="sql">${highlight(r.sql)}</pre>${provenance(r)}` : provenance(r)}
         ${truncatedHtml(r)}

@@ -5,7 +5,14 @@
 const sqlgate = (() => {
   const KEY = "sqlgate-token";
   const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
-  if (fromHash) { localStorage.setItem(KEY, fromHash); history.replaceState(null, "", location.pathname); }
+  // A #token= link signs in a browser without a token; it never silently replaces a stored one
+  // (a link from someone else would otherwise act as them): the page asks first.
+  let offered = null;
+  if (fromHash) {
+    history.replaceState(null, "", location.pathname);
+    const stored = localStorage.getItem(KEY);
+    if (!stored || stored === fromHash) localStorage.setItem(KEY, fromHash); else offered = fromHash;
+  }
 
   const token = () => localStorage.getItem(KEY) || "";
   const headers = (extra = {}) => ({ Authorization: `Bearer ${token()}`, ...extra });
@@ -112,6 +119,15 @@ const sqlgate = (() => {
     document.getElementById("sign-out").addEventListener("click", () => {
       localStorage.removeItem(KEY); input.value = ""; location.replace(location.pathname);
     });
+    if (offered) {
+      notice.textContent = "This link carries a different token from the one this browser is signed in with; the page still uses yours. ";
+      const use = document.createElement("button");
+      use.type = "button"; use.className = "quiet small"; use.dataset.testid = "use-link-token";
+      use.textContent = "Sign in with the link's token instead";
+      use.addEventListener("click", () => { localStorage.setItem(KEY, offered); location.reload(); });
+      notice.appendChild(use);
+      notice.hidden = false;
+    }
     if (!token()) { refuse("Paste your token above and press Use to sign in."); return; }
     const me = await api("GET", "/me");
     if (!me.ok) {
@@ -155,7 +171,10 @@ const sqlgate = (() => {
   // null is an empty field. csvRows gives the lines of a page of rows, csv a whole file.
   function csvRows(rows) {
     const cell = (v) => {
-      const text = v === null || v === undefined ? "" : String(v);
+      let text = v === null || v === undefined ? "" : String(v);
+      // a text cell a spreadsheet would read as a formula (=, +, -, @, or a tab/CR before one)
+      // is neutralised with a leading quote; numbers stay numbers
+      if (typeof v === "string" && /^[=+\-@\t\r]/.test(text) && !/^[+-]?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(text)) text = `'${text}`;
       return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
     };
     return rows.map((r) => r.map(cell).join(",") + "\r\n").join("");
