@@ -105,7 +105,9 @@ def test_a_vote_that_leaves_the_batch_pending_wakes_and_the_state_decides(backen
     class VoteEachWait(DecideWhileWaiting):
         async def __call__(self, seconds: float) -> None:
             self.naps.append(seconds)
-            actor = next(votes)
+            actor = next(votes, None)
+            if actor is None:  # woken by another batch's decision (a shared listener): no vote
+                await asyncio.Event().wait()
             thread = threading.Thread(
                 target=reviewing.submit,
                 args=(batch.batch_id, {a.call_id: Approve()}),
@@ -119,7 +121,10 @@ def test_a_vote_that_leaves_the_batch_pending_wakes_and_the_state_decides(backen
     reasons: list[str] = []
     outcome = wait_for_outcome(waiting, batch.batch_id, vote, reasons)
     vote.join()
-    assert reasons == ["postgres" if by_notify else "process"] * 2
+    # at least one wake per vote, each by the expected path (an earlier test's decision on the
+    # same PostgreSQL channel may add one: its batch is read, found not ours, and waited on again)
+    expected = "postgres" if by_notify else "process"
+    assert len(reasons) >= 2 and set(reasons) == {expected}
     assert outcome.status == "resolved" and outcome.votes == 2
 
 
