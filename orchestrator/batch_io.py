@@ -110,6 +110,16 @@ class ResultWriter:
         self._rewrite(list(self.done.values()))
         return self.done
 
+    def reopen(self) -> list[dict[str, Any]]:
+        """Every complete record already in the file, whatever its status (the file is first
+        rewritten atomically without a line cut short); ``batch --distributed`` writes from the
+        run records and only needs to know what is there."""
+        if not self.path.exists():
+            return []
+        records = self._read_existing()
+        self._rewrite(records)
+        return records
+
     def __enter__(self) -> ResultWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists() or self.path.stat().st_size == 0

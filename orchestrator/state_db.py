@@ -38,6 +38,7 @@ from orchestrator.result_rows import ResultRowStore
 from orchestrator.runs import RunStore
 
 if TYPE_CHECKING:
+    from orchestrator.batches import BatchStore
     from orchestrator.server.state import ServerState
 
 __all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url"]
@@ -90,6 +91,13 @@ class StateDatabase:
     @cached_property
     def approvals(self) -> SqlApprovalStore:
         return SqlApprovalStore(self.engine)
+
+    @cached_property
+    def batches(self) -> BatchStore:
+        """Distributed batches (set up on first use: only ``batch --distributed`` needs them)."""
+        from orchestrator.batches import BatchStore
+
+        return BatchStore(self.engine)
 
     @cached_property
     def runs(self) -> RunStore:

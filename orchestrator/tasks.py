@@ -37,6 +37,11 @@ __all__ = ["BROKER_URL_ENV", "advance_run", "celery_app", "enqueue", "prepare_wo
 log = logging.getLogger("sqlgate.tasks")
 
 BROKER_URL_ENV = "SQLGATE_BROKER_URL"
+REQUEUE_ENV = "SQLGATE_REQUEUE_AFTER"
+#: A run queued and unclaimed this long (seconds) is sent to the workers again: its message may
+#: have been lost with a broker that keeps none (Redis without persistence). A duplicate is
+#: harmless: only one process can claim the run.
+DEFAULT_REQUEUE_S = 60.0
 QUEUE = "sqlgate"
 #: Retries of a task that found the run held by a live lease (it waits for the lease to expire).
 MAX_LEASE_RETRIES = 120
@@ -44,6 +49,20 @@ MAX_LEASE_RETRIES = 120
 
 def broker_url() -> str | None:
     return os.environ.get(BROKER_URL_ENV) or None
+
+
+def requeue_after_s() -> float:
+    """``$SQLGATE_REQUEUE_AFTER`` (seconds), else ``DEFAULT_REQUEUE_S``."""
+    text = os.environ.get(REQUEUE_ENV) or str(DEFAULT_REQUEUE_S)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigurationError(
+            f"{REQUEUE_ENV} must be a positive number of seconds, not {text!r}"
+        )
+    return seconds
 
 
 def celery_app(url: str | None = None) -> Celery:

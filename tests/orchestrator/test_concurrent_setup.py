@@ -10,10 +10,20 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from approvals import sql_store
+from orchestrator import result_rows, runs
+from orchestrator.memory import store as memory_store
+from orchestrator.server import state as server_state
 from orchestrator.state_db import StateDatabase
 
 PROCESSES = 8
-LATEST = {"approvals": 4, "memory": 1, "results": 1, "runs": 4, "server": 3}
+LATEST = {
+    "approvals": len(sql_store.MIGRATIONS),
+    "memory": len(memory_store.MIGRATIONS),
+    "results": len(result_rows.MIGRATIONS),
+    "runs": len(runs.MIGRATIONS),
+    "server": len(server_state.MIGRATIONS),
+}
 
 
 def _set_up(url: str, barrier: Any, outcomes: Any) -> None:
