@@ -227,6 +227,9 @@ def _distributed(
             written=written_pairs,
             write=written,
         )
+    if outcome.results:
+        # The run records are the truth: the file ends holding each of their results once.
+        writer.settle(outcome.results, set(outcome.run_ids))
     err.print(
         summary(records, out, sum(r.llm_calls for r in records))
         + f" {outcome.runs} run(s) of batch {outcome.batch_id} on the workers."

@@ -48,6 +48,7 @@ class DistributedOutcome:
     batch_id: str
     runs: int
     results: list[RunResult] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
     found: bool = False
 
 
@@ -146,8 +147,14 @@ def run_distributed(
         raise
     finally:
         state.close()
+    by_run = {run.run_id: i for i, run in enumerate(recorded.runs)}
+    results = sorted(follower.results, key=lambda r: by_run[r.run_id])  # the file's order
     return DistributedOutcome(
-        batch_id, len(recorded.runs), follower.results, found=not recorded.created
+        batch_id,
+        len(recorded.runs),
+        results,
+        run_ids=list(by_run),
+        found=not recorded.created,
     )
 
 

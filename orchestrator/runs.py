@@ -234,6 +234,20 @@ class RunStore:
             ).rowcount
         return changed == 1
 
+    def release(self, run_id: str, *, owner: str) -> bool:
+        """End ``owner``'s lease now (it gives the run up); False when it no longer held it."""
+        with write_transaction(self.engine) as conn:
+            changed = conn.execute(
+                runs.update()
+                .where(
+                    runs.c.run_id == run_id,
+                    runs.c.owner == owner,
+                    runs.c.status.in_(LEASED_STATES),
+                )
+                .values(lease_expires_at=_now())
+            ).rowcount
+        return changed == 1
+
     def expired(
         self, *, now: datetime | None = None, queued_for_s: float | None = None, limit: int = 100
     ) -> list[StoredRun]:

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
+import time
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +35,16 @@ from celery import Celery, Task
 
 from orchestrator.errors import ConfigurationError, RunConflict
 
-__all__ = ["BROKER_URL_ENV", "advance_run", "celery_app", "enqueue", "prepare_worker"]
+__all__ = [
+    "BROKER_URL_ENV",
+    "advance_run",
+    "celery_app",
+    "default_worker_name",
+    "enqueue",
+    "hand_back_after",
+    "prepare_worker",
+    "requeue_after_s",
+]
 
 log = logging.getLogger("sqlgate.tasks")
 
@@ -103,6 +115,16 @@ def enqueue(run_id: str, *, url: str | None = None, countdown: float | None = No
     app.send_task("sqlgate.advance_run", args=[run_id], queue=QUEUE, countdown=countdown)
 
 
+def default_worker_name() -> str:
+    """A node name unique to this process: ``sqlgate-<pid>@<host>`` (several workers on one
+    host each need their own, RabbitMQ locks a node's control queue to one connection)."""
+    return f"sqlgate-{os.getpid()}@{socket.gethostname()}"
+
+
+#: This worker's node name, set by ``sqlgate worker`` (the owner of its leases starts with it).
+worker_name: str | None = None
+
+
 class _Worker:
     """What one worker process keeps between tasks: state database, limiter, pipelines."""
 
@@ -117,6 +139,7 @@ class _Worker:
         self.limiter = build_limiter(self.settings, mode="wait")
         self.pipelines: dict[str, Any] = {}
         self.lock = threading.Lock()
+        self.owner = f"{worker_name}:{uuid.uuid4().hex[:6]}" if worker_name else None
 
     def pipeline(self, database_url: str) -> Any:
         from orchestrator.database import TargetDatabase
@@ -148,6 +171,7 @@ class _Worker:
                     approval_store=self.state.approvals,
                     run_store=self.state.runs,
                     memory=memory_for(self.state, database),
+                    owner=self.owner,
                 )
             return self.pipelines[url]
 
@@ -169,6 +193,28 @@ def prepare_worker() -> None:
     import orchestrator.pipeline  # noqa: F401  # the stages, agents, safety and sqlglot with it
 
     _this_worker()
+
+
+def hand_back_after(grace_s: float) -> threading.Thread:
+    """A stopping worker: let its runs go on for ``grace_s`` seconds, then hand back every run
+    it still holds (each lease ends at once and the run is sent to the other workers) so they
+    take them over now, not when the leases would have expired."""
+    from orchestrator.lease import hand_back_all
+
+    def later() -> None:
+        time.sleep(grace_s)
+        handed = hand_back_all()
+        for run_id in handed:
+            try:
+                enqueue(run_id)
+            except Exception as exc:  # the broker is gone too: the lease has ended anyway
+                log.warning("run %s handed back but not sent again: %s", run_id, exc)
+        if handed:
+            log.warning("stopping: handed back %d run(s): %s", len(handed), ", ".join(handed))
+
+    thread = threading.Thread(target=later, name="sqlgate-hand-back", daemon=True)
+    thread.start()
+    return thread
 
 
 def advance_run(task: Task, run_id: str) -> str:
