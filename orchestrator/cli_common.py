@@ -30,10 +30,11 @@ def fail(
 
 def fail_with(exc: SqlgateError, *, as_json: bool = False) -> NoReturn:
     """``fail`` for a sqlgate error: its message and code; exit 10 for a database that cannot
-    be opened (or read), 2 for anything else (a malformed URL, a bad option or file)."""
+    be opened (or read) and for an unusable state database, 2 for anything else (a malformed
+    URL, a bad option or file)."""
     fail(
         exc.message,
-        10 if exc.code.startswith("database") else 2,
+        10 if exc.code.startswith("database") or exc.code == "state_database_error" else 2,
         as_json=as_json,
         error_code=exc.code,
     )

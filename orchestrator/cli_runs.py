@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli_common import JsonOpt, emit_json, err, fail
+from orchestrator.cli_common import JsonOpt, emit_json, err, fail_with
 from orchestrator.errors import SqlgateError
 
 runs_app = typer.Typer(
@@ -67,7 +67,7 @@ def list_runs(
         _, run_store = stores()
         entries = run_store.list(status=status, limit=limit)
     except SqlgateError as exc:
-        fail(exc.message, as_json=as_json, error_code=exc.code)
+        fail_with(exc, as_json=as_json)
         return
     if as_json:
         emit_json([_row(e) for e in entries])
@@ -102,7 +102,7 @@ def show(
         _, run_store = stores()
         stored = run_store.load(run_id)
     except SqlgateError as exc:
-        fail(exc.message, as_json=as_json, error_code=exc.code)
+        fail_with(exc, as_json=as_json)
         return
     checkpoint = stored.checkpoint
     summary: dict[str, Any] = {
@@ -144,36 +144,69 @@ def recover(
     limit: Annotated[int, typer.Option(min=1, help="How many runs at most in one go.")] = 100,
     as_json: JsonOpt = False,
 ) -> None:
-    """Take over every run whose process stopped (its lease expired), and carry it on.
+    """Take over every run whose process stopped (its lease expired), and carry it on; send
+    again every run queued and unclaimed for SQLGATE_REQUEUE_AFTER seconds.
 
     Safe to run from cron on any number of hosts at once: each run is claimed by exactly one.
     A run stopped before the gate starts again (its LLM calls are made, and charged, again); a
     run stopped while executing approved SQL ends ``execution_in_doubt`` for the statements that
-    may have run, which are never run again.
+    may have run, which are never run again. A queued run goes to the workers when
+    SQLGATE_BROKER_URL is set (a duplicate message is harmless), else it runs here. A run that
+    cannot be recovered (a corrupt checkpoint, ...) is reported and the others go on; the exit
+    status is then 1.
     """
     from orchestrator.cli_approvals import paused_run_pipeline, stores
     from orchestrator.errors import RunConflict
+    from orchestrator.tasks import broker_url, enqueue, requeue_after_s
 
     approval_store, run_store = stores()
-    stopped = run_store.expired(limit=limit)
+    try:
+        requeue_s = requeue_after_s()
+    except SqlgateError as exc:
+        fail_with(exc, as_json=as_json)
+    broker = broker_url()
     recovered: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
     pipelines: dict[str, Any] = {}
-    for stored in stopped:
+
+    def report(run_id: str, message: str) -> None:
+        failed.append({"run_id": run_id, "error": message})
+        err.print(f"[red]cannot recover {run_id}[/]: {message}", highlight=False)
+
+    for run_id in run_store.stopped_ids(limit=limit, queued_for_s=requeue_s):
+        try:
+            stored = run_store.load(run_id)
+        except SqlgateError as exc:  # a corrupt checkpoint: say so, go on with the others
+            report(run_id, exc.message)
+            continue
+        if stored.status == "queued" and broker:
+            try:
+                enqueue(run_id, url=broker)
+            except Exception as exc:  # kombu/redis/amqp connection errors
+                report(run_id, f"the broker did not take it: {exc}")
+                continue
+            recovered.append(
+                {"run_id": run_id, "previous_owner": None, "statuses": ["sent to the workers"]}
+            )
+            continue
         url = db or stored.database
         if "***" in url:
             err.print(
-                f"[yellow]skipped {stored.run_id}[/]: its database URL had a password: pass --db URL"
+                f"[yellow]skipped {run_id}[/]: its database URL had a password: pass --db URL"
             )
             continue
-        if url not in pipelines:
-            _, pipelines[url] = paused_run_pipeline(url, approval_store, run_store, as_json)
         try:
-            results = pipelines[url].recover(stored.run_id)
+            if url not in pipelines:
+                _, pipelines[url] = paused_run_pipeline(url, approval_store, run_store, as_json)
+            results = pipelines[url].recover(run_id)
         except RunConflict:
             continue  # another process took it first
+        except SqlgateError as exc:
+            report(run_id, exc.message)
+            continue
         recovered.append(
             {
-                "run_id": stored.run_id,
+                "run_id": run_id,
                 "previous_owner": stored.owner,
                 "statuses": [r.status.value for r in results],
             }
@@ -181,12 +214,14 @@ def recover(
     for pipeline in pipelines.values():
         pipeline.db.dispose()
     if as_json:
-        emit_json({"recovered": recovered})
-        return
-    if not recovered:
-        Console().print("No stopped runs.")
-    for entry in recovered:
-        Console().print(
-            f"recovered [cyan]{entry['run_id']}[/] from {entry['previous_owner']}: "
-            f"{', '.join(entry['statuses'])}"
-        )
+        emit_json({"recovered": recovered, "failed": failed})
+    else:
+        if not recovered and not failed:
+            Console().print("No stopped runs.")
+        for entry in recovered:
+            Console().print(
+                f"recovered [cyan]{entry['run_id']}[/] from {entry['previous_owner'] or 'the queue'}: "
+                f"{', '.join(entry['statuses'])}"
+            )
+    if failed:
+        raise typer.Exit(1)

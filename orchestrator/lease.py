@@ -14,15 +14,39 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Mapping
 from types import TracebackType
 
-from orchestrator.errors import RunConflict
+from orchestrator.errors import ConfigurationError, RunConflict
 from orchestrator.runs import RunStore
 
-__all__ = ["DEFAULT_LEASE_S", "Lease", "LeaseLost", "hand_back_all", "process_owner"]
+__all__ = [
+    "DEFAULT_LEASE_S",
+    "LEASE_ENV",
+    "Lease",
+    "LeaseLost",
+    "hand_back_all",
+    "lease_from_env",
+    "process_owner",
+]
 
 #: How long a lease lasts without renewal: a stopped process's runs are taken over after this.
 DEFAULT_LEASE_S = 30.0
+LEASE_ENV = "SQLGATE_LEASE"
+
+
+def lease_from_env(environ: Mapping[str, str] | None = None) -> float:
+    """``$SQLGATE_LEASE`` (seconds), else ``DEFAULT_LEASE_S``; every command that advances a
+    recorded run (ask --defer, resume, runs recover, serve, worker) holds leases this long."""
+    env = os.environ if environ is None else environ
+    text = env.get(LEASE_ENV) or str(DEFAULT_LEASE_S)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigurationError(f"{LEASE_ENV} must be a positive number of seconds, not {text!r}")
+    return seconds
 
 
 class LeaseLost(RunConflict):

@@ -10,6 +10,7 @@ approvals store; its schema is the ``runs`` component of the one migration runne
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +21,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from approvals.migrations import migrate, state_engine, to_timestamp, write_transaction
 from orchestrator.checkpoint import Checkpoint, load_checkpoint
-from orchestrator.errors import RunConflict, RunNotFound
+from orchestrator.errors import CheckpointError, RunConflict, RunNotFound
+
+log = logging.getLogger("sqlgate.runs")
 
 #: Run states. ``queued``: accepted, no process on it yet. ``running``: a process advances it
 #: before the gate (holding its lease). ``awaiting_approval``: paused at the gate, nobody holds it.
@@ -253,6 +256,22 @@ class RunStore:
     ) -> list[StoredRun]:
         """Runs whose process stopped: leased states with a lease in the past, oldest first;
         with ``queued_for_s``, also runs queued longer than that that nobody started."""
+        ids = self.stopped_ids(now=now, queued_for_s=queued_for_s, limit=limit)
+        found = []
+        for run_id in ids:
+            try:
+                found.append(self.load(run_id))
+            except RunNotFound:
+                continue
+            except CheckpointError as exc:  # one corrupt run does not hide the others
+                log.warning("%s", exc.message)
+        return found
+
+    def stopped_ids(
+        self, *, now: datetime | None = None, queued_for_s: float | None = None, limit: int = 100
+    ) -> list[str]:
+        """The ids of ``expired`` runs, without reading their checkpoints (one may be corrupt:
+        the others are still listed)."""
         self.setup()
         moment = now or _now()
         stopped = sa.and_(runs.c.status.in_(LEASED_STATES), runs.c.lease_expires_at <= moment)
@@ -262,9 +281,9 @@ class RunStore:
                 runs.c.updated_at <= moment - timedelta(seconds=queued_for_s),
             )
             stopped = sa.or_(stopped, stale)
-        query = sa.select(runs).where(stopped).order_by(runs.c.updated_at).limit(limit)
+        query = sa.select(runs.c.run_id).where(stopped).order_by(runs.c.updated_at).limit(limit)
         with self.engine.connect() as conn:
-            return [_stored(row) for row in conn.execute(query)]
+            return [row.run_id for row in conn.execute(query)]
 
     def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Runs, newest change first: id, status, database, owner, lease expiry, takeovers, and
@@ -295,12 +314,16 @@ class RunStore:
 
 
 def _stored(row: Any) -> StoredRun:
+    try:
+        data = json.loads(row.checkpoint)
+    except ValueError:
+        raise CheckpointError(f"run {row.run_id}: its checkpoint is not valid JSON") from None
     return StoredRun(
         run_id=row.run_id,
         status=row.status,
         version=row.version,
         database=row.database,
-        checkpoint=load_checkpoint(json.loads(row.checkpoint)),
+        checkpoint=load_checkpoint(data),
         updated_at=utc(row.updated_at),
         owner=row.owner,
         lease_expires_at=utc(row.lease_expires_at) if row.lease_expires_at else None,
