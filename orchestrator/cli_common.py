@@ -21,7 +21,10 @@ err = Console(stderr=True)
 def fail(
     message: str, code: int = 2, *, as_json: bool = False, error_code: str = "config_error"
 ) -> None:
-    """Say what went wrong (as JSON too, for scripts) and exit with ``code``."""
+    """Say what went wrong (as JSON too, for scripts) and exit with ``code`` (10 whatever the
+    caller said for an unusable state database, as everywhere)."""
+    if error_code == "state_database_error":
+        code = 10
     if as_json:
         print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
     err.print(f"[bold red]error:[/] {message}")

@@ -2,7 +2,8 @@
 
     sqlgate runs list [--status S]      runs, newest change first: status, owner, lease expiry
     sqlgate runs show RUN_ID            one run: its state, lease and checkpoint summary
-    sqlgate runs recover [--db URL]     take over every run whose process stopped (cron-safe)
+    sqlgate runs recover [--db URL]     take over every run whose process stopped, send again
+                                        queued runs nobody claimed (cron-safe)
 
 A process advancing a run holds its lease and renews it; when it stops (kill -9, power loss),
 the lease expires and ``runs recover`` (or a running ``sqlgate serve``, on its own) takes the run

@@ -6,7 +6,7 @@
      ├── RunNotFound               run_not_found         (no such run in the state database)
      ├── RunConflict               run_conflict          (another process changed the run first)
      ├── CheckpointError           checkpoint_invalid    (a checkpoint this code cannot read)
-     ├── StateDatabaseError        state_database_error  (the state database is newer or broken)
+     ├── StateDatabaseError        state_database_error  (the state database cannot be used: exit 10)
      ├── DatabaseError
      │    ├── DatabaseURLInvalid   invalid_database_url
      │    └── DatabaseUnreachable  database_unreachable

@@ -12,7 +12,11 @@ twice (a redelivery, a duplicate enqueue) changes nothing:
     finished                     nothing
 
 Tasks are acknowledged late and rejected when their worker is lost, so a killed worker's task
-goes back to the queue; the lease decides whether anything needs redoing.
+goes back to the queue; the lease decides whether anything needs redoing. Each worker has its own
+node name (``sqlgate-<pid>@<host>`` unless ``sqlgate worker --name``), which starts the owner id
+of its leases; a worker stopping (SIGTERM) hands the runs it still holds back after a grace
+period (``hand_back_after``). A message lost with the broker leaves its run ``queued``: whoever
+follows the run sends it again after ``SQLGATE_REQUEUE_AFTER`` seconds (``requeue_after_s``).
 
 Configuration (the same variables as the rest of sqlgate): ``SQLGATE_BROKER_URL`` (Redis, e.g.
 ``redis://host:6379/1``), ``SQLGATE_STATE_URL`` (PostgreSQL for several hosts),
