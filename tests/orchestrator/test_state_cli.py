@@ -295,7 +295,8 @@ def test_a_resumer_that_lost_its_run_prints_the_outcome_the_other_process_record
     def worker(command: str, *extra: str, **popen: Any) -> subprocess.Popen[str]:
         args = [sys.executable, "-m", "tests.orchestrator.lease_worker", command, "run_lost"]
         args += [*extra, "--state", state_url, "--db", demo_url]
-        args += ["--model-url", scripted_server.base_url, "--lease", "1.0"]
+        # A long lease: no renewal (a write) is in flight when the resumer is frozen below.
+        args += ["--model-url", scripted_server.base_url, "--lease", "60", "--timeout", "5"]
         return subprocess.Popen(
             args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
         )
@@ -311,9 +312,14 @@ def test_a_resumer_that_lost_its_run_prints_the_outcome_the_other_process_record
         assert time.monotonic() < deadline and resumer.poll() is None, "never executed"
         time.sleep(0.02)
     time.sleep(0.3)  # the statement was claimed and is running
-    os.kill(resumer.pid, signal.SIGSTOP)  # frozen: its lease is no longer renewed
+    os.kill(resumer.pid, signal.SIGSTOP)  # frozen: its lease is no longer renewed...
     try:
-        time.sleep(1.5)
+        with state.engine.begin() as conn:  # ...until it runs out (here at once, not in 60 s)
+            conn.execute(
+                runs_table.update()
+                .where(runs_table.c.run_id == "run_lost")
+                .values(lease_expires_at=datetime.now(UTC) - timedelta(seconds=1))
+            )
         taker = worker("recover")
         out, err = taker.communicate(timeout=120)
         assert taker.returncode == 0, err[-2000:]
