@@ -336,3 +336,55 @@ def test_a_resumer_that_lost_its_run_prints_the_outcome_the_other_process_record
     assert state.runs.load("run_lost").status == "finished"
     assert [e.state for e in state.approvals.executions(run_id="run_lost")] == ["in_doubt"]
     state.close()
+
+
+def test_runs_recover_sends_a_queued_run_nobody_claimed_to_the_workers(
+    tmp_path: Path, redis_url: str
+) -> None:
+    import redis
+
+    from orchestrator.tasks import QUEUE
+    from tests.orchestrator.celery_cluster import purge_broker
+
+    purge_broker(redis_url)
+    env = {
+        **os.environ,
+        "SQLGATE_STATE_URL": f"sqlite:///{tmp_path / 'state.sqlite'}",
+        "SQLGATE_BROKER_URL": redis_url,
+        "SQLGATE_REQUEUE_AFTER": "60",
+    }
+    state = StateDatabase(env["SQLGATE_STATE_URL"])
+    state.setup()
+    for run_id in ("run_lost_message", "run_just_queued"):
+        state.runs.create(
+            run_id,
+            "sqlite:///x.db",
+            StartedCheckpoint(run_id=run_id, questions=["q"]),
+            status="queued",
+        )
+    with state.engine.begin() as conn:
+        conn.execute(
+            runs_table.update()
+            .where(runs_table.c.run_id == "run_lost_message")
+            .values(updated_at=datetime.now(UTC) - timedelta(minutes=2))
+        )
+
+    done = _sqlgate(env, "runs", "recover", "--json")
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report == {
+        "recovered": [
+            {
+                "run_id": "run_lost_message",
+                "previous_owner": None,
+                "statuses": ["sent to the workers"],
+            }
+        ],
+        "failed": [],
+    }
+    messages = redis.Redis.from_url(redis_url).lrange(QUEUE, 0, -1)
+    assert len(messages) == 1 and b"run_lost_message" in messages[0]
+    assert state.runs.load("run_lost_message").status == "queued"  # a worker claims it
+    purge_broker(redis_url)
+    state.close()
