@@ -130,7 +130,10 @@ class ResultWriter:
             for r in (self._read_existing() if self.path.exists() else [])
             if r.get("run_id") not in run_ids and r.get("question") not in questions
         ]
-        self._rewrite(others + [r.model_dump(mode="json") for r in results])
+        dumped = [r.model_dump(mode="json") for r in results]
+        if self.format == "csv":  # the rows as ``write`` writes them
+            dumped = [_csv_row(r) for r in dumped]
+        self._rewrite(others + dumped)
 
     def __enter__(self) -> ResultWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
