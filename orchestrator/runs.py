@@ -238,7 +238,9 @@ class RunStore:
         return changed == 1
 
     def release(self, run_id: str, *, owner: str) -> bool:
-        """End ``owner``'s lease now (it gives the run up); False when it no longer held it."""
+        """End ``owner``'s lease now (it gives the run up); False when it no longer held it.
+        The version moves on too, so nothing the giver still had in flight can change the run:
+        the process that takes it over is the only one that can."""
         with write_transaction(self.engine) as conn:
             changed = conn.execute(
                 runs.update()
@@ -247,7 +249,7 @@ class RunStore:
                     runs.c.owner == owner,
                     runs.c.status.in_(LEASED_STATES),
                 )
-                .values(lease_expires_at=_now())
+                .values(lease_expires_at=_now(), version=runs.c.version + 1)
             ).rowcount
         return changed == 1
 
