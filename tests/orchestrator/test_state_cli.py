@@ -113,16 +113,26 @@ def unusable_folder(tmp_path: Path) -> Iterator[Path]:
 PAIRS = [(case, ["runs", "list"]) for case in CASES] + [
     (case, command)
     for case in ("garbage file", "newer schema", "notaurl")
-    for command in (["runs", "recover"], ["resume", "run_x"], ["approvals", "list"])
+    for command in (
+        ["runs", "recover"],
+        ["resume", "run_x"],
+        ["approvals", "list"],
+        ["ask", "How many products are there?", "--defer", "--db", "sqlite:///x.db"],
+        ["worker"],
+    )
 ]
 
 
-@pytest.mark.parametrize(("case", "command"), PAIRS)
+@pytest.mark.parametrize(
+    ("case", "command"),
+    [pytest.param(case, command, id=f"{case} {' '.join(command[:2])}") for case, command in PAIRS],
+)
 def test_an_unusable_state_database_is_one_sentence_and_exit_10(
     case: str, command: list[str], unusable_folder: Path
 ) -> None:
     make, expected = CASES[case]
     env = {**os.environ, "SQLGATE_STATE_URL": make(unusable_folder)}
+    env["SQLGATE_BROKER_URL"] = "redis://127.0.0.1:9/0"  # a worker opens the state first
 
     done = _sqlgate(env, *command)
 
