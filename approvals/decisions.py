@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -204,11 +204,17 @@ def decision_digest(pairs: DecisionPairs) -> str:
 
 
 def _coverage_problems(
-    batch: ApprovalBatch, pairs: DecisionPairs, locate: Callable[[str], CallLocation | None]
+    batch: ApprovalBatch,
+    pairs: DecisionPairs,
+    locate: Callable[[Sequence[str]], Mapping[str, CallLocation]],
 ) -> list[DecisionProblem]:
     problems: list[DecisionProblem] = []
     pending = set(batch.pending_ids)
     seen: set[str] = set()
+    # Ids of no category of this batch are looked up all at once (a file of thousands of
+    # unknown ids is one query, not one each).
+    foreign = [c for c, _ in pairs if c not in pending and c not in batch.categories]
+    located = locate(foreign) if foreign else {}
     for call_id, _ in pairs:
         if call_id in seen:
             problems.append(DecisionProblem("duplicate_call_id", call_id, "decided more than once"))
@@ -230,7 +236,7 @@ def _coverage_problems(
                 )
             )
         else:
-            where = locate(call_id)
+            where = located.get(call_id)
             if where is not None and where.run_id == batch.run_id:
                 problems.append(
                     DecisionProblem(
@@ -292,7 +298,7 @@ def resolve_decisions(
     batch: ApprovalBatch,
     pairs: DecisionPairs,
     validate: Validate,
-    locate: Callable[[str], CallLocation | None] = lambda _: None,
+    locate: Callable[[Sequence[str]], Mapping[str, CallLocation]] = lambda _: {},
 ) -> dict[str, Resolution]:
     """A resolution per item of ``batch`` (batch order), or ``DecisionError`` with every problem.
 

@@ -44,6 +44,10 @@ class DecisionProblem:
     message: str
 
 
+#: Problems a refused decision's message names; the others are counted (all are in ``problems``).
+_PROBLEMS_SHOWN = 5
+
+
 class DecisionError(ApprovalError):
     """A decision was refused as a whole; nothing of it was accepted.
 
@@ -59,7 +63,12 @@ class DecisionError(ApprovalError):
         self.problems = tuple(problems)
         self.code = self.problems[0].code
         self.call_ids = tuple(p.call_id for p in self.problems)
-        lines = "; ".join(f"{p.call_id}: {p.message} [{p.code}]" for p in self.problems)
+        shown = self.problems[:_PROBLEMS_SHOWN]
+        lines = "; ".join(f"{p.call_id}: {p.message} [{p.code}]" for p in shown)
+        left = len(self.problems) - len(shown)
+        if left:
+            codes = sorted({p.code for p in self.problems[len(shown) :]})
+            lines += f"; and {left} more ({', '.join(codes)})"
         super().__init__(f"decision refused, nothing was accepted: {lines}")
 
     @classmethod

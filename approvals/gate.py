@@ -222,7 +222,7 @@ class ApprovalGate:
             if any(v.actor == actor for v in record.votes):
                 raise DuplicateVote(batch_id, f"{actor} already voted on this batch")
             resolutions = resolve_decisions(
-                record.batch, pairs, self.validate, self.store.locate_call
+                record.batch, pairs, self.validate, self.store.locate_calls
             )
             votes = [
                 *record.votes,
@@ -379,7 +379,7 @@ class ApprovalGate:
             earlier.append(
                 (
                     vote.actor,
-                    resolve_decisions(record.batch, pairs, self.validate, self.store.locate_call),
+                    resolve_decisions(record.batch, pairs, self.validate, self.store.locate_calls),
                 )
             )
         return earlier

@@ -3,8 +3,9 @@
 Every table sqlgate keeps (approvals, audit, ledger here; runs, server events and memory through
 ``orchestrator.state_db``) belongs to a *component* with an append-only list of migrations. The
 runner records each component's version in ``sqlgate_schema`` and applies the missing steps in
-one transaction that holds the database's write lock (``BEGIN IMMEDIATE`` on SQLite, an advisory
-lock on PostgreSQL), so several processes may call it at once.
+one transaction that takes the database's write lock before it creates or reads anything
+(``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock on PostgreSQL), so several
+processes may call it at once on a fresh database.
 
 Example:
     >>> engine = state_engine("sqlite://")
@@ -116,9 +117,12 @@ def migrate(
         SchemaVersionError: the database is newer than this code.
     """
     with write_transaction(engine) as conn:
-        schema_versions.create(conn, checkfirst=True)
+        # The lock comes before anything is created: two processes creating ``sqlgate_schema``
+        # at once on a fresh PostgreSQL database would otherwise collide (a unique violation
+        # in the catalogue). On SQLite the transaction itself began IMMEDIATE (the write lock).
         if engine.dialect.name == "postgresql":
             conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
+        schema_versions.create(conn, checkfirst=True)
         row = conn.execute(
             sa.select(schema_versions.c.version).where(schema_versions.c.component == component)
         ).first()

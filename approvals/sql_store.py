@@ -26,6 +26,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from pydantic import TypeAdapter
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine
 
 from .migrations import migrate, schema_version, state_engine, to_timestamp, write_transaction
@@ -461,6 +462,22 @@ class SqlApprovalStore(ApprovalStore):
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(calls).where(calls.c.call_id == call_id)).first()
         return CallLocation(row.batch_id, row.run_id, row.cycle) if row is not None else None
+
+    def locate_calls(self, call_ids: Sequence[str]) -> dict[str, CallLocation]:
+        """One query whatever the number of ids: they travel as one JSON array parameter."""
+        if not call_ids:
+            return {}
+        wanted = json.dumps(list(dict.fromkeys(call_ids)))
+        if self.engine.dialect.name == "postgresql":
+            ids = sa.select(sa.func.jsonb_array_elements_text(sa.cast(sa.literal(wanted), JSONB)))
+        else:
+            ids = sa.select(sa.column("value")).select_from(sa.func.json_each(sa.literal(wanted)))
+        query = sa.select(calls).where(calls.c.call_id.in_(ids))
+        with self.engine.connect() as conn:
+            return {
+                row.call_id: CallLocation(row.batch_id, row.run_id, row.cycle)
+                for row in conn.execute(query)
+            }
 
     def list_summaries(
         self,

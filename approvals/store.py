@@ -78,6 +78,12 @@ class ApprovalStore(ABC):
     def locate_call(self, call_id: str) -> CallLocation | None:
         """The batch that issued ``call_id``, or None."""
 
+    def locate_calls(self, call_ids: Sequence[str]) -> dict[str, CallLocation]:
+        """The batch that issued each of ``call_ids`` that some batch issued (a database store
+        answers in one query, whatever their number)."""
+        found = {call_id: self.locate_call(call_id) for call_id in call_ids}
+        return {call_id: where for call_id, where in found.items() if where is not None}
+
     @abstractmethod
     def _claim_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent]) -> bool:
         """Insert the ledger entry iff none exists for its call_id; append the events with it."""

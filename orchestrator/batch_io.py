@@ -110,6 +110,31 @@ class ResultWriter:
         self._rewrite(list(self.done.values()))
         return self.done
 
+    def reopen(self) -> list[dict[str, Any]]:
+        """Every complete record already in the file, whatever its status (the file is first
+        rewritten atomically without a line cut short); ``batch --distributed`` writes from the
+        run records and only needs to know what is there."""
+        if not self.path.exists():
+            return []
+        records = self._read_existing()
+        self._rewrite(records)
+        return records
+
+    def settle(self, results: list[RunResult], run_ids: set[str]) -> None:
+        """Rewrite the file (atomically) so it holds each of ``results`` once, in order, in place
+        of anything written for the same runs or questions (a record cut short, a result a
+        later run record replaced); other records stay, before them."""
+        questions = {r.question for r in results}
+        others = [
+            r
+            for r in (self._read_existing() if self.path.exists() else [])
+            if r.get("run_id") not in run_ids and r.get("question") not in questions
+        ]
+        dumped = [r.model_dump(mode="json") for r in results]
+        if self.format == "csv":  # the rows as ``write`` writes them
+            dumped = [_csv_row(r) for r in dumped]
+        self._rewrite(others + dumped)
+
     def __enter__(self) -> ResultWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists() or self.path.stat().st_size == 0

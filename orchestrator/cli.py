@@ -52,7 +52,7 @@ from orchestrator.cli_common import (
     reviewer_for,
     show_result,
 )
-from orchestrator.errors import SqlgateError
+from orchestrator.errors import SqlgateError, StateDatabaseError
 from orchestrator.result import RunResult
 
 if TYPE_CHECKING:
@@ -205,10 +205,18 @@ def ask(
             check_result_path(out)
         except SqlgateError as exc:
             fail(exc.message, as_json=as_json, error_code=exc.code)
+    from orchestrator.lease import lease_from_env
+
+    try:
+        lease_s = lease_from_env()
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        return
     config = PipelineConfig(
         admission=not wait,
         approval_ttl_s=ttl,
         approval_quorum=quorum,
+        lease_s=lease_s,
     )
     approval_store, run_store = stores() if defer else (None, None)
     database, llm = open_target(
@@ -346,6 +354,9 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; nothing was left half-done[/]")
         sys.exit(130)
+    except StateDatabaseError as exc:  # the state database cannot be used: one sentence
+        err.print(f"[bold red]error:[/] {exc.message}")
+        sys.exit(10)
     except SqlgateError as exc:  # a setting found bad after the options were read
         err.print(f"[bold red]error:[/] {exc.message}")
         sys.exit(2)

@@ -55,11 +55,12 @@ def state_url() -> str:
 
 def stores() -> tuple[SqlApprovalStore, RunStore]:
     """The approvals store and the run store, both in the state database."""
-    from orchestrator.state_db import StateDatabase
+    from orchestrator.state_db import StateDatabase, state_errors
 
     state = StateDatabase(state_url())
-    state.approvals.setup()
-    state.runs.setup()
+    with state_errors(state.safe_url):
+        state.approvals.setup()
+        state.runs.setup()
     return state.approvals, state.runs
 
 
@@ -404,9 +405,14 @@ def paused_run_pipeline(
 ) -> tuple[Any, Any]:
     """The database and a pipeline that carries on recorded runs (``resume``, ``runs recover``):
     no reviewer (it pauses at the gate), the state database's stores, waiting for the limiter."""
+    from orchestrator.lease import lease_from_env
     from orchestrator.memory import memory_for
-    from orchestrator.pipeline import Pipeline
+    from orchestrator.pipeline import Pipeline, PipelineConfig
 
+    try:
+        config = PipelineConfig(lease_s=lease_from_env())
+    except SqlgateError as exc:
+        fail_with(exc, as_json=as_json)
     database, llm = open_target(
         db=url,
         model=None,
@@ -420,6 +426,7 @@ def paused_run_pipeline(
         database,
         llm,
         None,
+        config=config,
         approval_store=approval_store,
         run_store=run_store,
         memory=memory_for(None, database),

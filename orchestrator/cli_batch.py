@@ -98,9 +98,25 @@ def batch(
     try:
         questions = read_questions(questions_file)
         writer = ResultWriter(out)
-        done = writer.resume()
+        if distributed:
+            existing = writer.reopen()
+        else:
+            done = writer.resume()
     except SqlgateError as exc:
         fail(exc.message, error_code=exc.code)
+        return
+    if distributed:
+        _distributed(
+            questions_file,
+            questions,
+            existing,
+            out,
+            writer,
+            db=db,
+            yes=yes,
+            run_size=run_size or k,
+            timeout=timeout,
+        )
         return
     todo = list(pending_questions(questions, done))
     err.print(
@@ -109,9 +125,6 @@ def batch(
     )
     if not todo:
         raise typer.Exit(batch_exit_code([RunStatus(r["status"]) for r in done.values()]))
-    if distributed:
-        _distributed(todo, out, writer, db=db, yes=yes, run_size=run_size or k, timeout=timeout)
-        return
     run_size = run_size or 1000
     # About four characters a token; half the context for the questions' part of a prompt.
     config = PipelineConfig(k=k, max_prompt_chars=max(1000, context_tokens * 2))
@@ -184,7 +197,9 @@ def batch_exit_code(statuses: list[RunStatus]) -> int:
 
 
 def _distributed(
-    todo: list[tuple[int, str]],
+    questions_file: Path,
+    questions: list[str],
+    existing: list[dict[str, Any]],
     out: Path,
     writer: Any,
     *,
@@ -193,23 +208,47 @@ def _distributed(
     run_size: int,
     timeout: float | None,
 ) -> None:
-    """``--distributed``: the runs go to the workers; this process decides and writes."""
+    """``--distributed``: the batch is recorded in the state database and its runs go to the
+    workers; this process decides and writes each run's results from its record."""
+    from orchestrator.batch_io import FINAL_STATUSES
     from orchestrator.cli_batch_distributed import run_distributed
 
+    final = {s.value for s in FINAL_STATUSES}
+    kept = {r["question"]: r for r in existing if r.get("status") in final}
+    written_pairs = {(str(r.get("run_id")), r["question"]) for r in existing}
     records: list[RunResult] = []
 
     def written(result: RunResult) -> None:
         writer.write(result)
         records.append(result)
 
-    questions = [q for _, q in todo]
-    chunks = [questions[start : start + run_size] for start in range(0, len(questions), run_size)]
     with writer:
-        runs = run_distributed(chunks, out=out, db=db, yes=yes, timeout=timeout, write=written)
+        outcome = run_distributed(
+            questions_file.read_bytes(),
+            questions,
+            out=out,
+            db=db,
+            yes=yes,
+            run_size=run_size,
+            timeout=timeout,
+            kept=kept,
+            written=written_pairs,
+            write=written,
+        )
+    if outcome.results:
+        # The run records are the truth: the file ends holding each of their results once.
+        writer.settle(outcome.results, set(outcome.run_ids))
     err.print(
-        summary(records, out, sum(r.llm_calls for r in records)) + f" {runs} run(s) on the workers."
+        summary(records, out, sum(r.llm_calls for r in records))
+        + f" {outcome.runs} run(s) of batch {outcome.batch_id} on the workers."
     )
-    raise typer.Exit(batch_exit_code([r.status for r in records]))
+    # The exit status covers every question of the file: the batch's results from the run
+    # records, and the final results the file held before the batch was recorded.
+    answered = {r.question: r.status for r in outcome.results}
+    statuses = list(answered.values()) + [
+        RunStatus(r["status"]) for q, r in kept.items() if q not in answered
+    ]
+    raise typer.Exit(batch_exit_code(statuses))
 
 
 class StageBars:

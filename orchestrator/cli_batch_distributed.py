@@ -1,55 +1,81 @@
 """``sqlgate batch --distributed``: the file's runs handed to ``sqlgate worker`` processes.
 
-Each run (``--run-size`` questions) is recorded ``queued`` in the state database and one
-"advance run" task is put on the broker (``orchestrator.tasks``). This process then only follows
-the runs in the state database: it decides each batch that opens at the gate (``--yes`` or the
-terminal prompt, as the in-process batch does), hands the decided run back to the workers, and
-writes each run's results to ``--out`` as the run finishes.
+The batch is recorded once, at the start, in the state database (``orchestrator.batches``): a
+batch id derived from the input file's content and the command's options, and one ``queued`` run
+per ``--run-size`` questions. One "advance run" task per run goes on the broker
+(``orchestrator.tasks``). This process then only follows the runs in the state database: it
+decides each batch that opens at the gate (``--yes`` or the terminal prompt, as the in-process
+batch does), hands the decided run back to the workers, and writes each run's results to
+``--out`` from the run record as the run finishes.
 
-Run ids are derived from the results file and the run's questions, so the same command run
-again after an interruption follows the runs already on the workers instead of starting them
-twice.
+The same command run again (same input file, same options) finds the batch and follows the same
+runs, whatever the results file holds: nothing is asked twice. A run still ``queued`` and
+unclaimed after ``SQLGATE_REQUEUE_AFTER`` seconds is sent again (its message may have been lost
+with the broker); a run whose lease expired is handed to the workers at once. A broker that
+cannot be reached is tried again with backoff; the command gives up (exit 2) only after
+``SQLGATE_BROKER_PATIENCE`` seconds (default 300) without reaching it, and the runs stay recorded.
 """
 
 from __future__ import annotations
 
-import hashlib
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from orchestrator.cli_common import err, fail, fail_with
-from orchestrator.errors import RunNotFound, SqlgateError
+from orchestrator.errors import ConfigurationError, SqlgateError
 from orchestrator.result import RunResult
 
 #: How often the state database is read while the runs go on (seconds).
 POLL_S = 0.5
 #: How often a run whose lease expired is handed to the workers again (seconds).
 NUDGE_S = 10.0
+#: The broker is tried again after 0.5 s, then twice as long each time, up to this (seconds).
+BROKER_BACKOFF_MAX_S = 15.0
+BROKER_PATIENCE_ENV = "SQLGATE_BROKER_PATIENCE"
+DEFAULT_BROKER_PATIENCE_S = 300.0
 
 
-def run_id_for(out: Path, questions: list[str]) -> str:
-    """The same results file and the same questions give the same run id."""
-    digest = hashlib.sha256("\n".join([str(out.resolve()), *questions]).encode()).hexdigest()
-    return f"run_batch_{digest[:16]}"
+@dataclass
+class DistributedOutcome:
+    """What the command did: the batch, its runs, and every result of its runs."""
+
+    batch_id: str
+    runs: int
+    results: list[RunResult] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+    found: bool = False
 
 
 def run_distributed(
-    chunks: list[list[str]],
+    content: bytes,
+    questions: list[str],
     *,
     out: Path,
     db: str | None,
     yes: bool,
+    run_size: int,
     timeout: float | None,
+    kept: dict[str, dict[str, Any]],
+    written: set[tuple[str, str]],
     write: Callable[[RunResult], None],
-) -> int:
-    """Queue one run per chunk and follow them until every one ended; the number of runs."""
+) -> DistributedOutcome:
+    """Record the batch (or find it), queue its runs and follow them until every one ended.
+
+    ``kept`` holds the final results already in the results file by question (a batch recorded
+    now leaves their questions out); ``written`` the (run id, question) pairs already written,
+    so a result is written once whatever the file held.
+    """
+    from orchestrator.batches import batch_id_for
     from orchestrator.config import Settings
     from orchestrator.database import TargetDatabase
     from orchestrator.state_db import StateDatabase
-    from orchestrator.tasks import BROKER_URL_ENV, broker_url
+    from orchestrator.tasks import BROKER_URL_ENV, broker_url, requeue_after_s
 
     broker = broker_url()
     if broker is None:
@@ -57,10 +83,12 @@ def run_distributed(
             f"--distributed hands the runs to `sqlgate worker` processes through a broker: "
             f"set {BROKER_URL_ENV} (e.g. redis://127.0.0.1:6379/1) here and on the workers"
         )
-        return 0
+        raise AssertionError("fail exits")  # pragma: no cover
     reviewer = _reviewer(yes)
     settings = Settings.from_env()
     try:
+        requeue_s = requeue_after_s()
+        patience_s = _broker_patience_s()
         # Opened once here, so a bad URL or an unreachable database is told now, not by a worker.
         target = TargetDatabase(
             db or settings.db or "", statement_timeout_s=timeout or settings.statement_timeout_s
@@ -69,24 +97,82 @@ def run_distributed(
         target.dispose()
         state = StateDatabase()
         state.setup()
+        options = {
+            "db": database_url,
+            "out": str(out.resolve()),
+            "run_size": run_size,
+            "timeout": timeout,
+        }
+        batch_id = batch_id_for(content, options)
+        recorded = state.batches.load(batch_id)
+        if recorded is None:
+            todo = _unique([q for q in questions if q not in kept])
+            chunks = [todo[i : i + run_size] for i in range(0, len(todo), run_size)]
+            if not chunks:
+                err.print(f"every question already has a final result in {out}; nothing to ask.")
+                return DistributedOutcome(batch_id, 0)
+            recorded = state.batches.record(batch_id, database_url, chunks, options=options)
     except SqlgateError as exc:
         fail_with(exc)
-        return 0
-    follower = _Follower(state, broker, reviewer, write, db=db or settings.db)
+    asked = sum(len(r.questions) for r in recorded.runs)
+    if recorded.created:
+        err.print(
+            f"batch {batch_id}: {len(recorded.runs)} run(s), {asked} question(s) recorded in the "
+            "state database."
+        )
+    else:
+        err.print(
+            f"batch {batch_id} was recorded by an earlier command: following its "
+            f"{len(recorded.runs)} run(s) ({asked} question(s)), whatever {out} holds."
+        )
+    follower = _Follower(
+        state,
+        broker,
+        reviewer,
+        write,
+        written=written,
+        db=db or settings.db,
+        requeue_s=requeue_s,
+        patience_s=patience_s,
+    )
     try:
-        for questions in chunks:
-            follower.submit(run_id_for(out, questions), database_url, questions)
+        for run in recorded.runs:
+            follower.submit(run.run_id, len(run.questions))
         follower.follow()
     except KeyboardInterrupt:
-        left = sorted(follower.open)
         err.print(
-            f"[yellow]interrupted:[/] {len(left)} run(s) go on on the workers "
+            f"[yellow]interrupted:[/] {len(follower.open)} run(s) go on on the workers "
             "(`sqlgate runs list`); the same command again follows them and writes their results."
         )
         raise
     finally:
         state.close()
-    return len(chunks)
+    by_run = {run.run_id: i for i, run in enumerate(recorded.runs)}
+    results = sorted(follower.results, key=lambda r: by_run[r.run_id])  # the file's order
+    return DistributedOutcome(
+        batch_id,
+        len(recorded.runs),
+        results,
+        run_ids=list(by_run),
+        found=not recorded.created,
+    )
+
+
+def _broker_patience_s() -> float:
+    text = os.environ.get(BROKER_PATIENCE_ENV) or str(DEFAULT_BROKER_PATIENCE_S)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigurationError(
+            f"{BROKER_PATIENCE_ENV} must be a positive number of seconds, not {text!r}"
+        )
+    return seconds
+
+
+def _unique(questions: list[str]) -> list[str]:
+    return list(dict.fromkeys(questions))
 
 
 def _reviewer(yes: bool) -> Any:
@@ -96,7 +182,8 @@ def _reviewer(yes: bool) -> Any:
 
 
 class _Follower:
-    """The runs of one command: queued, decided at the gate, written out when finished."""
+    """The runs of one batch: sent to the workers, decided at the gate, written out when
+    finished (from the run record)."""
 
     def __init__(
         self,
@@ -105,48 +192,83 @@ class _Follower:
         reviewer: Any,
         write: Callable[[RunResult], None],
         *,
+        written: set[tuple[str, str]],
         db: str | None = None,
+        requeue_s: float,
+        patience_s: float,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state = state
         self.db = db  # edits are checked against this database's schema, under the batch's policy
         self.broker = broker
         self.reviewer = reviewer
         self.write = write
+        self.written = written
+        self.requeue_s = requeue_s
+        self.patience_s = patience_s
+        self.clock = clock
         self.open: dict[str, int] = {}  # run_id -> questions in it
         self.states: dict[str, str] = {}
-        self.nudged: dict[str, float] = {}  # run_id -> when a takeover was last asked for
+        self.sent: dict[str, float] = {}  # run_id -> when it was last handed to the broker
+        self.unsent: set[str] = set()  # runs to hand to the broker once it answers again
+        self.broker_down_since: float | None = None
+        self.broker_retry_at = 0.0
+        self.broker_backoff = 0.5
+        self.results: list[RunResult] = []
         self.total_runs = 0
         self.total_questions = 0
         self.finished_questions = 0
 
-    def submit(self, run_id: str, database_url: str, questions: list[str]) -> None:
-        from orchestrator.checkpoint import StartedCheckpoint
+    def submit(self, run_id: str, questions: int) -> None:
+        """Follow ``run_id``; a run nobody claimed yet is handed to the broker (again: a
+        duplicate message is harmless, the claim decides)."""
+        self.total_runs += 1
+        self.total_questions += questions
+        self.open[run_id] = questions
+        self.states[run_id] = self.state.runs.load(run_id).status
+        if self.states[run_id] == "queued":
+            self._send(run_id)
+
+    def _send(self, run_id: str) -> None:
+        """Hand ``run_id`` to the broker now, or once it answers again (with backoff)."""
         from orchestrator.tasks import enqueue
 
-        self.total_runs += 1
-        self.total_questions += len(questions)
-        self.open[run_id] = len(questions)
-        try:
-            self.states[run_id] = self.state.runs.load(run_id).status
-            return  # queued by an earlier, interrupted command: follow it
-        except RunNotFound:
-            pass
-        self.state.runs.create(
-            run_id,
-            database_url,
-            StartedCheckpoint(run_id=run_id, questions=questions),
-            status="queued",
-        )
-        self.states[run_id] = "queued"
-        self._enqueue(run_id, enqueue)
-
-    def _enqueue(self, run_id: str, enqueue: Callable[..., None]) -> None:
+        now = self.clock()
+        if self.broker_down_since is not None and now < self.broker_retry_at:
+            self.unsent.add(run_id)
+            return
         try:
             enqueue(run_id, url=self.broker)
         except SqlgateError:
             raise
-        except Exception as exc:  # kombu/redis raise their own connection errors
-            fail(f"cannot hand run {run_id} to the broker: {exc}", error_code="broker_unreachable")
+        except Exception as exc:  # kombu/redis/amqp raise their own connection errors
+            self._broker_failed(run_id, exc, now)
+            return
+        self.sent[run_id] = now
+        self.unsent.discard(run_id)
+        if self.broker_down_since is not None:
+            err.print("[green]the broker answers again[/]")
+        self.broker_down_since = None
+        self.broker_backoff = 0.5
+
+    def _broker_failed(self, run_id: str, exc: Exception, now: float) -> None:
+        self.unsent.add(run_id)
+        if self.broker_down_since is None:
+            self.broker_down_since = now
+        down = now - self.broker_down_since
+        if down >= self.patience_s:
+            fail(
+                f"the broker has not answered for {down:.0f} s ({type(exc).__name__}: {exc}); "
+                f"{len(self.open)} run(s) stay recorded: the same command again follows them",
+                error_code="broker_unreachable",
+            )
+        err.print(
+            f"[yellow]the broker does not answer ({type(exc).__name__}); trying again in "
+            f"{self.broker_backoff:.1f} s[/]",
+            highlight=False,
+        )
+        self.broker_retry_at = now + self.broker_backoff
+        self.broker_backoff = min(BROKER_BACKOFF_MAX_S, self.broker_backoff * 2)
 
     def follow(self) -> None:
         from rich.progress import (
@@ -169,6 +291,9 @@ class _Follower:
         questions_bar = progress.add_task("questions", total=self.total_questions, line="")
         with progress:
             while self.open:
+                for run_id in sorted(self.unsent):
+                    if run_id in self.open:
+                        self._send(run_id)
                 for run_id in list(self.open):
                     self._advance(run_id, progress)
                 counts = Counter(self.states[r] for r in self.open)
@@ -182,20 +307,32 @@ class _Follower:
 
     def _advance(self, run_id: str, progress: Any) -> None:
         from orchestrator.checkpoint import FinishedCheckpoint, PausedCheckpoint
-        from orchestrator.tasks import enqueue
 
         stored = self.state.runs.load(run_id)
         self.states[run_id] = stored.status
         if stored.status == "finished":
             assert isinstance(stored.checkpoint, FinishedCheckpoint)
             for result in stored.checkpoint.results:
-                self.write(result)
+                self.results.append(result)
+                if (result.run_id, result.question) not in self.written:
+                    self.write(result)
+                    self.written.add((result.run_id, result.question))
             self.finished_questions += self.open.pop(run_id)
+            return
+        if run_id in self.unsent:
+            return  # waiting for the broker
+        if stored.status == "queued" and stored.owner is None:
+            # Nobody claimed it: its message may have been lost (a broker without persistence
+            # restarted). Send it again once it waited that long since it was queued or sent.
+            waited = (datetime.now(UTC) - stored.updated_at).total_seconds()
+            since_sent = self.clock() - self.sent.get(run_id, -self.requeue_s)
+            if waited >= self.requeue_s and since_sent >= self.requeue_s:
+                self._send(run_id)
             return
         if stored.lease_expired():
             # Its worker stopped (killed, or its task failed): ask some worker to take it over
             # now rather than when the broker gives the task back.
-            self._nudge(run_id, enqueue)
+            self._nudge(run_id)
             return
         if stored.status == "awaiting_approval" and isinstance(stored.checkpoint, PausedCheckpoint):
             record = self.state.approvals.get_batch(stored.checkpoint.batch_id)
@@ -208,21 +345,19 @@ class _Follower:
             else:
                 # Decided, and still no worker on it after NUDGE_S (its task was lost with a
                 # worker, or failed): ask again; a task that finds nothing to do does nothing.
-                self.nudged.setdefault(run_id, time.monotonic())
-                self._nudge(run_id, enqueue)
+                self.sent.setdefault(run_id, self.clock())
+                self._nudge(run_id)
 
-    def _nudge(self, run_id: str, enqueue: Callable[..., None]) -> None:
+    def _nudge(self, run_id: str) -> None:
         """Hand ``run_id`` to the workers again, at most once in ``NUDGE_S``."""
-        if time.monotonic() - self.nudged.get(run_id, -NUDGE_S) >= NUDGE_S:
-            self.nudged[run_id] = time.monotonic()
-            self._enqueue(run_id, enqueue)
+        if self.clock() - self.sent.get(run_id, -NUDGE_S) >= NUDGE_S:
+            self._send(run_id)
 
     def _decide(self, record: Any) -> None:
         """Decide one batch at the gate as the in-process batch would, and hand the run back."""
         from approvals import ApprovalError, ApproveAll, TerminalReviewer
         from orchestrator.cli_approvals import gate_for
         from orchestrator.reviewer_identity import cli_reviewer
-        from orchestrator.tasks import enqueue
 
         gate = gate_for(record, self.state.approvals, self.state.runs, self.db)
         reviewer = self.reviewer
@@ -248,4 +383,4 @@ class _Follower:
             fail(str(exc), 1, error_code=code)
             return
         if str(outcome.status) != "pending":
-            self._enqueue(record.batch.run_id, enqueue)
+            self._send(record.batch.run_id)

@@ -21,7 +21,10 @@ err = terminal_console(stderr=True)
 def fail(
     message: str, code: int = 2, *, as_json: bool = False, error_code: str = "config_error"
 ) -> None:
-    """Say what went wrong (as JSON too, for scripts) and exit with ``code``."""
+    """Say what went wrong (as JSON too, for scripts) and exit with ``code`` (10 whatever the
+    caller said for an unusable state database, as everywhere)."""
+    if error_code == "state_database_error":
+        code = 10
     if as_json:
         error = {"status": "error", "error": {"code": error_code, "message": message}}
         sys.stdout.write(json_text(error) + "\n")
@@ -31,10 +34,11 @@ def fail(
 
 def fail_with(exc: SqlgateError, *, as_json: bool = False) -> NoReturn:
     """``fail`` for a sqlgate error: its message and code; exit 10 for a database that cannot
-    be opened (or read), 2 for anything else (a malformed URL, a bad option or file)."""
+    be opened (or read) and for an unusable state database, 2 for anything else (a malformed
+    URL, a bad option or file)."""
     fail(
         exc.message,
-        10 if exc.code.startswith("database") else 2,
+        10 if exc.code.startswith("database") or exc.code == "state_database_error" else 2,
         as_json=as_json,
         error_code=exc.code,
     )

@@ -2,7 +2,8 @@
 
     sqlgate runs list [--status S]      runs, newest change first: status, owner, lease expiry
     sqlgate runs show RUN_ID            one run: its state, lease and checkpoint summary
-    sqlgate runs recover [--db URL]     take over every run whose process stopped (cron-safe)
+    sqlgate runs recover [--db URL]     take over every run whose process stopped, send again
+                                        queued runs nobody claimed (cron-safe)
     sqlgate runs notifications [--failed]   webhook and e-mail deliveries, failures first to see
 
 A process advancing a run holds its lease and renews it; when it stops (kill -9, power loss),
@@ -22,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from approvals.terminal_text import terminal_console
-from orchestrator.cli_common import JsonOpt, emit_json, err, fail
+from orchestrator.cli_common import JsonOpt, emit_json, err, fail, fail_with
 from orchestrator.errors import SqlgateError
 
 runs_app = typer.Typer(
@@ -70,7 +71,7 @@ def list_runs(
         _, run_store = stores()
         entries = run_store.list(status=status, limit=limit)
     except SqlgateError as exc:
-        fail(exc.message, as_json=as_json, error_code=exc.code)
+        fail_with(exc, as_json=as_json)
         return
     if as_json:
         emit_json([_row(e) for e in entries])
@@ -105,7 +106,7 @@ def show(
         _, run_store = stores()
         stored = run_store.load(run_id)
     except SqlgateError as exc:
-        fail(exc.message, as_json=as_json, error_code=exc.code)
+        fail_with(exc, as_json=as_json)
         return
     checkpoint = stored.checkpoint
     summary: dict[str, Any] = {
@@ -147,17 +148,22 @@ def recover(
     limit: Annotated[int, typer.Option(min=1, help="How many runs at most in one go.")] = 100,
     as_json: JsonOpt = False,
 ) -> None:
-    """Take over every run whose process stopped (its lease expired), and carry it on.
+    """Take over every run whose process stopped (its lease expired), and carry it on; send
+    again every run queued and unclaimed for SQLGATE_REQUEUE_AFTER seconds.
 
     Safe to run from cron on any number of hosts at once: each run is claimed by exactly one.
     A run stopped before the gate starts again (its LLM calls are made, and charged, again); a
     run stopped while executing approved SQL ends ``execution_in_doubt`` for the statements that
-    may have run, which are never run again.
+    may have run, which are never run again. A queued run goes to the workers when
+    SQLGATE_BROKER_URL is set (a duplicate message is harmless), else it runs here. A run that
+    cannot be recovered (a corrupt checkpoint, ...) is reported and the others go on; the exit
+    status is then 1.
     """
     from orchestrator.cli_approvals import paused_run_pipeline, stores
     from orchestrator.database import redact_url
     from orchestrator.errors import RunConflict, WrongDatabase
     from orchestrator.run_identity import database_identity
+    from orchestrator.tasks import broker_url, enqueue, requeue_after_s
 
     approval_store, run_store = stores()
     # With --db, only that database's runs; without, each run on its own stored database.
@@ -170,26 +176,54 @@ def recover(
             error_code="invalid_database_url",
         )
         return
-    stopped = run_store.expired(limit=limit, target=target)
+    try:
+        requeue_s = requeue_after_s()
+    except SqlgateError as exc:
+        fail_with(exc, as_json=as_json)
+    broker = broker_url()
     recovered: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
     pipelines: dict[str, Any] = {}
-    for stored in stopped:
+
+    def report(run_id: str, message: str) -> None:
+        failed.append({"run_id": run_id, "error": message})
+        err.print(f"[red]cannot recover {escape(run_id)}[/]: {escape(message)}", highlight=False)
+
+    for run_id in run_store.stopped_ids(limit=limit, queued_for_s=requeue_s, target=target):
+        try:
+            stored = run_store.load(run_id)
+        except SqlgateError as exc:  # a corrupt checkpoint: say so, go on with the others
+            report(run_id, exc.message)
+            continue
+        if stored.status == "queued" and broker:
+            try:
+                enqueue(run_id, url=broker)
+            except Exception as exc:  # kombu/redis/amqp connection errors
+                report(run_id, f"the broker did not take it: {exc}")
+                continue
+            recovered.append(
+                {"run_id": run_id, "previous_owner": None, "statuses": ["sent to the workers"]}
+            )
+            continue
         url = db or stored.database
         if "***" in url:
             err.print(
-                f"[yellow]skipped {escape(stored.run_id)}[/]: its database URL had a password: "
+                f"[yellow]skipped {escape(run_id)}[/]: its database URL had a password: "
                 "pass --db URL"
             )
             continue
-        if url not in pipelines:
-            _, pipelines[url] = paused_run_pipeline(url, approval_store, run_store, as_json)
         try:
-            results = pipelines[url].recover(stored.run_id)
+            if url not in pipelines:
+                _, pipelines[url] = paused_run_pipeline(url, approval_store, run_store, as_json)
+            results = pipelines[url].recover(run_id)
         except (RunConflict, WrongDatabase):
             continue  # another process took it first, or its URL is another database here
+        except SqlgateError as exc:
+            report(run_id, exc.message)
+            continue
         recovered.append(
             {
-                "run_id": stored.run_id,
+                "run_id": run_id,
                 "previous_owner": stored.owner,
                 "statuses": [r.status.value for r in results],
             }
@@ -197,16 +231,18 @@ def recover(
     for pipeline in pipelines.values():
         pipeline.db.dispose()
     if as_json:
-        emit_json({"recovered": recovered})
-        return
-    if not recovered:
-        terminal_console().print("No stopped runs.")
-    for entry in recovered:
-        terminal_console().print(
-            f"recovered [cyan]{escape(entry['run_id'])}[/] from "
-            f"{escape(str(entry['previous_owner']))}: "
-            f"{', '.join(entry['statuses'])}"
-        )
+        emit_json({"recovered": recovered, "failed": failed})
+    else:
+        if not recovered and not failed:
+            terminal_console().print("No stopped runs.")
+        for entry in recovered:
+            terminal_console().print(
+                f"recovered [cyan]{escape(entry['run_id'])}[/] from "
+                f"{escape(str(entry['previous_owner'] or 'the queue'))}: "
+                f"{', '.join(entry['statuses'])}"
+            )
+    if failed:
+        raise typer.Exit(1)
 
 
 @runs_app.command()

@@ -9,11 +9,11 @@ the workers instead of running them in their own process.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli_common import fail
+from orchestrator.cli_common import fail_with
 from orchestrator.errors import SqlgateError
 
 
@@ -21,6 +21,21 @@ def worker(
     concurrency: Annotated[
         int, typer.Option(min=1, help="Runs this worker advances at once (threads).")
     ] = 2,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="The worker's node name (NAME@HOST), unique among the workers on the broker. "
+            "Default: sqlgate-<pid>@<host>, so several workers can run on one host."
+        ),
+    ] = None,
+    grace: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="On SIGTERM, seconds the runs in progress may go on before this worker hands "
+            "them back to the others.",
+        ),
+    ] = 10.0,
     loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "INFO",
 ) -> None:
     """Advance runs handed out through the broker (SQLGATE_BROKER_URL); never waits for a reviewer.
@@ -28,29 +43,49 @@ def worker(
     Each task is "advance run R": the worker starts a queued run, resumes a decided one, or takes
     over one whose process stopped, through the state database's conditional updates; a task
     delivered twice changes nothing. A killed worker's task is delivered again, and the run's
-    lease decides what needs redoing.
+    lease decides what needs redoing. On SIGTERM the worker takes no new task, lets the runs in
+    progress go on for --grace seconds, then hands back those it still holds (their leases end
+    at once and they are sent to the other workers) and exits.
     """
-    from orchestrator.tasks import QUEUE, celery_app, prepare_worker
+    from celery import signals
 
+    import orchestrator.tasks as tasks
+
+    node = name or tasks.default_worker_name()
+    if "@" not in node:
+        node = f"{node}@%h"
+    tasks.worker_name = node.replace("%h", _host())
     try:
-        app = celery_app()
-        prepare_worker()
+        app = tasks.celery_app()
+        tasks.prepare_worker()
     except SqlgateError as exc:
-        fail(exc.message, error_code=exc.code)
-        return
+        fail_with(exc)
+
+    def stopping(**_: Any) -> None:
+        tasks.hand_back_after(grace)
+
+    signals.worker_shutting_down.connect(stopping, weak=False)
     app.worker_main(
         [
             "worker",
             "--queues",
-            QUEUE,
+            tasks.QUEUE,
             "--pool",
             "threads",
             "--concurrency",
             str(concurrency),
             "--loglevel",
             loglevel,
+            "--hostname",
+            node,
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
         ]
     )
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()

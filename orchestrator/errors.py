@@ -7,7 +7,7 @@
      ├── RunConflict               run_conflict          (another process changed the run first)
      ├── WrongDatabase             wrong_database        (the run belongs to another database)
      ├── CheckpointError           checkpoint_invalid    (a checkpoint this code cannot read)
-     ├── StateDatabaseError        state_database_error  (the state database is newer or broken)
+     ├── StateDatabaseError        state_database_error  (the state database cannot be used: exit 10)
      ├── DatabaseError
      │    ├── DatabaseURLInvalid   invalid_database_url
      │    └── DatabaseUnreachable  database_unreachable

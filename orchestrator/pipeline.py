@@ -595,9 +595,9 @@ class Pipeline:
         except PausedAtGate as pause:
             self._pause(ctx, pause)
             return ctx.results()
-        except LeaseLost:
-            # Another process took the run over: what it finds in the state database is the truth.
-            return ctx.results()
+        except RunConflict as lost:  # LeaseLost, or a checkpoint write refused for the same
+            # reason: another process took the run over; what the state database holds is the truth.
+            return self._after_lost_lease(ctx, lost)
         except RateLimitError as exc:  # exceeded, or a shared backend down: never unlimited
             for q in ctx.questions:
                 q.finish(
@@ -636,6 +636,20 @@ class Pipeline:
                 checkpoint=FinishedCheckpoint(results=results),
             )
         return results
+
+    def _after_lost_lease(self, ctx: RunContext, lost: RunConflict) -> list[RunResult]:
+        """The run's true outcome once this process lost it: the results the process that took
+        it over recorded, or ``LeaseLost`` saying where the run stands now (never this
+        process's half-done questions as if they had ended)."""
+        assert self.run_store is not None
+        stored = self.run_store.load(ctx.run_id)
+        if isinstance(stored.checkpoint, FinishedCheckpoint):
+            return list(stored.checkpoint.results)
+        raise LeaseLost(
+            f"{lost.message}; it is now {stored.status.replace('_', ' ')}"
+            f"{f' (held by {stored.owner})' if stored.owner else ''}: "
+            f"see `sqlgate runs show {ctx.run_id}`"
+        )
 
     def _executed(self, ctx: RunContext) -> None:
         """Checkpoint the results before the answers are written: a takeover then only writes

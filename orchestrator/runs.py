@@ -15,6 +15,7 @@ picker), so no process runs another database's run.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,8 +26,10 @@ from sqlalchemy.engine import Connection, Engine
 
 from approvals.migrations import migrate, state_engine, to_timestamp, write_transaction
 from orchestrator.checkpoint import Checkpoint, load_checkpoint
-from orchestrator.errors import RunConflict, RunNotFound
+from orchestrator.errors import CheckpointError, RunConflict, RunNotFound
 from orchestrator.run_identity import database_identity
+
+log = logging.getLogger("sqlgate.runs")
 
 #: Run states. ``queued``: accepted, no process on it yet. ``running``: a process advances it
 #: before the gate (holding its lease). ``awaiting_approval``: paused at the gate, nobody holds it.
@@ -274,6 +277,22 @@ class RunStore:
             ).rowcount
         return changed == 1
 
+    def release(self, run_id: str, *, owner: str) -> bool:
+        """End ``owner``'s lease now (it gives the run up); False when it no longer held it.
+        The version moves on too, so nothing the giver still had in flight can change the run:
+        the process that takes it over is the only one that can."""
+        with write_transaction(self.engine) as conn:
+            changed = conn.execute(
+                runs.update()
+                .where(
+                    runs.c.run_id == run_id,
+                    runs.c.owner == owner,
+                    runs.c.status.in_(LEASED_STATES),
+                )
+                .values(lease_expires_at=_now(), version=runs.c.version + 1)
+            ).rowcount
+        return changed == 1
+
     def expired(
         self,
         *,
@@ -286,6 +305,27 @@ class RunStore:
         with ``queued_for_s``, also runs queued longer than that that nobody started; with
         ``target``, only the runs of that database (a process serving one database picks up
         only its own runs)."""
+        ids = self.stopped_ids(now=now, queued_for_s=queued_for_s, limit=limit, target=target)
+        found = []
+        for run_id in ids:
+            try:
+                found.append(self.load(run_id))
+            except RunNotFound:
+                continue
+            except CheckpointError as exc:  # one corrupt run does not hide the others
+                log.warning("%s", exc.message)
+        return found
+
+    def stopped_ids(
+        self,
+        *,
+        now: datetime | None = None,
+        queued_for_s: float | None = None,
+        limit: int = 100,
+        target: str | None = None,
+    ) -> list[str]:
+        """The ids of ``expired`` runs, without reading their checkpoints (one may be corrupt:
+        the others are still listed)."""
         self.setup()
         moment = now or _now()
         stopped = sa.and_(runs.c.status.in_(LEASED_STATES), runs.c.lease_expires_at <= moment)
@@ -297,9 +337,9 @@ class RunStore:
             stopped = sa.or_(stopped, stale)
         if target is not None:
             stopped = sa.and_(stopped, runs.c.target == target)
-        query = sa.select(runs).where(stopped).order_by(runs.c.updated_at).limit(limit)
+        query = sa.select(runs.c.run_id).where(stopped).order_by(runs.c.updated_at).limit(limit)
         with self.engine.connect() as conn:
-            return [_stored(row) for row in conn.execute(query)]
+            return [row.run_id for row in conn.execute(query)]
 
     def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Runs, newest change first: id, status, database, owner, lease expiry, takeovers, and
@@ -330,12 +370,16 @@ class RunStore:
 
 
 def _stored(row: Any) -> StoredRun:
+    try:
+        data = json.loads(row.checkpoint)
+    except ValueError:
+        raise CheckpointError(f"run {row.run_id}: its checkpoint is not valid JSON") from None
     return StoredRun(
         run_id=row.run_id,
         status=row.status,
         version=row.version,
         database=row.database,
-        checkpoint=load_checkpoint(json.loads(row.checkpoint)),
+        checkpoint=load_checkpoint(data),
         updated_at=utc(row.updated_at),
         owner=row.owner,
         lease_expires_at=utc(row.lease_expires_at) if row.lease_expires_at else None,

@@ -24,25 +24,28 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from approvals import SqlApprovalStore
+from approvals import SchemaVersionError, SqlApprovalStore
 from approvals.migrations import schema_versions, state_engine
 from orchestrator.database import redact_url
+from orchestrator.errors import StateDatabaseError
 from orchestrator.memory import MemoryStore
 from orchestrator.notify.outbox import NotificationStore
 from orchestrator.result_rows import ResultRowStore
 from orchestrator.runs import RunStore
 
 if TYPE_CHECKING:
+    from orchestrator.batches import BatchStore
     from orchestrator.server.state import ServerState
 
-__all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url"]
+__all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url", "state_errors"]
 
 STATE_URL_ENV = "SQLGATE_STATE_URL"
 _DEPRECATED_URL_ENV = "SQLGATE_APPROVALS_URL"
@@ -70,6 +73,47 @@ def default_state_url(environ: Mapping[str, str] | None = None) -> str:
     return f"sqlite:///{folder / 'state.sqlite'}"
 
 
+#: The longest driver message quoted in a state database error.
+_REASON_CHARS = 200
+
+
+@contextmanager
+def state_errors(safe_url: str) -> Iterator[None]:
+    """Turn whatever opening, reading or migrating the state database raised into one
+    ``StateDatabaseError`` sentence (a bad URL, an unreachable server, a file that is not a
+    database, a directory, a read-only file, a schema newer than this sqlgate)."""
+    try:
+        yield
+    except StateDatabaseError:
+        raise
+    except SchemaVersionError as exc:
+        raise StateDatabaseError(str(exc)) from None
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise StateDatabaseError(
+            f"the state database URL {safe_url!r} ({STATE_URL_ENV}) is not one sqlgate can open: "
+            f"{_reason(exc)}"
+        ) from None
+    except sa.exc.DBAPIError as exc:
+        reason = _reason(exc.orig if exc.orig is not None else exc)
+        hint = ""
+        if "readonly" in reason.replace("-", "").replace(" ", ""):
+            hint = " (make the file and its folder writable, or set SQLGATE_STATE_URL)"
+        raise StateDatabaseError(
+            f"the state database {safe_url} cannot be used: {reason}{hint}"
+        ) from None
+    except (sa.exc.SQLAlchemyError, OSError) as exc:
+        raise StateDatabaseError(
+            f"the state database {safe_url} cannot be used: {_reason(exc)}"
+        ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an error's message, bounded, without a trailing period."""
+    lines = str(exc).strip().splitlines()
+    text = (lines[0] if lines else type(exc).__name__).strip().rstrip(".")
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
+
+
 class StateDatabase:
     """The state database and the stores on it, sharing one engine.
 
@@ -78,21 +122,33 @@ class StateDatabase:
     """
 
     def __init__(self, url: str | None = None) -> None:
-        self.url = url or default_state_url()
+        with state_errors(STATE_URL_ENV):
+            self.url = url or default_state_url()
         self.safe_url = redact_url(self.url)
-        self.engine: Engine = state_engine(self.url)
+        with state_errors(self.safe_url):
+            self.engine: Engine = state_engine(self.url)
 
     def setup(self) -> None:
-        self.approvals.setup()
-        self.runs.setup()
-        self.server.setup()
-        self.memory.setup()
-        self.results.setup()
-        self.notifications.setup()
+        """Migrate every component; ``StateDatabaseError`` (one sentence) when the database
+        cannot be used."""
+        with state_errors(self.safe_url):
+            self.approvals.setup()
+            self.runs.setup()
+            self.server.setup()
+            self.memory.setup()
+            self.results.setup()
+            self.notifications.setup()
 
     @cached_property
     def approvals(self) -> SqlApprovalStore:
         return SqlApprovalStore(self.engine)
+
+    @cached_property
+    def batches(self) -> BatchStore:
+        """Distributed batches (set up on first use: only ``batch --distributed`` needs them)."""
+        from orchestrator.batches import BatchStore
+
+        return BatchStore(self.engine)
 
     @cached_property
     def runs(self) -> RunStore:

@@ -12,7 +12,11 @@ twice (a redelivery, a duplicate enqueue) changes nothing:
     finished                     nothing
 
 Tasks are acknowledged late and rejected when their worker is lost, so a killed worker's task
-goes back to the queue; the lease decides whether anything needs redoing.
+goes back to the queue; the lease decides whether anything needs redoing. Each worker has its own
+node name (``sqlgate-<pid>@<host>`` unless ``sqlgate worker --name``), which starts the owner id
+of its leases; a worker stopping (SIGTERM) hands the runs it still holds back after a grace
+period (``hand_back_after``). A message lost with the broker leaves its run ``queued``: whoever
+follows the run sends it again after ``SQLGATE_REQUEUE_AFTER`` seconds (``requeue_after_s``).
 
 Configuration (the same variables as the rest of sqlgate): ``SQLGATE_BROKER_URL`` (Redis, e.g.
 ``redis://host:6379/1``), ``SQLGATE_STATE_URL`` (PostgreSQL for several hosts),
@@ -24,7 +28,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
+import time
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,11 +39,25 @@ from celery import Celery, Task
 
 from orchestrator.errors import ConfigurationError, RunConflict, WrongDatabase
 
-__all__ = ["BROKER_URL_ENV", "advance_run", "celery_app", "enqueue", "prepare_worker"]
+__all__ = [
+    "BROKER_URL_ENV",
+    "advance_run",
+    "celery_app",
+    "default_worker_name",
+    "enqueue",
+    "hand_back_after",
+    "prepare_worker",
+    "requeue_after_s",
+]
 
 log = logging.getLogger("sqlgate.tasks")
 
 BROKER_URL_ENV = "SQLGATE_BROKER_URL"
+REQUEUE_ENV = "SQLGATE_REQUEUE_AFTER"
+#: A run queued and unclaimed this long (seconds) is sent to the workers again: its message may
+#: have been lost with a broker that keeps none (Redis without persistence). A duplicate is
+#: harmless: only one process can claim the run.
+DEFAULT_REQUEUE_S = 60.0
 QUEUE = "sqlgate"
 #: Retries of a task that found the run held by a live lease (it waits for the lease to expire).
 MAX_LEASE_RETRIES = 120
@@ -44,6 +65,20 @@ MAX_LEASE_RETRIES = 120
 
 def broker_url() -> str | None:
     return os.environ.get(BROKER_URL_ENV) or None
+
+
+def requeue_after_s() -> float:
+    """``$SQLGATE_REQUEUE_AFTER`` (seconds), else ``DEFAULT_REQUEUE_S``."""
+    text = os.environ.get(REQUEUE_ENV) or str(DEFAULT_REQUEUE_S)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigurationError(
+            f"{REQUEUE_ENV} must be a positive number of seconds, not {text!r}"
+        )
+    return seconds
 
 
 def celery_app(url: str | None = None) -> Celery:
@@ -84,6 +119,16 @@ def enqueue(run_id: str, *, url: str | None = None, countdown: float | None = No
     app.send_task("sqlgate.advance_run", args=[run_id], queue=QUEUE, countdown=countdown)
 
 
+def default_worker_name() -> str:
+    """A node name unique to this process: ``sqlgate-<pid>@<host>`` (several workers on one
+    host each need their own, RabbitMQ locks a node's control queue to one connection)."""
+    return f"sqlgate-{os.getpid()}@{socket.gethostname()}"
+
+
+#: This worker's node name, set by ``sqlgate worker`` (the owner of its leases starts with it).
+worker_name: str | None = None
+
+
 class _Worker:
     """What one worker process keeps between tasks: state database, limiter, pipelines."""
 
@@ -98,6 +143,7 @@ class _Worker:
         self.limiter = build_limiter(self.settings, mode="wait")
         self.pipelines: dict[str, Any] = {}
         self.lock = threading.Lock()
+        self.owner = f"{worker_name}:{uuid.uuid4().hex[:6]}" if worker_name else None
 
     def pipeline(self, database_url: str) -> Any:
         from orchestrator.database import TargetDatabase
@@ -129,6 +175,7 @@ class _Worker:
                     approval_store=self.state.approvals,
                     run_store=self.state.runs,
                     memory=memory_for(self.state, database),
+                    owner=self.owner,
                 )
             return self.pipelines[url]
 
@@ -150,6 +197,28 @@ def prepare_worker() -> None:
     import orchestrator.pipeline  # noqa: F401  # the stages, agents, safety and sqlglot with it
 
     _this_worker()
+
+
+def hand_back_after(grace_s: float) -> threading.Thread:
+    """A stopping worker: let its runs go on for ``grace_s`` seconds, then hand back every run
+    it still holds (each lease ends at once and the run is sent to the other workers) so they
+    take them over now, not when the leases would have expired."""
+    from orchestrator.lease import hand_back_all
+
+    def later() -> None:
+        time.sleep(grace_s)
+        handed = hand_back_all()
+        for run_id in handed:
+            try:
+                enqueue(run_id)
+            except Exception as exc:  # the broker is gone too: the lease has ended anyway
+                log.warning("run %s handed back but not sent again: %s", run_id, exc)
+        if handed:
+            log.warning("stopping: handed back %d run(s): %s", len(handed), ", ".join(handed))
+
+    thread = threading.Thread(target=later, name="sqlgate-hand-back", daemon=True)
+    thread.start()
+    return thread
 
 
 def advance_run(task: Task, run_id: str) -> str:

@@ -41,6 +41,20 @@ class TimedScript:
         return dataclasses.replace(self.script(request), delay_s=self.latency_s)
 
 
+def purge_broker(broker_url: str) -> None:
+    """Drop every task left on the broker by an earlier test (Redis or RabbitMQ)."""
+    if broker_url.startswith("redis"):
+        redis.Redis.from_url(broker_url).delete(QUEUE, "unacked", "unacked_index")
+        return
+    from orchestrator.tasks import celery_app
+
+    app = celery_app(broker_url)
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        channel.queue_declare(QUEUE, durable=True, auto_delete=False)
+        channel.queue_purge(QUEUE)
+
+
 class _Accepted:
     ok, findings, refusal = True, [], None
 
@@ -80,13 +94,19 @@ class Cluster:
             "SQLGATE_BROKER_VISIBILITY": str(visibility_s),
         }
         self.workers: list[subprocess.Popen[bytes]] = []
-        redis.Redis.from_url(broker_url).delete(QUEUE, "unacked", "unacked_index")
+        purge_broker(broker_url)
 
     def start_workers(
-        self, count: int, *, concurrency: int = 2, log_dir: Path | None = None
+        self,
+        count: int,
+        *,
+        concurrency: int = 2,
+        log_dir: Path | None = None,
+        names: list[str] | None = None,
     ) -> None:
-        """Start ``count`` worker processes; with ``log_dir`` each logs (INFO) to a file there."""
-        for _ in range(count):
+        """Start ``count`` worker processes (each named by ``sqlgate worker`` itself, unless
+        ``names`` are given); with ``log_dir`` each logs (INFO) to a file there."""
+        for n in range(count):
             log = (
                 (log_dir / f"worker-{len(self.workers)}.log").open("wb")
                 if log_dir is not None
@@ -96,7 +116,8 @@ class Cluster:
                 subprocess.Popen(
                     [sys.executable, "-m", "orchestrator.cli", "worker"]
                     + ["--concurrency", str(concurrency)]
-                    + ["--loglevel", "INFO" if log is not None else "WARNING"],
+                    + ["--loglevel", "INFO" if log is not None else "WARNING"]
+                    + (["--name", names[n]] if names else []),
                     cwd=ROOT,
                     env=self.env,
                     stdout=log or subprocess.DEVNULL,
@@ -179,3 +200,47 @@ def most_in_any_window(arrivals: list[float], window_s: float) -> int:
             start += 1
         best = max(best, end - start + 1)
     return best
+
+
+class OwnRedis:
+    """A redis-server of our own on a free port, without persistence (as many brokers run): a
+    restart loses every message it held. Never the shared server."""
+
+    def __init__(self, workdir: Path) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.workdir = workdir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+            + ["--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if redis.Redis.from_url(self.url, socket_timeout=1).ping():
+                    return
+            except redis.ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {self.port} did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def restart(self, down_s: float = 0.0) -> None:
+        self.stop()
+        time.sleep(down_s)
+        self.start()

@@ -95,8 +95,10 @@ def test_distributed_batch_writes_the_same_records_as_the_in_process_one(
     assert done.returncode == 0, done.stderr[-3000:]
     summary = " ".join(done.stderr.split())
     assert f"{len(QUESTIONS)} result(s) written to" in summary, summary
-    assert "4 run(s) on the workers" in summary  # 14 questions, 4 a run
-    assert again.returncode == 0 and "0 to go" in " ".join(again.stderr.split())
+    assert "4 run(s) of batch" in summary  # 14 questions, 4 a run
+    rerun = " ".join(again.stderr.split())
+    assert again.returncode == 0, rerun[-3000:]
+    assert "recorded by an earlier command" in rerun and "0 result(s) written" in rerun
     assert local.returncode == 0, local.stderr[-3000:]
 
     distributed, in_process = _records(out), _records(local_out)
