@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -116,6 +117,26 @@ def migrate(
     Raises:
         SchemaVersionError: the database is newer than this code.
     """
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return _migrate(engine, component, migrations, adopt)
+        except sa.exc.OperationalError as exc:
+            # SQLite answers "database is locked" without waiting in a few cases (a fresh file
+            # switching to WAL while other processes open it): the migration is one
+            # transaction, so it is simply tried again.
+            locked = engine.dialect.name == "sqlite" and "locked" in str(exc.orig)
+            if not locked or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _migrate(
+    engine: Engine,
+    component: str,
+    migrations: Sequence[Migration],
+    adopt: Callable[[Connection], int] | None,
+) -> int:
     with write_transaction(engine) as conn:
         # The lock comes before anything is created: two processes creating ``sqlgate_schema``
         # at once on a fresh PostgreSQL database would otherwise collide (a unique violation

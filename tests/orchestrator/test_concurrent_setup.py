@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from approvals import sql_store
 from orchestrator import result_rows, runs
 from orchestrator.memory import store as memory_store
+from orchestrator.notify import outbox
 from orchestrator.server import state as server_state
 from orchestrator.state_db import StateDatabase
 
@@ -20,6 +21,7 @@ PROCESSES = 8
 LATEST = {
     "approvals": len(sql_store.MIGRATIONS),
     "memory": len(memory_store.MIGRATIONS),
+    "notifications": len(outbox.MIGRATIONS),
     "results": len(result_rows.MIGRATIONS),
     "runs": len(runs.MIGRATIONS),
     "server": len(server_state.MIGRATIONS),
