@@ -37,6 +37,7 @@ from sqlalchemy.exc import IntegrityError
 
 from approvals.migrations import migrate, write_transaction
 from orchestrator.checkpoint import StartedCheckpoint
+from orchestrator.run_identity import database_identity
 from orchestrator.runs import runs as runs_table
 
 __all__ = ["BatchRun", "BatchStore", "RecordedBatch", "batch_id_for"]
@@ -131,6 +132,7 @@ class BatchStore:
         if found is not None:
             return found
         now = datetime.now(UTC)
+        target = database_identity(database)
         recorded = [
             BatchRun(f"run_{batch_id.removeprefix('batch_')}_{i:05d}", questions)
             for i, questions in enumerate(chunks)
@@ -176,6 +178,8 @@ class BatchStore:
                             "lease_expires_at": None,
                             "takeovers": 0,
                             "follow_up_of": None,
+                            # bound to its database as every run is (resolved here, once)
+                            "target": target,
                         }
                         for run in recorded
                     ],
