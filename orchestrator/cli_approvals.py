@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from approvals import SqlApprovalStore, reviewer_identity
 from orchestrator.cli_common import (
     JsonOpt,
     Spinner,
@@ -36,7 +35,10 @@ from orchestrator.cli_common import (
     show_result,
 )
 from orchestrator.errors import ConfigurationError, SqlgateError
-from orchestrator.runs import RunStore
+
+if TYPE_CHECKING:
+    from approvals import SqlApprovalStore
+    from orchestrator.runs import RunStore
 
 approvals_app = typer.Typer(
     help="Review SQL waiting at the approval gate: list, show, decide, history.",
@@ -94,7 +96,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
         validate=validate,
         store=approvals,
         run_id=record.batch.run_id,
-        actor=reviewer_identity(),
+        actor=_identity(),
     )
 
 
@@ -240,7 +242,7 @@ def decide(
             return
     try:
         outcome = gate.submit(
-            batch_id, decisions, actor=reviewer_identity(), idempotency_key=idempotency_key
+            batch_id, decisions, actor=_identity(), idempotency_key=idempotency_key
         )
     except ApprovalError as exc:
         code = getattr(exc, "code", "decision_refused")
@@ -400,3 +402,9 @@ def paused_run_pipeline(
         memory=memory_for(None, database),
     )
     return database, pipeline
+
+
+def _identity() -> str:
+    from approvals import reviewer_identity
+
+    return reviewer_identity()

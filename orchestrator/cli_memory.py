@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
 
-from approvals import reviewer_identity
 from orchestrator.cli_common import DbOpt, JsonOpt, PolicyOpt, emit_json, err, fail, policy_with
 from orchestrator.errors import SqlgateError
-from orchestrator.memory import MemoryExample, MemoryStore, ReviewMemory
+
+if TYPE_CHECKING:
+    from orchestrator.memory import MemoryExample, MemoryStore
 
 memory_app = typer.Typer(
     help="Reviewed-SQL memory: seed, list, show, remove, export, notes, revoke. "
@@ -70,6 +71,7 @@ def add(
     """
     from agents import SQLExecutor
     from orchestrator.database import TargetDatabase
+    from orchestrator.memory import ReviewMemory
     from orchestrator.memory.hooks import scope_for
     from orchestrator.memory.seed import read_pairs, seed_pairs
 
@@ -86,7 +88,7 @@ def add(
         pairs,
         validator=database.validator(),
         executor=SQLExecutor(database.engine, row_cap=1),
-        actor=reviewer_identity(),
+        actor=_identity(),
     )
     database.dispose()
     refused = [o for o in outcomes if o.example is None]
@@ -237,7 +239,7 @@ def note(
         fail("the note is empty", as_json=as_json)
     added = _store().add_note(
         text,
-        author=reviewer_identity(),
+        author=_identity(),
         tables=tables.split(","),
         database=_database_key(db) or ANY_DATABASE,
     )
@@ -260,7 +262,7 @@ def revoke(
     try:
         revoked = _store().revoke(
             template,
-            actor=reviewer_identity(),
+            actor=_identity(),
             database=_database_key(db) or ANY_DATABASE,
             reason=reason,
         )
@@ -271,3 +273,9 @@ def revoke(
         emit_json(revoked.model_dump(mode="json"))
     else:
         err.print(f"revoked template {revoked.template_id} on {revoked.database}")
+
+
+def _identity() -> str:
+    from approvals import reviewer_identity
+
+    return reviewer_identity()

@@ -11,9 +11,8 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import openai
 from pydantic import BaseModel, SecretStr
 from tenacity import (
     RetryCallState,
@@ -31,15 +30,24 @@ from orchestrator.errors import (
     LLMUnavailable,
 )
 
+if TYPE_CHECKING:
+    import openai
+
 #: Real model requests are allowed unless a test suite turns this off (tests replay cassettes).
 ALLOW_MODEL_REQUESTS = True
 
-TRANSIENT = (
-    openai.APIConnectionError,
-    openai.APITimeoutError,
-    openai.RateLimitError,
-    openai.InternalServerError,
-)
+
+def transient_errors() -> tuple[type[Exception], ...]:
+    """The SDK's errors worth retrying. ``openai`` is imported here, on the first client, not
+    when the module is: a command that never calls the model does not pay for the SDK."""
+    import openai
+
+    return (
+        openai.APIConnectionError,
+        openai.APITimeoutError,
+        openai.RateLimitError,
+        openai.InternalServerError,
+    )
 
 
 class LLMSettings(BaseModel):
@@ -138,6 +146,9 @@ class LLMClient:
         self.limiter = limiter
         self._sleep = sleep
         self._clock = clock
+        import openai
+
+        self._transient = transient_errors()
         self._client = openai.OpenAI(
             api_key=settings.api_key.get_secret_value() if settings.api_key else "not-needed",
             base_url=settings.base_url,
@@ -216,6 +227,8 @@ class LLMClient:
     def _complete(
         self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
+        import openai
+
         try:
             return self._retrying(agent, messages, requests)
         except openai.BadRequestError as exc:
@@ -228,8 +241,11 @@ class LLMClient:
     def _retrying(
         self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
+        import openai
+
+        transient = self._transient
         retrying = Retrying(
-            retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT)),
+            retry=retry_if_exception(lambda e: isinstance(e, transient)),
             stop=stop_after_attempt(self.settings.max_attempts),
             wait=self._wait,
             sleep=self._sleep,
@@ -238,7 +254,7 @@ class LLMClient:
         )
         try:
             return retrying(self._attempt, agent, messages, requests)
-        except TRANSIENT as exc:
+        except transient as exc:
             raise LLMUnavailable(
                 f"the model endpoint failed {self.settings.max_attempts} times: {_describe(exc)}"
             ) from exc
@@ -272,6 +288,8 @@ class LLMClient:
     def _attempt(
         self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
+        import openai
+
         grant = self.limiter.acquire(tokens=estimate_tokens(messages))
         try:
             # The agents' messages are plain role/content dicts and the response format a dict
