@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -314,12 +314,10 @@ def serve(
 
     Example: SQLGATE_TOKENS_FILE=tokens.json sqlgate serve --db sqlite:///shop.db --port 8000
     """
+    from orchestrator.extras import needing
+
     try:
-        from orchestrator.server import serve as run_server
-    except ImportError as exc:
-        fail(f"the server needs fastapi and uvicorn: pip install sqlgate ({exc})")
-        return
-    try:
+        run_server = needing("sqlgate serve", _server)
         run_server(
             host=host,
             port=port,
@@ -332,6 +330,12 @@ def serve(
         fail(exc.message, error_code=exc.code)
 
 
+def _server() -> Any:
+    from orchestrator.server import serve as run_server
+
+    return run_server
+
+
 _mount_subcommands()
 
 
@@ -342,7 +346,9 @@ def main() -> None:
         err.print("[yellow]interrupted; nothing was left half-done[/]")
         sys.exit(130)
     except SqlgateError as exc:  # a setting found bad after the options were read
-        err.print(f"[bold red]error:[/] {exc.message}")
+        from rich.markup import escape
+
+        err.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
         sys.exit(2)
 
 

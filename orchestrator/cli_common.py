@@ -11,6 +11,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from orchestrator.errors import SqlgateError
 from orchestrator.result import RunResult
@@ -24,7 +25,8 @@ def fail(
     """Say what went wrong (as JSON too, for scripts) and exit with ``code``."""
     if as_json:
         print(json.dumps({"status": "error", "error": {"code": error_code, "message": message}}))
-    err.print(f"[bold red]error:[/] {message}")
+    # The message is text, not markup: "pip install 'sqlgate[postgres]'" keeps its brackets.
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 

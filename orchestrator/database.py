@@ -34,7 +34,9 @@ from orchestrator.errors import (
     DatabaseUnreachable,
     DatabaseURLInvalid,
     DialectMismatch,
+    MissingExtra,
 )
+from orchestrator.extras import missing_extra
 from safety import (
     DatabaseSchema,
     NameRules,
@@ -120,6 +122,9 @@ class TargetDatabase:
             with self.engine.connect() as connection:
                 connection.exec_driver_sql("SELECT 1").fetchall()
         except Exception as exc:  # drivers raise their own types for bad files and hosts
+            extra = missing_extra(exc)
+            if extra is not None:
+                raise MissingExtra(f"a {parsed.get_backend_name()} database", extra) from exc
             raise DatabaseUnreachable(
                 f"cannot open {self.safe_url} read-only: {_one_line(exc)}"
             ) from exc

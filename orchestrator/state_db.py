@@ -33,6 +33,7 @@ from sqlalchemy.engine import Engine
 from approvals import SqlApprovalStore
 from approvals.migrations import schema_versions, state_engine
 from orchestrator.database import redact_url
+from orchestrator.extras import needing
 from orchestrator.memory import MemoryStore
 from orchestrator.result_rows import ResultRowStore
 from orchestrator.runs import RunStore
@@ -78,7 +79,9 @@ class StateDatabase:
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_state_url()
         self.safe_url = redact_url(self.url)
-        self.engine: Engine = state_engine(self.url)
+        self.engine: Engine = needing(
+            f"the state database {self.safe_url}", lambda: state_engine(self.url)
+        )
 
     def setup(self) -> None:
         self.approvals.setup()
