@@ -7,10 +7,10 @@ engine they are given: ``SchemaExplorer``, ``DataExplorer``, ``SQLExecutor``, ``
 The twelfth, SafetyValidator, is ``safety.SqlValidator``.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING
+import typing as _typing
+from importlib import import_module as _import_module
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from agents.catalogue import (
         DEFAULT_MAX_TABLES,
         LARGE_SCHEMA_TABLES,
@@ -187,7 +187,7 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
 

@@ -31,10 +31,10 @@ Example:
     'SELECT COUNT(*) FROM regions'
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING
+import typing as _typing
+from importlib import import_module as _import_module
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .audit import ReplayedBatch, replay_audit
     from .decisions import (
         ValidationLike,
@@ -219,7 +219,7 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
 

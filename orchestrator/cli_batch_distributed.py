@@ -190,6 +190,9 @@ class _Follower:
             assert isinstance(stored.checkpoint, FinishedCheckpoint)
             for result in stored.checkpoint.results:
                 self.write(result)
+            flush = getattr(self.write, "flush", None)
+            if flush is not None:  # the run's results made durable together
+                flush()
             self.finished_questions += self.open.pop(run_id)
             return
         if stored.lease_expired():

@@ -22,7 +22,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from agents.llm_agent import AgentOutputError, LLMAgent
+from agents.llm_agent import AgentOutputError, LLMAgent, json_schema
 from orchestrator.errors import (
     LLMError,
     LLMOutputInvalid,
@@ -344,7 +344,7 @@ class LLMClient:
             "type": "json_schema",
             "json_schema": {
                 "name": agent.schema_name,
-                "schema": agent.output_model.model_json_schema(),
+                "schema": json_schema(agent.output_model),
                 "strict": False,
             },
         }

@@ -20,6 +20,8 @@ from orchestrator.result import RunResult, RunStatus
 __all__ = ["ResultSink", "RunContext", "no_progress"]
 
 #: ``on_result(index, result)``: a finished question, handed out as soon as it is finished.
+#: A sink that also has a ``flush()`` method is told when a stage's results were all handed
+#: out (``sqlgate batch`` makes its file durable then: once per stage, not once per record).
 ResultSink = Callable[[int, RunResult], None]
 
 
@@ -75,6 +77,7 @@ class RunContext:
         """Hand every newly finished question to ``on_result``."""
         if self.on_result is None:
             return
+        handed = False
         for index, q in enumerate(self.questions):
             if (
                 q.status is not None
@@ -83,8 +86,12 @@ class RunContext:
             ):
                 self.emitted.add(q.qid)
                 self.on_result(index, self._result(q))
+                handed = True
                 if self.release_streamed:
                     q.release()
+        flush = getattr(self.on_result, "flush", None)
+        if handed and flush is not None:
+            flush()
 
     def results(self) -> list[RunResult]:
         self.emit()

@@ -1,9 +1,9 @@
 """sqlgate safety: validate model-written SQL on the AST, and run it on read-only connections."""
 
-from importlib import import_module
-from typing import TYPE_CHECKING
+import typing as _typing
+from importlib import import_module as _import_module
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .access import NameRules
     from .catalog import DEFAULT_SCHEMAS, SchemaCatalog
     from .codes import CORRECTABLE_CODES, FINDING_CODES, FindingCode, FindingKind, kind_of
@@ -118,7 +118,7 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
 

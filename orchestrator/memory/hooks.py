@@ -12,7 +12,10 @@ Recording never fails a run: a state-database error while remembering is logged 
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -40,20 +43,40 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Memory scopes per open database: (the schema read they were built from, {policy: scope}).
+_scopes: weakref.WeakKeyDictionary[TargetDatabase, tuple[object, dict[str, MemoryScope]]] = (
+    weakref.WeakKeyDictionary()
+)
+_scopes_lock = threading.Lock()
+
 
 def _memory(p: Pipeline) -> ReviewMemory | None:
     return p.memory
 
 
 def scope_for(database: TargetDatabase, policy: SafetyPolicy) -> MemoryScope:
-    """A database as memory sees it, under a safety policy (schema from the explorer's cache)."""
+    """A database as memory sees it, under a safety policy (schema from the explorer's cache).
+
+    Built once per database, schema read and policy, then shared: fingerprinting the schema and
+    building its resolver cost as much as the whole database, not as one statement."""
     tables = database.schema.tables()
-    return MemoryScope.of(
-        database.safe_url,
-        database.dialect,
-        {name: [(c.name, c.type) for c in info.columns] for name, info in tables.items()},
-        policy.model_dump(mode="json"),
-    )
+    dumped = policy.model_dump(mode="json")
+    key = json.dumps(dumped, sort_keys=True, default=str)
+    with _scopes_lock:
+        cached = _scopes.get(database)
+        if cached is None or cached[0] is not tables:
+            cached = (tables, {})
+            _scopes[database] = cached
+        scope = cached[1].get(key)
+        if scope is None:
+            scope = MemoryScope.of(
+                database.safe_url,
+                database.dialect,
+                {name: [(c.name, c.type) for c in info.columns] for name, info in tables.items()},
+                dumped,
+            )
+            cached[1][key] = scope
+        return scope
 
 
 def scope_of(p: Pipeline) -> MemoryScope:

@@ -116,7 +116,7 @@ def _validate_all(
             cycle=cycle,
         )
         code, message = _verdict(validation)
-        pending[item.call_id] = PendingStatement(q, item, validation.ok, code, message)
+        pending[item.call_id] = PendingStatement(q, item, validation.ok, code, message, validation)
     return pending
 
 
@@ -152,14 +152,20 @@ def _decide(
 ) -> ApprovalOutcome:
     """ONE review of every statement of the cycle; or, with no reviewer here, pause."""
     items = [s.item for s in pending.values() if s.item is not None]
+    # The safety stage's verdicts go with the items: the gate does not validate them again.
+    verdicts = {
+        s.item.call_id: s.validation
+        for s in pending.values()
+        if s.item is not None and s.validation is not None
+    }
     ctx.progress("waiting for approval", 0, len(items))
     if p.reviewer is None:
-        batch = gate.open(items)
+        batch = gate.open(items, verdicts)
         if batch.pending:
             raise PausedAtGate(batch.batch_id, cycle, pending)
         return gate.outcome(batch.batch_id)
     try:
-        return gate.review(items)
+        return gate.review(items, verdicts)
     except DecisionError as exc:
         raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
 

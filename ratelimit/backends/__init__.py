@@ -10,10 +10,10 @@ redis      processes on many hosts       server ``TIME`` inside a Lua script
 =========  ============================  ======================================================
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING
+import typing as _typing
+from importlib import import_module as _import_module
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ratelimit.backends.base import Backend
     from ratelimit.backends.memory import MemoryBackend
     from ratelimit.backends.postgres import PostgresBackend
@@ -36,7 +36,7 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
 
