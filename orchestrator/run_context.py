@@ -55,6 +55,8 @@ class RunContext:
     lease: Lease | None = None
     #: The run whose clarifying questions this run answers (``orchestrator.clarify``).
     follow_up_of: str | None = None
+    #: Results handed out since the sink was last told to flush.
+    unflushed: bool = False
 
     def next_call_index(self) -> int:
         """The index of the run's next LLM call (1, 2, ...)."""
@@ -73,11 +75,12 @@ class RunContext:
     def active(self) -> list[QuestionState]:
         return [q for q in self.questions if q.active]
 
-    def emit(self) -> None:
-        """Hand every newly finished question to ``on_result``."""
+    def emit(self, *, flush: bool = True) -> None:
+        """Hand every newly finished question to ``on_result``; then, unless ``flush`` is
+        False (a stage handing out its results one by one), tell a sink with ``flush()`` that
+        what it was handed since the last time is complete."""
         if self.on_result is None:
             return
-        handed = False
         for index, q in enumerate(self.questions):
             if (
                 q.status is not None
@@ -86,12 +89,13 @@ class RunContext:
             ):
                 self.emitted.add(q.qid)
                 self.on_result(index, self._result(q))
-                handed = True
+                self.unflushed = True
                 if self.release_streamed:
                     q.release()
-        flush = getattr(self.on_result, "flush", None)
-        if handed and flush is not None:
-            flush()
+        done = getattr(self.on_result, "flush", None)
+        if flush and self.unflushed and done is not None:
+            done()
+            self.unflushed = False
 
     def results(self) -> list[RunResult]:
         self.emit()

@@ -19,6 +19,7 @@ from orchestrator.batch_io import ResultWriter
 from orchestrator.database import TargetDatabase
 from orchestrator.memory.fingerprint import columns_read, resolver_schema
 from orchestrator.memory.hooks import scope_for
+from orchestrator.pipeline import PipelineConfig
 from orchestrator.result import RunResult, RunStatus
 from orchestrator.run_context import RunContext
 from safety import Policy, SqlValidator
@@ -150,3 +151,20 @@ def test_a_stage_s_results_are_flushed_together() -> None:
     assert events == ["result 0", "result 2", "flush"]
     ctx.emit()
     assert events == ["result 0", "result 2", "flush"]  # nothing new
+
+
+@pytest.mark.vcr
+def test_a_batch_flushes_once_per_stage_not_per_result(harness: Harness, demo_url: str) -> None:
+    """Four answers written over two batched answer calls: four results, one flush."""
+    events: list[str] = []
+
+    class Sink:
+        def __call__(self, index: int, result: RunResult) -> None:
+            events.append(f"result {result.status.value}")
+
+        def flush(self) -> None:
+            events.append("flush")
+
+    pipeline = harness.pipeline(demo_url, ApproveAll(), config=PipelineConfig(k=2))
+    pipeline.run_batch(sc.COUNT_QUESTIONS[:4], on_result=Sink())
+    assert events == ["result answered"] * 4 + ["flush"]
