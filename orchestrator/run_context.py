@@ -75,13 +75,17 @@ class RunContext:
     def active(self) -> list[QuestionState]:
         return [q for q in self.questions if q.active]
 
-    def emit(self, *, flush: bool = True) -> None:
-        """Hand every newly finished question to ``on_result``; then, unless ``flush`` is
-        False (a stage handing out its results one by one), tell a sink with ``flush()`` that
-        what it was handed since the last time is complete."""
+    def emit(self, *, flush: bool = True, only: QuestionState | None = None) -> None:
+        """Hand every newly finished question (or just ``only``, the one a stage has just
+        finished: no scan of the whole run) to ``on_result``; then, unless ``flush`` is False (a
+        stage handing out its results one by one), tell a sink with ``flush()`` that what it was
+        handed since the last time is complete."""
         if self.on_result is None:
             return
-        for index, q in enumerate(self.questions):
+        candidates = (
+            enumerate(self.questions) if only is None else [(self.questions.index(only), only)]
+        )
+        for index, q in candidates:
             if (
                 q.status is not None
                 and q.status != RunStatus.AWAITING_APPROVAL

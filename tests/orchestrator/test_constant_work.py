@@ -151,6 +151,11 @@ def test_a_stage_s_results_are_flushed_together() -> None:
     assert events == ["result 0", "result 2", "flush"]
     ctx.emit()
     assert events == ["result 0", "result 2", "flush"]  # nothing new
+    qs[1].finish(RunStatus.ANSWERED)
+    ctx.emit(flush=False, only=qs[1])  # the one a stage just finished, not yet durable
+    assert events[3:] == ["result 1"]
+    ctx.emit()
+    assert events[3:] == ["result 1", "flush"]
 
 
 @pytest.mark.vcr
