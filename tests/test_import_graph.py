@@ -39,16 +39,19 @@ def _type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imported(body: list[ast.stmt], module: str, is_package: bool) -> Iterator[str]:
-    """Dotted names the statements import when they run at module level."""
+def _imported(
+    body: list[ast.stmt], module: str, is_package: bool, typing: bool = False
+) -> Iterator[str]:
+    """Dotted names the statements import when they run at module level (with ``typing``,
+    those under ``if TYPE_CHECKING:`` too)."""
     for node in body:
         if isinstance(node, ast.If):
-            if not _type_checking(node.test):
-                yield from _imported(node.body, module, is_package)
-            yield from _imported(node.orelse, module, is_package)
+            if typing or not _type_checking(node.test):
+                yield from _imported(node.body, module, is_package, typing)
+            yield from _imported(node.orelse, module, is_package, typing)
         elif isinstance(node, ast.Try):
             for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
-                yield from _imported(block, module, is_package)
+                yield from _imported(block, module, is_package, typing)
         elif isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -66,12 +69,12 @@ def _imported(body: list[ast.stmt], module: str, is_package: bool) -> Iterator[s
             yield from submodules
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(typing: bool = False) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in MODULES.items():
         edges: set[str] = set()
         tree = ast.parse(path.read_text())
-        for name in _imported(tree.body, module, path.name == "__init__.py"):
+        for name in _imported(tree.body, module, path.name == "__init__.py", typing):
             parts = name.split(".")
             for end in range(len(parts), 0, -1):  # the deepest orchestrator module named
                 candidate = ".".join(parts[:end])
@@ -150,3 +153,16 @@ def test_the_pipeline_is_imported_by_none_of_its_parts() -> None:
         if module.startswith(MUST_NOT_IMPORT_THE_PIPELINE) and "orchestrator.pipeline" in edges
     }
     assert offenders == {}
+
+
+def test_memory_does_not_even_name_the_pipeline() -> None:
+    """Memory is given what it needs (``MemoryUser``): not even a type annotation imports the
+    pipeline."""
+    graph = _graph(typing=True)
+    assert "orchestrator.pipeline" in graph["orchestrator.stages.approval"]  # typing edges read
+    naming = sorted(
+        module
+        for module, edges in graph.items()
+        if module.startswith("orchestrator.memory") and "orchestrator.pipeline" in edges
+    )
+    assert naming == []

@@ -17,7 +17,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -27,7 +27,6 @@ from orchestrator.memory.review_memory import MemoryScope, ReviewMemory
 if TYPE_CHECKING:
     from approvals import ApprovalGate, ApprovalOutcome
     from orchestrator.database import TargetDatabase
-    from orchestrator.pipeline import Pipeline
     from orchestrator.question import PendingStatement, QuestionState
     from safety import SafetyPolicy
 
@@ -43,6 +42,21 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+
+class MemoryUser(Protocol):
+    """What memory needs of the pipeline that uses it (memory never imports the pipeline): the
+    database, the memory itself and the reviewer (``--yes`` approvals are no evidence)."""
+
+    @property
+    def db(self) -> TargetDatabase: ...
+
+    @property
+    def memory(self) -> ReviewMemory | None: ...
+
+    @property
+    def reviewer(self) -> object: ...
+
+
 #: Memory scopes per open database: (the schema read they were built from, {policy: scope}).
 _scopes: weakref.WeakKeyDictionary[TargetDatabase, tuple[object, dict[str, MemoryScope]]] = (
     weakref.WeakKeyDictionary()
@@ -50,7 +64,7 @@ _scopes: weakref.WeakKeyDictionary[TargetDatabase, tuple[object, dict[str, Memor
 _scopes_lock = threading.Lock()
 
 
-def _memory(p: Pipeline) -> ReviewMemory | None:
+def _memory(p: MemoryUser) -> ReviewMemory | None:
     return p.memory
 
 
@@ -79,13 +93,13 @@ def scope_for(database: TargetDatabase, policy: SafetyPolicy) -> MemoryScope:
         return scope
 
 
-def scope_of(p: Pipeline) -> MemoryScope:
+def scope_of(p: MemoryUser) -> MemoryScope:
     """The pipeline's database under the pipeline's safety policy."""
     return scope_for(p.db, p.db.policy.safety_policy())
 
 
 def examples_by_question(
-    p: Pipeline, qs: Sequence[QuestionState]
+    p: MemoryUser, qs: Sequence[QuestionState]
 ) -> dict[str, list[tuple[str, str]]]:
     """qid -> (question, SQL) pairs reviewers approved for similar questions on this database."""
     memory = _memory(p)
@@ -98,7 +112,7 @@ def examples_by_question(
     }
 
 
-def notes_by_question(p: Pipeline, qs: Sequence[QuestionState]) -> dict[str, list[str]]:
+def notes_by_question(p: MemoryUser, qs: Sequence[QuestionState]) -> dict[str, list[str]]:
     """qid -> business notes that match the question (with the tables they concern)."""
     memory = _memory(p)
     if memory is None or not qs or memory.store.is_empty(p.db.safe_url):
@@ -126,7 +140,7 @@ def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str]:
     return actors
 
 
-def _unreviewed(p: Pipeline) -> bool:
+def _unreviewed(p: MemoryUser) -> bool:
     """``--yes`` approves every statement unseen: such approvals are no evidence of review."""
     from approvals import ApproveAll
 
@@ -134,7 +148,7 @@ def _unreviewed(p: Pipeline) -> bool:
 
 
 def remember_executed(
-    p: Pipeline,
+    p: MemoryUser,
     ran: Sequence[tuple[QuestionState, ApprovalOutcome, str]],
     gate: ApprovalGate,
 ) -> None:
@@ -163,7 +177,7 @@ def remember_executed(
 
 
 def remember_rejected(
-    p: Pipeline,
+    p: MemoryUser,
     pending: Mapping[str, PendingStatement],
     outcome: ApprovalOutcome,
     gate: ApprovalGate,
@@ -202,7 +216,7 @@ def remember_rejected(
         log.warning("could not record rejected statements in memory: %s", exc)
 
 
-def gate_policy(p: Pipeline) -> Policy | None:
+def gate_policy(p: MemoryUser) -> Policy | None:
     """Earned auto-approval for the pipeline's database, or None (no memory, or switched off)."""
     memory = _memory(p)
     if memory is None or not memory.settings.auto_approval.enabled:
