@@ -7,52 +7,110 @@ engine they are given: ``SchemaExplorer``, ``DataExplorer``, ``SQLExecutor``, ``
 The twelfth, SafetyValidator, is ``safety.SqlValidator``.
 """
 
-from agents.catalogue import (
-    DEFAULT_MAX_TABLES,
-    LARGE_SCHEMA_TABLES,
-    Catalogue,
-    batch_catalogue,
-    build_catalogue,
-    compact_catalogue,
-    rank_tables,
-)
-from agents.data_explorer import DataContext, DataExplorer
-from agents.descriptions import Descriptions, load_descriptions
-from agents.errors import (
-    AgentError,
-    AgentOutputError,
-    DescriptionsError,
-    ExecutionError,
-    SchemaInspectionError,
-)
-from agents.linking import SchemaIndex, Synonyms
-from agents.llm_agent import LLMAgent
-from agents.llm_batch import QuestionInput, SplitResults, split_results
-from agents.reasoning import (
-    Clarification,
-    ClarifyingQuestion,
-    Decomposition,
-    Intent,
-    IntentAnalysis,
-    PlannedFilter,
-    PlannedJoin,
-    QueryPlan,
-    ReasoningAgent,
-    ReasoningBatch,
-    ReasoningOutput,
-)
-from agents.response_synthesizer import AnswerBatch, ResponseSynthesizer, SynthesizedAnswer
-from agents.result_validator import ResultValidator
-from agents.schema_explorer import (
-    ColumnInfo,
-    ForeignKeyInfo,
-    SchemaContext,
-    SchemaExplorer,
-    TableInfo,
-)
-from agents.self_correction import CorrectedSQL, CorrectionBatch, SelfCorrection
-from agents.sql_executor import ExecutionResult, SQLExecutor
-from agents.sql_generator import GeneratedSQL, SQLBatch, SQLGenerator
+import typing as _typing
+from importlib import import_module as _import_module
+
+if _typing.TYPE_CHECKING:
+    from agents.catalogue import (
+        DEFAULT_MAX_TABLES,
+        LARGE_SCHEMA_TABLES,
+        Catalogue,
+        batch_catalogue,
+        build_catalogue,
+        compact_catalogue,
+        rank_tables,
+    )
+    from agents.data_explorer import DataContext, DataExplorer
+    from agents.descriptions import Descriptions, load_descriptions
+    from agents.errors import (
+        AgentError,
+        AgentOutputError,
+        DescriptionsError,
+        ExecutionError,
+        SchemaInspectionError,
+    )
+    from agents.linking import SchemaIndex, Synonyms
+    from agents.llm_agent import LLMAgent
+    from agents.llm_batch import QuestionInput, SplitResults, split_results
+    from agents.reasoning import (
+        Clarification,
+        ClarifyingQuestion,
+        Decomposition,
+        Intent,
+        IntentAnalysis,
+        PlannedFilter,
+        PlannedJoin,
+        QueryPlan,
+        ReasoningAgent,
+        ReasoningBatch,
+        ReasoningOutput,
+    )
+    from agents.response_synthesizer import AnswerBatch, ResponseSynthesizer, SynthesizedAnswer
+    from agents.result_validator import ResultValidator
+    from agents.schema_explorer import (
+        ColumnInfo,
+        ForeignKeyInfo,
+        SchemaContext,
+        SchemaExplorer,
+        TableInfo,
+    )
+    from agents.self_correction import CorrectedSQL, CorrectionBatch, SelfCorrection
+    from agents.sql_executor import ExecutionResult, SQLExecutor
+    from agents.sql_generator import GeneratedSQL, SQLBatch, SQLGenerator
+
+# Exports are imported on first use, so importing the package stays cheap.
+_EXPORTS = {
+    "AgentError": "agents.errors",
+    "AgentOutputError": "agents.errors",
+    "AnswerBatch": "agents.response_synthesizer",
+    "Catalogue": "agents.catalogue",
+    "Clarification": "agents.reasoning",
+    "ClarifyingQuestion": "agents.reasoning",
+    "ColumnInfo": "agents.schema_explorer",
+    "CorrectedSQL": "agents.self_correction",
+    "CorrectionBatch": "agents.self_correction",
+    "DEFAULT_MAX_TABLES": "agents.catalogue",
+    "DataContext": "agents.data_explorer",
+    "DataExplorer": "agents.data_explorer",
+    "Decomposition": "agents.reasoning",
+    "Descriptions": "agents.descriptions",
+    "DescriptionsError": "agents.errors",
+    "ExecutionError": "agents.errors",
+    "ExecutionResult": "agents.sql_executor",
+    "ForeignKeyInfo": "agents.schema_explorer",
+    "GeneratedSQL": "agents.sql_generator",
+    "Intent": "agents.reasoning",
+    "IntentAnalysis": "agents.reasoning",
+    "LARGE_SCHEMA_TABLES": "agents.catalogue",
+    "LLMAgent": "agents.llm_agent",
+    "PlannedFilter": "agents.reasoning",
+    "PlannedJoin": "agents.reasoning",
+    "QueryPlan": "agents.reasoning",
+    "QuestionInput": "agents.llm_batch",
+    "ReasoningAgent": "agents.reasoning",
+    "ReasoningBatch": "agents.reasoning",
+    "ReasoningOutput": "agents.reasoning",
+    "ResponseSynthesizer": "agents.response_synthesizer",
+    "ResultValidator": "agents.result_validator",
+    "SQLBatch": "agents.sql_generator",
+    "SQLExecutor": "agents.sql_executor",
+    "SQLGenerator": "agents.sql_generator",
+    "SchemaContext": "agents.schema_explorer",
+    "SchemaExplorer": "agents.schema_explorer",
+    "SchemaIndex": "agents.linking",
+    "SchemaInspectionError": "agents.errors",
+    "SelfCorrection": "agents.self_correction",
+    "SplitResults": "agents.llm_batch",
+    "Synonyms": "agents.linking",
+    "SynthesizedAnswer": "agents.response_synthesizer",
+    "TableInfo": "agents.schema_explorer",
+    "batch_catalogue": "agents.catalogue",
+    "build_catalogue": "agents.catalogue",
+    "compact_catalogue": "agents.catalogue",
+    "load_descriptions": "agents.descriptions",
+    "rank_tables": "agents.catalogue",
+    "split_results": "agents.llm_batch",
+}
 
 #: The logical agents, in pipeline order, as they appear in a run's trace.
 AGENT_NAMES = (
@@ -123,3 +181,16 @@ __all__ = [
     "rank_tables",
     "split_results",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

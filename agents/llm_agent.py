@@ -8,7 +8,8 @@ plain inputs.
 from __future__ import annotations
 
 import json
-from typing import ClassVar, Generic, TypeVar
+from functools import cache
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -23,9 +24,17 @@ def _invalid(schema_name: str, detail: str) -> AgentOutputError:
     return error
 
 
+@cache
+def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The output model's JSON schema, built once per model (a class does not change): callers
+    read it and never change it."""
+    return model.model_json_schema()
+
+
+@cache
 def compact_schema(model: type[BaseModel]) -> str:
     """The output model's JSON schema as one compact line, for prompts and JSON-mode servers."""
-    return json.dumps(model.model_json_schema(), separators=(",", ":"), sort_keys=True)
+    return json.dumps(json_schema(model), separators=(",", ":"), sort_keys=True)
 
 
 class LLMAgent(Generic[OutputT]):

@@ -34,61 +34,136 @@ Example:
     'SELECT COUNT(*) FROM regions'
 """
 
-from .audit import ReplayedBatch, replay_audit
-from .decisions import (
-    ValidationLike,
-    combine_votes,
-    normalise_decisions,
-    parse_decision_file,
-    resolve_decisions,
-)
-from .errors import (
-    AlreadyExecuted,
-    ApprovalCancelled,
-    ApprovalError,
-    BatchExpired,
-    BatchNotFound,
-    DecisionConflict,
-    DecisionError,
-    DecisionProblem,
-    DuplicateVote,
-    ExecutionInDoubt,
-    IdempotencyConflict,
-    NotRunnable,
-    SchemaVersionError,
-    SqlHashMismatch,
-    StoreError,
-)
-from .expiry import ExpirySweeper
-from .gate import ApprovalGate, Reviewer
-from .ledger import ExecutionLedger
-from .models import (
-    ApprovalBatch,
-    ApprovalItem,
-    ApprovalOutcome,
-    Approve,
-    AuditEvent,
-    BatchRecord,
-    BatchSummary,
-    Decision,
-    Edit,
-    ExecutionRecord,
-    ItemCategory,
-    ItemFinding,
-    Reject,
-    Resolution,
-    Vote,
-    parse_decision,
-    sql_hash,
-)
-from .notify import DecisionSignals, DecisionWatch, PostgresListener, WakeReason
-from .policy import AutoApprovePolicy, EarnedApprovalRule, EarnedAutoApproval
-from .reviewers import ApproveAll, MappingReviewer, RejectAll
-from .risk import RISK_LEVELS, RiskApproval, RiskLevel, StatementRisk
-from .service import decide_batch, history, list_pending, reviewer_identity
-from .sql_store import SqlApprovalStore, default_store_url
-from .store import ApprovalStore, CallLocation, MemoryApprovalStore
-from .terminal import TerminalReviewer
+import typing as _typing
+from importlib import import_module as _import_module
+
+if _typing.TYPE_CHECKING:
+    from .audit import ReplayedBatch, replay_audit
+    from .decisions import (
+        ValidationLike,
+        combine_votes,
+        normalise_decisions,
+        parse_decision_file,
+        resolve_decisions,
+    )
+    from .errors import (
+        AlreadyExecuted,
+        ApprovalCancelled,
+        ApprovalError,
+        BatchExpired,
+        BatchNotFound,
+        DecisionConflict,
+        DecisionError,
+        DecisionProblem,
+        DuplicateVote,
+        ExecutionInDoubt,
+        IdempotencyConflict,
+        NotRunnable,
+        SchemaVersionError,
+        SqlHashMismatch,
+        StoreError,
+    )
+    from .expiry import ExpirySweeper
+    from .gate import ApprovalGate, Reviewer
+    from .ledger import ExecutionLedger
+    from .models import (
+        ApprovalBatch,
+        ApprovalItem,
+        ApprovalOutcome,
+        Approve,
+        AuditEvent,
+        BatchRecord,
+        BatchSummary,
+        Decision,
+        Edit,
+        ExecutionRecord,
+        ItemCategory,
+        ItemFinding,
+        Reject,
+        Resolution,
+        Vote,
+        parse_decision,
+        sql_hash,
+    )
+    from .notify import DecisionSignals, DecisionWatch, PostgresListener, WakeReason
+    from .policy import AutoApprovePolicy, EarnedApprovalRule, EarnedAutoApproval
+    from .reviewers import ApproveAll, MappingReviewer, RejectAll
+    from .risk import RISK_LEVELS, RiskApproval, RiskLevel, StatementRisk
+    from .service import decide_batch, history, list_pending, reviewer_identity
+    from .sql_store import SqlApprovalStore, default_store_url
+    from .store import ApprovalStore, CallLocation, MemoryApprovalStore
+    from .terminal import TerminalReviewer
+
+# Exports are imported on first use, so importing the package stays cheap.
+_EXPORTS = {
+    "AlreadyExecuted": "approvals.errors",
+    "ApprovalBatch": "approvals.models",
+    "ApprovalCancelled": "approvals.errors",
+    "ApprovalError": "approvals.errors",
+    "ApprovalGate": "approvals.gate",
+    "ApprovalItem": "approvals.models",
+    "ApprovalOutcome": "approvals.models",
+    "ApprovalStore": "approvals.store",
+    "Approve": "approvals.models",
+    "ApproveAll": "approvals.reviewers",
+    "AuditEvent": "approvals.models",
+    "AutoApprovePolicy": "approvals.policy",
+    "BatchExpired": "approvals.errors",
+    "BatchNotFound": "approvals.errors",
+    "BatchRecord": "approvals.models",
+    "BatchSummary": "approvals.models",
+    "CallLocation": "approvals.store",
+    "Decision": "approvals.models",
+    "DecisionConflict": "approvals.errors",
+    "DecisionError": "approvals.errors",
+    "DecisionProblem": "approvals.errors",
+    "DecisionSignals": "approvals.notify",
+    "DecisionWatch": "approvals.notify",
+    "DuplicateVote": "approvals.errors",
+    "EarnedApprovalRule": "approvals.policy",
+    "EarnedAutoApproval": "approvals.policy",
+    "Edit": "approvals.models",
+    "ExecutionInDoubt": "approvals.errors",
+    "ExecutionLedger": "approvals.ledger",
+    "ExecutionRecord": "approvals.models",
+    "ExpirySweeper": "approvals.expiry",
+    "IdempotencyConflict": "approvals.errors",
+    "ItemCategory": "approvals.models",
+    "ItemFinding": "approvals.models",
+    "MappingReviewer": "approvals.reviewers",
+    "MemoryApprovalStore": "approvals.store",
+    "NotRunnable": "approvals.errors",
+    "PostgresListener": "approvals.notify",
+    "RISK_LEVELS": "approvals.risk",
+    "Reject": "approvals.models",
+    "RejectAll": "approvals.reviewers",
+    "ReplayedBatch": "approvals.audit",
+    "Resolution": "approvals.models",
+    "Reviewer": "approvals.gate",
+    "RiskApproval": "approvals.risk",
+    "RiskLevel": "approvals.risk",
+    "SchemaVersionError": "approvals.errors",
+    "SqlApprovalStore": "approvals.sql_store",
+    "SqlHashMismatch": "approvals.errors",
+    "StatementRisk": "approvals.risk",
+    "StoreError": "approvals.errors",
+    "TerminalReviewer": "approvals.terminal",
+    "ValidationLike": "approvals.decisions",
+    "Vote": "approvals.models",
+    "WakeReason": "approvals.notify",
+    "combine_votes": "approvals.decisions",
+    "decide_batch": "approvals.service",
+    "default_store_url": "approvals.sql_store",
+    "history": "approvals.service",
+    "list_pending": "approvals.service",
+    "normalise_decisions": "approvals.decisions",
+    "parse_decision": "approvals.models",
+    "parse_decision_file": "approvals.decisions",
+    "replay_audit": "approvals.audit",
+    "resolve_decisions": "approvals.decisions",
+    "reviewer_identity": "approvals.service",
+    "sql_hash": "approvals.models",
+}
 
 __all__ = [
     "AlreadyExecuted",
@@ -159,3 +234,16 @@ __all__ = [
     "reviewer_identity",
     "sql_hash",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

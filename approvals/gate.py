@@ -1,7 +1,8 @@
 """The batched approval gate: one cycle per call, the reviewer asked at most once.
 
-``ApprovalGate.review(items)`` opens a batch (every item validated again and categorised:
-denied / auto-approved / needs approval), asks the reviewer ONCE when anything needs approval,
+``ApprovalGate.review(items)`` opens a batch (every item validated again, unless the caller
+carries this gate's validator's verdict on exactly that SQL, and categorised: denied /
+auto-approved / needs approval), asks the reviewer ONCE when anything needs approval,
 checks the decision covers exactly the pending set, re-validates edits, and records the result
 in the store with a conditional update. What may run is then ``outcome.runnable(call_id)``,
 claimed through ``gate.ledger.executing(outcome, call_id)`` so it runs at most once.
@@ -23,6 +24,7 @@ from .audit import SYSTEM_ACTOR, opened_event, resolution_events, vote_event
 from .decisions import (
     DecisionPairs,
     Validate,
+    ValidationLike,
     combine_votes,
     decision_digest,
     normalise_decisions,
@@ -117,14 +119,19 @@ class ApprovalGate:
         self.ledger = ExecutionLedger(self.store, clock)
 
     # -- one whole cycle -------------------------------------------------------------------
-    def review(self, items: Sequence[ApprovalItem]) -> ApprovalOutcome:
+    def review(
+        self,
+        items: Sequence[ApprovalItem],
+        verdicts: Mapping[str, ValidationLike] | None = None,
+    ) -> ApprovalOutcome:
         """Open a batch of ``items``, ask the reviewer once if needed, return the outcome.
+        ``verdicts``: as for ``open``.
 
         Raises ``DecisionError`` when the reviewer's decision is refused (the batch stays
         pending, nothing runs) and ``ApprovalCancelled`` when the reviewer cancels. With a
         quorum above 1 the outcome may be ``pending``: see ``await_outcome``.
         """
-        batch = self.open(items)
+        batch = self.open(items, verdicts)
         if not batch.pending:
             return self.outcome(batch.batch_id)
         if self.reviewer is None:
@@ -143,17 +150,27 @@ class ApprovalGate:
         return await asyncio.to_thread(self.review, items)
 
     # -- the two halves --------------------------------------------------------------------
-    def open(self, items: Sequence[ApprovalItem]) -> ApprovalBatch:
+    def open(
+        self,
+        items: Sequence[ApprovalItem],
+        verdicts: Mapping[str, ValidationLike] | None = None,
+    ) -> ApprovalBatch:
         """Categorise ``items`` into a new batch of the next cycle and store it.
 
         A batch with nothing pending is resolved at once (denied and auto-approved items).
+
+        ``verdicts`` (by ``call_id``) carries what this gate's own validator said of an item's
+        SQL when the caller validated it just before (the pipeline's safety stage), so a statement
+        is validated once. A verdict counts only when it accepted exactly the item's SQL (its
+        ``sql`` is the item's, byte for byte); any other item is validated here.
         """
         ids = [i.call_id for i in items]
         if len(set(ids)) != len(ids):
             raise ValueError("two items share a call_id; build each with ApprovalItem.new")
         cycle = self.store.last_cycle(self.run_id) + 1
         now = self.clock()
-        categorised = [self._categorise(item, cycle) for item in items]
+        carried = verdicts or {}
+        categorised = [self._categorise(item, cycle, carried.get(item.call_id)) for item in items]
         quorum = max(
             [self.quorum]
             + [
@@ -322,7 +339,7 @@ class ApprovalGate:
 
     # -- internals -------------------------------------------------------------------------
     def _categorise(
-        self, item: ApprovalItem, cycle: int
+        self, item: ApprovalItem, cycle: int, verdict: ValidationLike | None = None
     ) -> tuple[ApprovalItem, ItemCategory, str | None]:
         if item.cycle != cycle:
             item = item.model_copy(update={"cycle": cycle})
@@ -333,7 +350,11 @@ class ApprovalGate:
             )
             return item, ItemCategory.DENIED, note
         # The gate does not trust its caller: the SQL shown is the SQL the validator would run.
-        result = self.validate(item.sql)
+        # A carried verdict stands only when it accepted exactly this SQL.
+        if verdict is not None and verdict.ok and verdict.sql == item.sql:
+            result = verdict
+        else:
+            result = self.validate(item.sql)
         if not result.ok or not result.sql:
             refused = item.model_copy(
                 update={"refused": True, "findings": findings_of(result.findings)}

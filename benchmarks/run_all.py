@@ -6,7 +6,7 @@ By default the five of the batching issue run, in order: ``calls`` (LLM calls pe
 alone and batched), ``throughput`` (questions per simulated minute under 5 requests / 60 s),
 ``prompt_size`` (Batch-1 prompt on a 300-table schema), ``overhead`` (orchestrator time per
 question against the SQL alone) and ``memory`` (peak memory for 100, 300 and 1,000 questions).
-``--with-others`` adds the package benchmarks that exist (``safety``, ``approvals``,
+``--with-others`` adds the others (``safety``, ``approvals``, ``cpu``,
 ``ratelimit``). ``--quick`` passes each script its shorter setting. Every script runs in its own
 process with this interpreter; a failing one is reported and the others still run. The exit
 status is 0 only when every script that ran exited 0.
@@ -85,6 +85,13 @@ BENCHMARKS = [
         "telemetry_overhead.py",
         "CPU per question with traces off and on",
         quick=["--rounds", "2", "--batch", "20"],
+        other=True,
+    ),
+    Benchmark(
+        "cpu",
+        "cpu_per_question.py",
+        "start-up, ask, API and batch CPU per question; top functions",
+        quick=["--quick"],
         other=True,
     ),
     Benchmark(

@@ -2,7 +2,8 @@
 
 Questions: plain text (one per line; blank lines and ``#`` comments skipped), CSV with a
 ``question`` column, or JSONL objects with a ``question`` key. Results: JSONL (one result object
-per line) or CSV, chosen by the output's extension, written and flushed one result at a time.
+per line) or CSV, chosen by the output's extension, written and flushed one result at a time
+and made durable (``fsync``) once per stage, by ``sync()``, and when the file is closed.
 
 A re-run resumes: results already in the output with a final status are kept (the file is first
 rewritten atomically without anything else, such as a line cut short by Ctrl-C) and their
@@ -90,7 +91,13 @@ def read_questions(path: Path) -> list[str]:
 
 
 class ResultWriter:
-    """Appends results to a .jsonl or .csv file, one flushed record at a time."""
+    """Appends results to a .jsonl or .csv file, one flushed record at a time.
+
+    ``write`` hands each record to the operating system at once (a crash of this process loses
+    nothing written); ``sync`` makes what was written durable on disk (``fsync``), which the
+    batch command asks for once per stage, not once per record. A record lost with the machine
+    is only asked again by the next run: the file is resumed from what it holds.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -98,6 +105,7 @@ class ResultWriter:
         self.done: dict[str, dict[str, Any]] = {}
         self._handle: TextIO | None = None
         self._csv: Any = None
+        self._unsynced = False
 
     def resume(self) -> dict[str, dict[str, Any]]:
         """Keep the final results already in the file; return them by question."""
@@ -147,6 +155,7 @@ class ResultWriter:
 
     def __exit__(self, *exc: object) -> None:
         if self._handle:
+            self.sync()
             self._handle.close()
 
     def write(self, result: RunResult) -> None:
@@ -157,7 +166,13 @@ class ResultWriter:
         else:
             self._csv.writerow(_csv_row(record))
         self._handle.flush()
-        os.fsync(self._handle.fileno())
+        self._unsynced = True
+
+    def sync(self) -> None:
+        """Make every record written so far durable (one ``fsync``; none when nothing is new)."""
+        if self._handle is not None and self._unsynced:
+            os.fsync(self._handle.fileno())
+            self._unsynced = False
 
     def _read_existing(self) -> list[dict[str, Any]]:
         records = []

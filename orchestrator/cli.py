@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -327,12 +327,10 @@ def serve(
 
     Example: SQLGATE_TOKENS_FILE=tokens.json sqlgate serve --db sqlite:///shop.db --port 8000
     """
+    from orchestrator.extras import needing
+
     try:
-        from orchestrator.server import serve as run_server
-    except ImportError as exc:
-        fail(f"the server needs fastapi and uvicorn: pip install sqlgate ({exc})")
-        return
-    try:
+        run_server = needing("sqlgate serve", _server)
         run_server(
             host=host,
             port=port,
@@ -343,6 +341,12 @@ def serve(
         )
     except SqlgateError as exc:
         fail(exc.message, error_code=exc.code)
+
+
+def _server() -> Any:
+    from orchestrator.server import serve as run_server
+
+    return run_server
 
 
 _mount_subcommands()
@@ -358,7 +362,9 @@ def main() -> None:
         err.print(f"[bold red]error:[/] {exc.message}")
         sys.exit(10)
     except SqlgateError as exc:  # a setting found bad after the options were read
-        err.print(f"[bold red]error:[/] {exc.message}")
+        from rich.markup import escape
+
+        err.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
         sys.exit(2)
 
 

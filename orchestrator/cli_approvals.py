@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from approvals import SqlApprovalStore
 from approvals.terminal_text import terminal_console
 from orchestrator.cli_common import (
     JsonOpt,
@@ -38,7 +37,10 @@ from orchestrator.cli_common import (
     show_result,
 )
 from orchestrator.errors import ConfigurationError, SqlgateError
-from orchestrator.runs import RunStore
+
+if TYPE_CHECKING:
+    from approvals import SqlApprovalStore
+    from orchestrator.runs import RunStore
 
 approvals_app = typer.Typer(
     help="Review SQL waiting at the approval gate: list, show, decide, history.",
@@ -432,3 +434,9 @@ def paused_run_pipeline(
         memory=memory_for(None, database),
     )
     return database, pipeline
+
+
+def _identity() -> str:
+    from approvals import reviewer_identity
+
+    return reviewer_identity()

@@ -146,10 +146,7 @@ def batch(
         fail(exc.message, error_code=exc.code)
     reviewer = reviewer_for(yes, as_json=False)  # after the settings: the order a person fixes
     records: list[RunResult] = []
-
-    def written(index: int, result: RunResult) -> None:
-        writer.write(result)
-        records.append(result)
+    written = _Written(writer, records)
 
     with writer, StageBars() as bars:
         llm.on_retry = bars.notice
@@ -172,6 +169,21 @@ def batch(
     err.print(summary(records, out, llm.calls))
     statuses = [r.status for r in records] + [RunStatus(r["status"]) for r in done.values()]
     raise typer.Exit(batch_exit_code(statuses))
+
+
+class _Written:
+    """The pipeline's result sink: each record to the file as it comes, made durable once per
+    stage (``flush``), not once per record."""
+
+    def __init__(self, writer: Any, records: list[RunResult]) -> None:
+        self.writer, self.records = writer, records
+
+    def __call__(self, index: int, result: RunResult) -> None:
+        self.writer.write(result)
+        self.records.append(result)
+
+    def flush(self) -> None:
+        self.writer.sync()
 
 
 def summary(records: list[RunResult], out: Path, model_calls: int) -> str:
@@ -217,11 +229,12 @@ def _distributed(
     kept = {r["question"]: r for r in existing if r.get("status") in final}
     written_pairs = {(str(r.get("run_id")), r["question"]) for r in existing}
     records: list[RunResult] = []
+    sink = _Written(writer, records)
 
     def written(result: RunResult) -> None:
-        writer.write(result)
-        records.append(result)
+        sink(0, result)
 
+    written.flush = sink.flush  # type: ignore[attr-defined]
     with writer:
         outcome = run_distributed(
             questions_file.read_bytes(),

@@ -317,6 +317,9 @@ class _Follower:
                 if (result.run_id, result.question) not in self.written:
                     self.write(result)
                     self.written.add((result.run_id, result.question))
+            flush = getattr(self.write, "flush", None)
+            if flush is not None:  # the run's results made durable together
+                flush()
             self.finished_questions += self.open.pop(run_id)
             return
         if run_id in self.unsent:

@@ -28,7 +28,8 @@ def fail(
     if as_json:
         error = {"status": "error", "error": {"code": error_code, "message": message}}
         sys.stdout.write(json_text(error) + "\n")
-    err.print(f"[bold red]error:[/] {escape(message)}")
+    # The message is text, not markup: "pip install 'sqlgate[postgres]'" keeps its brackets.
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 

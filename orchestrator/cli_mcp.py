@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -64,10 +64,11 @@ def mcp(
     if transport not in ("stdio", "http"):
         fail(f"--transport must be stdio or http, not {transport!r}")
     mode: Literal["stdio", "http"] = "http" if transport == "http" else "stdio"
-    from orchestrator.mcp.config import McpConfig
+    from orchestrator.extras import needing
 
     try:
-        config = McpConfig.from_env(
+        mcp_config = needing("sqlgate mcp", _mcp_config)
+        config = mcp_config.from_env(
             db=db,
             wait=wait,
             reviewer_url=reviewer_url,
@@ -78,12 +79,26 @@ def mcp(
             policy_file=str(policy) if policy else None,
         )
         if mode == "http":
-            from orchestrator.mcp.http import serve_http
-
-            serve_http(config, host=host, port=port)
+            needing("sqlgate mcp --transport http", _serve_http)(config, host=host, port=port)
         else:
-            from orchestrator.mcp.server import run_stdio
-
-            run_stdio(config)
+            needing("sqlgate mcp", _run_stdio)(config)
     except SqlgateError as exc:
         fail(exc.message, error_code=exc.code)
+
+
+def _mcp_config() -> Any:
+    from orchestrator.mcp.config import McpConfig
+
+    return McpConfig
+
+
+def _serve_http() -> Any:
+    from orchestrator.mcp.http import serve_http
+
+    return serve_http
+
+
+def _run_stdio() -> Any:
+    from orchestrator.mcp.server import run_stdio
+
+    return run_stdio

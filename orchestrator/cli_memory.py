@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
@@ -30,7 +30,9 @@ from rich.text import Text
 from approvals.terminal_text import json_text, terminal_console
 from orchestrator.cli_common import DbOpt, JsonOpt, PolicyOpt, emit_json, err, fail, policy_with
 from orchestrator.errors import SqlgateError
-from orchestrator.memory import MemoryExample, MemoryStore, ReviewMemory
+
+if TYPE_CHECKING:
+    from orchestrator.memory import MemoryExample, MemoryStore
 
 memory_app = typer.Typer(
     help="Reviewed-SQL memory: seed, list, show, remove, export, notes, revoke. "
@@ -83,6 +85,7 @@ def add(
     """
     from agents import SQLExecutor
     from orchestrator.database import TargetDatabase
+    from orchestrator.memory import ReviewMemory
     from orchestrator.memory.hooks import scope_for
     from orchestrator.memory.seed import read_pairs, seed_pairs
 
@@ -291,3 +294,9 @@ def revoke(
         emit_json(revoked.model_dump(mode="json"))
     else:
         err.print(f"revoked template {revoked.template_id} on {revoked.database}")
+
+
+def _identity() -> str:
+    from approvals import reviewer_identity
+
+    return reviewer_identity()

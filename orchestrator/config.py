@@ -35,7 +35,7 @@ from agents.errors import DescriptionsError
 from orchestrator.errors import ConfigurationError
 from orchestrator.lease import DEFAULT_LEASE_S
 from orchestrator.llm import LLMSettings
-from orchestrator.pipeline import PipelineConfig
+from orchestrator.pipeline_config import PipelineConfig
 from safety import Policy, PolicyError, load_policy
 
 if TYPE_CHECKING:

@@ -36,7 +36,9 @@ from orchestrator.errors import (
     DatabaseUnreachable,
     DatabaseURLInvalid,
     DialectMismatch,
+    MissingExtra,
 )
+from orchestrator.extras import missing_extra
 from orchestrator.run_identity import database_identity, schema_fingerprint
 from safety import (
     DatabaseSchema,
@@ -55,6 +57,9 @@ from safety import (
 __all__ = ["TargetDatabase", "redact_url", "validator_without_database"]
 
 log = logging.getLogger("sqlgate.database")
+
+#: Validators kept per database (one per policy: the base policy and each role's, usually few).
+_VALIDATORS_KEPT = 32
 
 
 def redact_url(url: str) -> str:
@@ -125,6 +130,9 @@ class TargetDatabase:
             with self.engine.connect() as connection:
                 connection.exec_driver_sql("SELECT 1").fetchall()
         except Exception as exc:  # drivers raise their own types for bad files and hosts
+            extra = missing_extra(exc)
+            if extra is not None:
+                raise MissingExtra(f"a {parsed.get_backend_name()} database", extra) from exc
             raise DatabaseUnreachable(
                 f"cannot open {self.safe_url} read-only: {_one_line(exc)}"
             ) from exc
@@ -133,6 +141,10 @@ class TargetDatabase:
         )
         self._resolved: DatabaseSchema | None = None
         self._lock = threading.Lock()
+        # validators by policy fingerprint, for one schema read
+        self._validators: dict[str, SqlValidator] = {}
+        self._validators_of: DatabaseSchema | None = None
+        self._validators_lock = threading.Lock()
         self.value_limits = value_limits
         self._values: tuple[Mapping[str, TableInfo], ValueIndex] | None = None
         self._values_lock = threading.Lock()
@@ -216,14 +228,28 @@ class TargetDatabase:
 
     def validator(self, policy: Policy | None = None) -> SqlValidator:
         """The validator for ``policy`` (default: the base policy), in the engine's dialect,
-        resolving every reference against the real schema."""
+        resolving every reference against the real schema.
+
+        Built once per policy and schema read (a validator does not change once built), so a
+        run, each cycle and each edit check share one; a refreshed schema builds new ones."""
         schema = self.resolved_schema()
-        return SqlValidator(
-            self.dialect,
-            policy=(policy or self.policy).safety_policy(),
-            schema=schema.tables,
-            default_schema=schema.default_schema,
-        )
+        chosen = policy or self.policy
+        key = chosen.fingerprint()
+        with self._validators_lock:
+            if self._validators_of is not schema:
+                self._validators_of, self._validators = schema, {}
+            found = self._validators.get(key)
+            if found is None:
+                found = SqlValidator(
+                    self.dialect,
+                    policy=chosen.safety_policy(),
+                    schema=schema.tables,
+                    default_schema=schema.default_schema,
+                )
+                if len(self._validators) >= _VALIDATORS_KEPT:
+                    self._validators.pop(next(iter(self._validators)))
+                self._validators[key] = found
+            return found
 
     def executor(self, policy: Policy | None = None) -> SQLExecutor:
         """The executor on the read-only engine, keeping at most the policy's ``row_cap`` rows

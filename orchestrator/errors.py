@@ -2,6 +2,7 @@
 
     SqlgateError
      ├── ConfigurationError        config_error          (missing credentials, bad option)
+     │    └── MissingExtra         missing_extra         (an optional stack is not installed)
      ├── InvalidQuestion           invalid_input         (empty or oversized question)
      ├── RunNotFound               run_not_found         (no such run in the state database)
      ├── RunConflict               run_conflict          (another process changed the run first)
@@ -57,6 +58,19 @@ class StateDatabaseError(SqlgateError):
 
 class ConfigurationError(SqlgateError):
     code = "config_error"
+
+
+class MissingExtra(ConfigurationError):
+    """``what`` needs an optional stack that is not installed: the sentence names the extra."""
+
+    code = "missing_extra"
+
+    def __init__(self, what: str, extra: str) -> None:
+        super().__init__(
+            f"{what} needs the {extra} extra, which is not installed: "
+            f"pip install 'sqlgate[{extra}]'"
+        )
+        self.extra = extra
 
 
 class InvalidQuestion(SqlgateError):

@@ -14,12 +14,11 @@ from typing import Any, Literal
 
 from orchestrator.config import Settings
 from orchestrator.errors import ConfigurationError
+from orchestrator.extras import needing
 from ratelimit import (
     Limit,
     Limits,
     MemoryBackend,
-    PostgresBackend,
-    RedisBackend,
     RequestLimit,
     SlidingWindowLimiter,
     SQLiteBackend,
@@ -45,14 +44,26 @@ def backend_for(spec: str | None) -> Any:
     if spec == "memory":
         return MemoryBackend()
     if spec.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
-        return PostgresBackend(spec)
+        return needing("the rate-limit window in PostgreSQL", lambda: _postgres_backend(spec))
     if spec.startswith(("redis://", "rediss://", "unix://")):
-        return RedisBackend(spec)
+        return needing("the rate-limit window in Redis", lambda: _redis_backend(spec))
     if "://" in spec:
         raise ConfigurationError(
             f"SQLGATE_RATE_BACKEND {spec!r}: use memory, a file path, postgresql:// or redis://"
         )
     return SQLiteBackend(Path(spec).expanduser())
+
+
+def _postgres_backend(spec: str) -> Any:
+    from ratelimit.backends.postgres import PostgresBackend
+
+    return PostgresBackend(spec)
+
+
+def _redis_backend(spec: str) -> Any:
+    from ratelimit.backends.redis import RedisBackend
+
+    return RedisBackend(spec)
 
 
 def budget_key(settings: Settings) -> str:

@@ -11,9 +11,8 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import openai
 from pydantic import BaseModel, SecretStr
 from tenacity import (
     RetryCallState,
@@ -23,7 +22,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from agents.llm_agent import AgentOutputError, LLMAgent
+from agents.llm_agent import AgentOutputError, LLMAgent, json_schema
 from orchestrator import telemetry
 from orchestrator.errors import (
     LLMError,
@@ -32,15 +31,24 @@ from orchestrator.errors import (
     LLMUnavailable,
 )
 
+if TYPE_CHECKING:
+    import openai
+
 #: Real model requests are allowed unless a test suite turns this off (tests replay cassettes).
 ALLOW_MODEL_REQUESTS = True
 
-TRANSIENT = (
-    openai.APIConnectionError,
-    openai.APITimeoutError,
-    openai.RateLimitError,
-    openai.InternalServerError,
-)
+
+def transient_errors() -> tuple[type[Exception], ...]:
+    """The SDK's errors worth retrying. ``openai`` is imported here, on the first client, not
+    when the module is: a command that never calls the model does not pay for the SDK."""
+    import openai
+
+    return (
+        openai.APIConnectionError,
+        openai.APITimeoutError,
+        openai.RateLimitError,
+        openai.InternalServerError,
+    )
 
 
 class LLMSettings(BaseModel):
@@ -139,6 +147,9 @@ class LLMClient:
         self.limiter = limiter
         self._sleep = sleep
         self._clock = clock
+        import openai
+
+        self._transient = transient_errors()
         self._client = openai.OpenAI(
             api_key=settings.api_key.get_secret_value() if settings.api_key else "not-needed",
             base_url=settings.base_url,
@@ -228,6 +239,8 @@ class LLMClient:
     def _complete(
         self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
+        import openai
+
         try:
             return self._retrying(agent, messages, requests)
         except openai.BadRequestError as exc:
@@ -240,8 +253,11 @@ class LLMClient:
     def _retrying(
         self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
+        import openai
+
+        transient = self._transient
         retrying = Retrying(
-            retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT)),
+            retry=retry_if_exception(lambda e: isinstance(e, transient)),
             stop=stop_after_attempt(self.settings.max_attempts),
             wait=self._wait,
             sleep=self._sleep,
@@ -250,7 +266,7 @@ class LLMClient:
         )
         try:
             return retrying(self._attempt, agent, messages, requests)
-        except TRANSIENT as exc:
+        except transient as exc:
             raise LLMUnavailable(
                 f"the model endpoint failed {self.settings.max_attempts} times: {_describe(exc)}"
             ) from exc
@@ -284,6 +300,8 @@ class LLMClient:
     def _attempt(
         self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
     ) -> tuple[str | None, TokenUsage]:
+        import openai
+
         grant = self.limiter.acquire(tokens=estimate_tokens(messages))
         if getattr(grant, "waited", 0.0) > 0:
             telemetry.limiter_waited(grant.waited)
@@ -343,7 +361,7 @@ class LLMClient:
             "type": "json_schema",
             "json_schema": {
                 "name": agent.schema_name,
-                "schema": agent.output_model.model_json_schema(),
+                "schema": json_schema(agent.output_model),
                 "strict": False,
             },
         }

@@ -28,8 +28,6 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agents import SchemaInspectionError, SQLExecutor
 from agents.catalogue import LARGE_SCHEMA_TABLES
 from approvals import ApprovalCancelled, ApprovalGate, ApprovalOutcome, ApprovalStore, Reviewer
@@ -44,9 +42,10 @@ from orchestrator.checkpoint import (
 )
 from orchestrator.database import TargetDatabase
 from orchestrator.errors import DatabaseError, LLMError, RunConflict, RunNotFound
-from orchestrator.lease import DEFAULT_LEASE_S, Lease, LeaseLost, process_owner
+from orchestrator.lease import Lease, LeaseLost, process_owner
 from orchestrator.llm import LLMClient
 from orchestrator.memory import ReviewMemory, gate_policy
+from orchestrator.pipeline_config import PipelineConfig
 from orchestrator.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.result import RunError, RunResult, RunStatus
 from orchestrator.result_rows import ResultRowStore
@@ -61,42 +60,6 @@ from safety import Policy, SqlValidator
 #: Where a run carries on from: the start (None), a decided gate (cycle, pending statements,
 #: outcome), or results whose answers are still to be written ("executed").
 Resumed = tuple[int, dict[str, PendingStatement], ApprovalOutcome] | Literal["executed"] | None
-
-
-class PipelineConfig(BaseModel):
-    """How runs are carried out. What a query may read and how much (tables, columns, LIMIT,
-    row cap, timeout, ``SELECT *``) is the database's policy (``TargetDatabase.policy``)."""
-
-    model_config = ConfigDict(extra="forbid")  # a limit set here by mistake is an error, not lost
-
-    max_corrections: int = Field(default=2, ge=0, le=2, description="self-corrections per question")
-    max_question_chars: int = Field(default=2000, ge=1)
-    preview_rows: int = Field(default=20, ge=0, description="rows kept in the result object")
-    k: int = Field(default=10, ge=1, description="questions per LLM call at most")
-    max_prompt_chars: int = Field(
-        default=60_000, ge=1000, description="a batched prompt is split before it grows past this"
-    )
-    parallelism: int = Field(default=4, ge=1, description="queries executed at once")
-    approval_ttl_s: float | None = Field(
-        default=None,
-        gt=0,
-        description="a batch not decided within this many seconds gets on_expiry",
-    )
-    on_expiry: Literal["reject", "approve"] = Field(
-        default="reject", description="what a deadline does"
-    )
-    approval_quorum: int = Field(default=1, ge=1, description="distinct reviewers needed per batch")
-    lease_s: float = Field(
-        default=DEFAULT_LEASE_S,
-        gt=0,
-        description="how long a process's claim on a run lasts without renewal (heartbeats renew "
-        "it every third); a stopped process's runs are taken over after this",
-    )
-    admission: bool = Field(
-        default=False,
-        description="refuse a run up front when its worst-case LLM requests do not fit the rate "
-        "limit now (fail-fast limiters), instead of stopping half-way",
-    )
 
 
 class Pipeline:

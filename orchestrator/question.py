@@ -8,7 +8,7 @@ checkpoint and back, so a run paused at the approval gate can be finished by ano
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents import SchemaContext
 from approvals import ApprovalItem
@@ -24,6 +24,9 @@ from orchestrator.result import (
     TraceEntry,
 )
 
+if TYPE_CHECKING:
+    from safety import ValidationResult
+
 
 class PendingStatement:
     """One statement in an approval cycle, with the validator's verdict on it."""
@@ -35,8 +38,11 @@ class PendingStatement:
         ok: bool,
         code: str | None,
         message: str | None,
+        validation: ValidationResult | None = None,
     ):
         self.q, self.item, self.ok, self.code, self.message = q, item, ok, code, message
+        #: The validator's result for ``item``'s SQL, carried to the gate (validated once).
+        self.validation = validation
 
 
 class PausedAtGate(Exception):

@@ -20,6 +20,8 @@ from orchestrator.result import RunResult, RunStatus
 __all__ = ["ResultSink", "RunContext", "no_progress"]
 
 #: ``on_result(index, result)``: a finished question, handed out as soon as it is finished.
+#: A sink that also has a ``flush()`` method is told when a stage's results were all handed
+#: out (``sqlgate batch`` makes its file durable then: once per stage, not once per record).
 ResultSink = Callable[[int, RunResult], None]
 
 
@@ -57,6 +59,8 @@ class RunContext:
     database: str | None = None
     #: The schema changed since the statements waiting were approved: validate them again.
     schema_changed: bool = False
+    #: Results handed out since the sink was last told to flush.
+    unflushed: bool = False
 
     def next_call_index(self) -> int:
         """The index of the run's next LLM call (1, 2, ...)."""
@@ -75,11 +79,17 @@ class RunContext:
     def active(self) -> list[QuestionState]:
         return [q for q in self.questions if q.active]
 
-    def emit(self) -> None:
-        """Hand every newly finished question to ``on_result``."""
+    def emit(self, *, flush: bool = True, only: QuestionState | None = None) -> None:
+        """Hand every newly finished question (or just ``only``, the one a stage has just
+        finished: no scan of the whole run) to ``on_result``; then, unless ``flush`` is False (a
+        stage handing out its results one by one), tell a sink with ``flush()`` that what it was
+        handed since the last time is complete."""
         if self.on_result is None:
             return
-        for index, q in enumerate(self.questions):
+        candidates = (
+            enumerate(self.questions) if only is None else [(self.questions.index(only), only)]
+        )
+        for index, q in candidates:
             if (
                 q.status is not None
                 and q.status != RunStatus.AWAITING_APPROVAL
@@ -87,8 +97,13 @@ class RunContext:
             ):
                 self.emitted.add(q.qid)
                 self.on_result(index, self._result(q))
+                self.unflushed = True
                 if self.release_streamed:
                     q.release()
+        done = getattr(self.on_result, "flush", None)
+        if flush and self.unflushed and done is not None:
+            done()
+            self.unflushed = False
 
     def results(self) -> list[RunResult]:
         self.emit()

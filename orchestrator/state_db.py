@@ -36,6 +36,7 @@ from approvals import SchemaVersionError, SqlApprovalStore
 from approvals.migrations import schema_versions, state_engine
 from orchestrator.database import redact_url
 from orchestrator.errors import StateDatabaseError
+from orchestrator.extras import needing
 from orchestrator.memory import MemoryStore
 from orchestrator.notify.outbox import NotificationStore
 from orchestrator.result_rows import ResultRowStore
@@ -126,7 +127,9 @@ class StateDatabase:
             self.url = url or default_state_url()
         self.safe_url = redact_url(self.url)
         with state_errors(self.safe_url):
-            self.engine: Engine = state_engine(self.url)
+            self.engine: Engine = needing(
+                f"the state database {self.safe_url}", lambda: state_engine(self.url)
+            )
 
     def setup(self) -> None:
         """Migrate every component; ``StateDatabaseError`` (one sentence) when the database

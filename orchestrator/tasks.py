@@ -33,11 +33,13 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Any
-
-from celery import Celery, Task
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ConfigurationError, RunConflict, WrongDatabase
+from orchestrator.extras import needing
+
+if TYPE_CHECKING:
+    from celery import Celery, Task
 
 __all__ = [
     "BROKER_URL_ENV",
@@ -86,7 +88,8 @@ def celery_app(url: str | None = None) -> Celery:
     broker = url or broker_url()
     if not broker:
         raise ConfigurationError(f"no broker: set {BROKER_URL_ENV} (e.g. redis://127.0.0.1:6379/1)")
-    app = Celery("sqlgate", broker=broker)
+    celery = needing("running questions on workers", lambda: __import__("celery"))
+    app = celery.Celery("sqlgate", broker=broker)
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,

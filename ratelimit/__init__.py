@@ -39,18 +39,53 @@ Example:
     (0.0, 50.0)
 """
 
-from ratelimit.backends import Backend, MemoryBackend, PostgresBackend, RedisBackend, SQLiteBackend
-from ratelimit.clock import ManualClock
-from ratelimit.errors import (
-    BackendUnavailable,
-    CostExceedsLimit,
-    LimiterConfigError,
-    RateLimitError,
-    RateLimitExceeded,
-)
-from ratelimit.feedback import parse_duration, retry_after_from_headers
-from ratelimit.limiter import Grant, SlidingWindowLimiter, Usage
-from ratelimit.rules import Charge, Limit, Limits, RequestLimit, TokenLimit
+import typing as _typing
+from importlib import import_module as _import_module
+
+if _typing.TYPE_CHECKING:
+    from ratelimit.backends import (
+        Backend,
+        MemoryBackend,
+        PostgresBackend,
+        RedisBackend,
+        SQLiteBackend,
+    )
+    from ratelimit.clock import ManualClock
+    from ratelimit.errors import (
+        BackendUnavailable,
+        CostExceedsLimit,
+        LimiterConfigError,
+        RateLimitError,
+        RateLimitExceeded,
+    )
+    from ratelimit.feedback import parse_duration, retry_after_from_headers
+    from ratelimit.limiter import Grant, SlidingWindowLimiter, Usage
+    from ratelimit.rules import Charge, Limit, Limits, RequestLimit, TokenLimit
+
+# Exports are imported on first use, so importing the package stays cheap.
+_EXPORTS = {
+    "Backend": "ratelimit.backends",
+    "BackendUnavailable": "ratelimit.errors",
+    "Charge": "ratelimit.rules",
+    "CostExceedsLimit": "ratelimit.errors",
+    "Grant": "ratelimit.limiter",
+    "Limit": "ratelimit.rules",
+    "LimiterConfigError": "ratelimit.errors",
+    "Limits": "ratelimit.rules",
+    "ManualClock": "ratelimit.clock",
+    "MemoryBackend": "ratelimit.backends",
+    "PostgresBackend": "ratelimit.backends",
+    "RateLimitError": "ratelimit.errors",
+    "RateLimitExceeded": "ratelimit.errors",
+    "RedisBackend": "ratelimit.backends",
+    "RequestLimit": "ratelimit.rules",
+    "SQLiteBackend": "ratelimit.backends",
+    "SlidingWindowLimiter": "ratelimit.limiter",
+    "TokenLimit": "ratelimit.rules",
+    "Usage": "ratelimit.limiter",
+    "parse_duration": "ratelimit.feedback",
+    "retry_after_from_headers": "ratelimit.feedback",
+}
 
 __all__ = [
     "Backend",
@@ -75,3 +110,16 @@ __all__ = [
     "parse_duration",
     "retry_after_from_headers",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,30 +1,85 @@
 """sqlgate safety: validate model-written SQL on the AST, and run it on read-only connections."""
 
-from .access import NameRules
-from .catalog import DEFAULT_SCHEMAS, SchemaCatalog
-from .codes import CORRECTABLE_CODES, FINDING_CODES, FindingCode, FindingKind, kind_of
-from .dialects import DIALECTS, dialect_for_url
-from .errors import (
-    PolicyError,
-    ReadOnlySetupError,
-    ResourceLimitExceeded,
-    SafetyError,
-    StatementFailed,
-    StatementTimeout,
-    UnregisteredFindingCode,
-    UnsupportedDialect,
-    is_statement_timeout,
-)
-from .functions import FunctionAllowlist
-from .models import SafetyFinding, ValidationResult
-from .policy import SafetyPolicy
-from .policy_file import AutoApprovalRules, Policy, RiskQuorum, RiskRules, RolePolicy, load_policy
-from .privileges import check_privileges
-from .readonly import ReadOnlySettings, open_readonly_engine
-from .rules import RULES, RuleContext
-from .sandbox import QuerySandbox, SandboxRows, sandbox_for
-from .schema_reader import DatabaseSchema, read_schema
-from .validator import SqlValidator
+import typing as _typing
+from importlib import import_module as _import_module
+
+if _typing.TYPE_CHECKING:
+    from .access import NameRules
+    from .catalog import DEFAULT_SCHEMAS, SchemaCatalog
+    from .codes import CORRECTABLE_CODES, FINDING_CODES, FindingCode, FindingKind, kind_of
+    from .dialects import DIALECTS, dialect_for_url
+    from .errors import (
+        PolicyError,
+        ReadOnlySetupError,
+        ResourceLimitExceeded,
+        SafetyError,
+        StatementFailed,
+        StatementTimeout,
+        UnregisteredFindingCode,
+        UnsupportedDialect,
+        is_statement_timeout,
+    )
+    from .functions import FunctionAllowlist
+    from .models import SafetyFinding, ValidationResult
+    from .policy import SafetyPolicy
+    from .policy_file import (
+        AutoApprovalRules,
+        Policy,
+        RiskQuorum,
+        RiskRules,
+        RolePolicy,
+        load_policy,
+    )
+    from .privileges import check_privileges
+    from .readonly import ReadOnlySettings, open_readonly_engine
+    from .rules import RULES, RuleContext
+    from .sandbox import QuerySandbox, SandboxRows, sandbox_for
+    from .schema_reader import DatabaseSchema, read_schema
+    from .validator import SqlValidator
+
+# Exports are imported on first use, so importing the package stays cheap.
+_EXPORTS = {
+    "AutoApprovalRules": "safety.policy_file",
+    "CORRECTABLE_CODES": "safety.codes",
+    "DEFAULT_SCHEMAS": "safety.catalog",
+    "DIALECTS": "safety.dialects",
+    "DatabaseSchema": "safety.schema_reader",
+    "FINDING_CODES": "safety.codes",
+    "FindingCode": "safety.codes",
+    "FindingKind": "safety.codes",
+    "FunctionAllowlist": "safety.functions",
+    "NameRules": "safety.access",
+    "Policy": "safety.policy_file",
+    "PolicyError": "safety.errors",
+    "QuerySandbox": "safety.sandbox",
+    "RULES": "safety.rules",
+    "ReadOnlySettings": "safety.readonly",
+    "ReadOnlySetupError": "safety.errors",
+    "ResourceLimitExceeded": "safety.errors",
+    "RiskQuorum": "safety.policy_file",
+    "RiskRules": "safety.policy_file",
+    "RolePolicy": "safety.policy_file",
+    "RuleContext": "safety.rules",
+    "SafetyError": "safety.errors",
+    "SafetyFinding": "safety.models",
+    "SafetyPolicy": "safety.policy",
+    "SandboxRows": "safety.sandbox",
+    "SchemaCatalog": "safety.catalog",
+    "SqlValidator": "safety.validator",
+    "StatementFailed": "safety.errors",
+    "StatementTimeout": "safety.errors",
+    "UnregisteredFindingCode": "safety.errors",
+    "UnsupportedDialect": "safety.errors",
+    "ValidationResult": "safety.models",
+    "check_privileges": "safety.privileges",
+    "dialect_for_url": "safety.dialects",
+    "is_statement_timeout": "safety.errors",
+    "kind_of": "safety.codes",
+    "load_policy": "safety.policy_file",
+    "open_readonly_engine": "safety.readonly",
+    "read_schema": "safety.schema_reader",
+    "sandbox_for": "safety.sandbox",
+}
 
 __all__ = [
     "AutoApprovalRules",
@@ -68,3 +123,16 @@ __all__ = [
     "read_schema",
     "sandbox_for",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

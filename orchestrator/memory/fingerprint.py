@@ -25,11 +25,13 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.schema import MappingSchema, Schema
 
 __all__ = [
     "StatementShape",
     "TemplateFingerprint",
     "columns_read",
+    "resolver_schema",
     "policy_fingerprint",
     "schema_fingerprint",
     "shape_of",
@@ -103,12 +105,22 @@ def template_of(sql: str, dialect: str) -> TemplateFingerprint:
     return TemplateFingerprint(hashlib.sha256(text.encode()).hexdigest()[:16], text)
 
 
+def resolver_schema(schema: Mapping[str, Sequence[str]], dialect: str) -> MappingSchema:
+    """sqlglot's schema of ``{table: [column, ...]}`` (names lower-cased) for ``columns_read``:
+    build it once per database and pass it, rather than the mapping, for every statement."""
+    return MappingSchema(
+        {t.lower(): {c.lower(): "TEXT" for c in cols} for t, cols in schema.items()},
+        dialect=dialect,
+    )
+
+
 def columns_read(
-    sql: str, dialect: str, schema: Mapping[str, Sequence[str]] | None
+    sql: str, dialect: str, schema: Mapping[str, Sequence[str]] | Schema | None
 ) -> tuple[frozenset[str], frozenset[str] | None]:
     """(tables, ``table.column`` names) the statement reads, resolved through aliases and CTEs.
 
-    The column set is None when a column cannot be tied to a real table.
+    The column set is None when a column cannot be tied to a real table. ``schema`` is the
+    mapping, or (cheaper, per statement) its ``resolver_schema``.
     """
     try:
         tree = sqlglot.parse_one(sql, read=dialect)
@@ -118,19 +130,19 @@ def columns_read(
     tables = frozenset(
         t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in ctes
     )
-    lowered: dict[str, object] | None = (
-        {t.lower(): {c.lower(): "TEXT" for c in cols} for t, cols in schema.items()}
-        if schema
-        else None
-    )
     try:
+        resolver: Schema | None
+        if isinstance(schema, Schema):
+            resolver = None if schema.empty else schema
+        else:  # a mapping sqlglot refuses (a table without columns): nothing is resolved
+            resolver = resolver_schema(schema, dialect) if schema else None
         qualified = qualify(
             tree.copy(),
             dialect=dialect,
-            schema=lowered,
+            schema=resolver,
             identify=False,
             quote_identifiers=False,
-            validate_qualify_columns=lowered is not None,
+            validate_qualify_columns=resolver is not None,
         )
         columns: set[str] = set()
         for scope in traverse_scope(qualified):
@@ -148,7 +160,7 @@ def columns_read(
 
 
 def shape_of(
-    sql: str, dialect: str, schema: Mapping[str, Sequence[str]] | None = None
+    sql: str, dialect: str, schema: Mapping[str, Sequence[str]] | Schema | None = None
 ) -> StatementShape:
     tables, columns = columns_read(sql, dialect, schema)
     return StatementShape(template_of(sql, dialect), tables, columns)

@@ -20,9 +20,12 @@ Recording never fails a run: a state-database error while remembering is logged 
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -32,7 +35,6 @@ from orchestrator.memory.review_memory import MemoryScope, ReviewMemory
 if TYPE_CHECKING:
     from approvals import ApprovalGate, ApprovalOutcome
     from orchestrator.database import TargetDatabase
-    from orchestrator.pipeline import Pipeline
     from orchestrator.question import PendingStatement, QuestionState
     from orchestrator.run_context import RunContext
     from safety import Policy as SafetyFile
@@ -50,7 +52,30 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def _memory(p: Pipeline) -> ReviewMemory | None:
+class MemoryUser(Protocol):
+    """What memory needs of the pipeline that uses it (memory never imports the pipeline): the
+    database, the memory itself and the reviewer (``--yes`` approvals are no evidence)."""
+
+    @property
+    def db(self) -> TargetDatabase: ...
+
+    @property
+    def memory(self) -> ReviewMemory | None: ...
+
+    @property
+    def reviewer(self) -> object: ...
+
+    def run_policy(self, ctx: RunContext) -> SafetyFile: ...
+
+
+#: Memory scopes per open database: (the schema read they were built from, {policy: scope}).
+_scopes: weakref.WeakKeyDictionary[TargetDatabase, tuple[object, dict[str, MemoryScope]]] = (
+    weakref.WeakKeyDictionary()
+)
+_scopes_lock = threading.Lock()
+
+
+def _memory(p: MemoryUser) -> ReviewMemory | None:
     return p.memory
 
 
@@ -60,31 +85,46 @@ def scope_for(
     """A database as memory sees it, under a policy (schema from the explorer's cache), keyed on
     ``key`` (a run's recorded database) or else the database's URL without password. The whole
     policy is fingerprinted: a role's narrowed policy (``roles`` emptied, its limits) is never
-    the base policy, even where the validator's part of both is the same."""
+    the base policy, even where the validator's part of both is the same.
+
+    Built once per database, schema read, key and policy, then shared: fingerprinting the
+    schema and building its resolver cost as much as the whole database, not as one statement."""
     tables = database.schema.tables()
-    return MemoryScope.of(
-        key or database.safe_url,
-        database.dialect,
-        {name: [(c.name, c.type) for c in info.columns] for name, info in tables.items()},
-        policy.model_dump(mode="json"),
-    )
+    dumped = policy.model_dump(mode="json")
+    name = key or database.safe_url
+    cache_key = json.dumps([name, dumped], sort_keys=True, default=str)
+    with _scopes_lock:
+        cached = _scopes.get(database)
+        if cached is None or cached[0] is not tables:
+            cached = (tables, {})
+            _scopes[database] = cached
+        scope = cached[1].get(cache_key)
+        if scope is None:
+            scope = MemoryScope.of(
+                name,
+                database.dialect,
+                {t: [(c.name, c.type) for c in info.columns] for t, info in tables.items()},
+                dumped,
+            )
+            cached[1][cache_key] = scope
+        return scope
 
 
 def scope_of(
-    p: Pipeline, policy: SafetyFile | None = None, *, key: str | None = None
+    p: MemoryUser, policy: SafetyFile | None = None, *, key: str | None = None
 ) -> MemoryScope:
     """The pipeline's database under ``policy`` (default: the database's base policy)."""
     return scope_for(p.db, policy or p.db.policy, key=key)
 
 
-def run_scope(p: Pipeline, ctx: RunContext) -> MemoryScope:
+def run_scope(p: MemoryUser, ctx: RunContext) -> MemoryScope:
     """The run's recorded database under the policy the run is judged by (recorded when it
     started): never what the resuming process was started with."""
     return scope_of(p, p.run_policy(ctx), key=ctx.database)
 
 
 def examples_by_question(
-    p: Pipeline, qs: Sequence[QuestionState]
+    p: MemoryUser, qs: Sequence[QuestionState]
 ) -> dict[str, list[tuple[str, str]]]:
     """qid -> (question, SQL) pairs reviewers approved for similar questions on this database."""
     memory = _memory(p)
@@ -97,7 +137,7 @@ def examples_by_question(
     }
 
 
-def notes_by_question(p: Pipeline, qs: Sequence[QuestionState]) -> dict[str, list[str]]:
+def notes_by_question(p: MemoryUser, qs: Sequence[QuestionState]) -> dict[str, list[str]]:
     """qid -> business notes that match the question (with the tables they concern)."""
     memory = _memory(p)
     if memory is None or not qs or memory.store.is_empty(p.db.safe_url):
@@ -128,7 +168,7 @@ def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str] | None
     return [v.actor for v in votes if v.review == "reviewed"]
 
 
-def _unreviewed(p: Pipeline) -> bool:
+def _unreviewed(p: MemoryUser) -> bool:
     """``--yes`` approves every statement unseen: such approvals are no evidence of review."""
     from approvals import ApproveAll
 
@@ -136,7 +176,7 @@ def _unreviewed(p: Pipeline) -> bool:
 
 
 def remember_executed(
-    p: Pipeline,
+    p: MemoryUser,
     ctx: RunContext,
     ran: Sequence[tuple[QuestionState, ApprovalOutcome, str]],
     gate: ApprovalGate,
@@ -171,7 +211,7 @@ def remember_executed(
 
 
 def remember_rejected(
-    p: Pipeline,
+    p: MemoryUser,
     ctx: RunContext,
     pending: Mapping[str, PendingStatement],
     outcome: ApprovalOutcome,
@@ -213,7 +253,7 @@ def remember_rejected(
 
 
 def gate_policy(
-    p: Pipeline, policy: SafetyFile | None = None, *, key: str | None = None
+    p: MemoryUser, policy: SafetyFile | None = None, *, key: str | None = None
 ) -> Policy | None:
     """Earned auto-approval for the pipeline's database (``key``: the run's recorded one) under
     ``policy`` (the run's; default the base policy), or None (no memory, or switched off)."""

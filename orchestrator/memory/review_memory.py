@@ -13,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field
+from sqlglot.errors import SqlglotError
+from sqlglot.schema import MappingSchema
 
 from approvals.policy import ApprovalEvidence, EarnedApprovalRule, EarnedAutoApproval
 from orchestrator.memory.fingerprint import (
     policy_fingerprint,
+    resolver_schema,
     schema_fingerprint,
     shape_of,
     template_of,
@@ -64,6 +68,15 @@ class MemoryScope:
     schema_fp: str
     policy_fp: str
 
+    @cached_property
+    def resolver(self) -> MappingSchema | Mapping[str, Sequence[str]]:
+        """sqlglot's schema of ``schema``, built once per scope (not once per statement); the
+        mapping itself when sqlglot refuses it (``columns_read`` then resolves no column)."""
+        try:
+            return resolver_schema(self.schema, self.dialect)
+        except SqlglotError:
+            return self.schema
+
     @classmethod
     def of(
         cls,
@@ -91,7 +104,7 @@ class MemoryEvidence:
     used: dict[str, list[int]] = field(default_factory=dict)
 
     def describe(self, sql: str) -> tuple[str, frozenset[str] | None]:
-        shape = shape_of(sql, self.scope.dialect, self.scope.schema)
+        shape = shape_of(sql, self.scope.dialect, self.scope.resolver)
         return shape.template.template_id, shape.columns
 
     def approvals(self, template_id: str, since: datetime) -> list[ApprovalEvidence]:
@@ -160,7 +173,7 @@ class ReviewMemory:
             question=question,
             sql=sql,
             status=status,
-            shape=shape_of(sql, scope.dialect, scope.schema),
+            shape=shape_of(sql, scope.dialect, scope.resolver),
             schema_fp=scope.schema_fp,
             policy_fp=scope.policy_fp,
             reviewers=reviewers,

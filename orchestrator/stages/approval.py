@@ -139,7 +139,7 @@ def _validate_all(
             cycle=cycle,
         )
         code, message = _verdict(validation)
-        pending[item.call_id] = PendingStatement(q, item, validation.ok, code, message)
+        pending[item.call_id] = PendingStatement(q, item, validation.ok, code, message, validation)
     return pending
 
 
@@ -175,6 +175,12 @@ def _decide(
 ) -> ApprovalOutcome:
     """ONE review of every statement of the cycle; or, with no reviewer here, pause."""
     items = [s.item for s in pending.values() if s.item is not None]
+    # The safety stage's verdicts go with the items: the gate does not validate them again.
+    verdicts = {
+        s.item.call_id: s.validation
+        for s in pending.values()
+        if s.item is not None and s.validation is not None
+    }
     ctx.progress("waiting for approval", 0, len(items))
     attributes: telemetry.Attributes = {
         "sqlgate.cycle": cycle,
@@ -182,7 +188,7 @@ def _decide(
     }
     with telemetry.span("sqlgate.approval", attributes, expected=(PausedAtGate,)) as span:
         try:
-            outcome = _review(p, items, gate, cycle, pending)
+            outcome = _review(p, items, gate, cycle, pending, verdicts)
         except PausedAtGate as pause:
             span.set_attributes(
                 {"sqlgate.approval.batch_id": pause.batch_id, "sqlgate.approval.status": "paused"}
@@ -203,14 +209,15 @@ def _review(
     gate: ApprovalGate,
     cycle: int,
     pending: dict[str, PendingStatement],
+    verdicts: dict[str, ValidationResult],
 ) -> ApprovalOutcome:
     if p.reviewer is None:
-        batch = gate.open(items)
+        batch = gate.open(items, verdicts)
         if batch.pending:
             raise PausedAtGate(batch.batch_id, cycle, pending)
         return gate.outcome(batch.batch_id)
     try:
-        outcome = gate.review(items)
+        outcome = gate.review(items, verdicts)
     except DecisionError as exc:
         raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
     if outcome.status == "pending":  # a quorum (e.g. of a high-risk statement) wants more votes

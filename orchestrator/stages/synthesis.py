@@ -54,4 +54,5 @@ def synthesize(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         q.warnings += [c for c in answer.caveats if c not in q.warnings]
         q.note("ResponseSynthesizer", _outcome(q), answer.answer, batch=4, call=call)
         q.finish(q.after_synthesis or RunStatus.ANSWERED, q.error)
-        ctx.emit()
+        ctx.emit(flush=False, only=q)  # each result out as soon as it is written
+    ctx.emit()  # the stage is done: its results made durable together

@@ -10,10 +10,36 @@ redis      processes on many hosts       server ``TIME`` inside a Lua script
 =========  ============================  ======================================================
 """
 
-from ratelimit.backends.base import Backend
-from ratelimit.backends.memory import MemoryBackend
-from ratelimit.backends.postgres import PostgresBackend
-from ratelimit.backends.redis import RedisBackend
-from ratelimit.backends.sqlite import SQLiteBackend
+import typing as _typing
+from importlib import import_module as _import_module
+
+if _typing.TYPE_CHECKING:
+    from ratelimit.backends.base import Backend
+    from ratelimit.backends.memory import MemoryBackend
+    from ratelimit.backends.postgres import PostgresBackend
+    from ratelimit.backends.redis import RedisBackend
+    from ratelimit.backends.sqlite import SQLiteBackend
+
+# Exports are imported on first use, so importing the package stays cheap.
+_EXPORTS = {
+    "Backend": "ratelimit.backends.base",
+    "MemoryBackend": "ratelimit.backends.memory",
+    "PostgresBackend": "ratelimit.backends.postgres",
+    "RedisBackend": "ratelimit.backends.redis",
+    "SQLiteBackend": "ratelimit.backends.sqlite",
+}
 
 __all__ = ["Backend", "MemoryBackend", "PostgresBackend", "RedisBackend", "SQLiteBackend"]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
