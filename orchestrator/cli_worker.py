@@ -47,8 +47,6 @@ def worker(
     progress go on for --grace seconds, then hands back those it still holds (their leases end
     at once and they are sent to the other workers) and exits.
     """
-    from celery import signals
-
     import orchestrator.tasks as tasks
 
     node = name or tasks.default_worker_name()
@@ -58,8 +56,9 @@ def worker(
     try:
         app = tasks.celery_app()
         tasks.prepare_worker()
-    except SqlgateError as exc:
+    except SqlgateError as exc:  # the celery extra missing included (one sentence)
         fail_with(exc)
+    from celery import signals  # importable now: celery_app() needed it
 
     def stopping(**_: Any) -> None:
         tasks.hand_back_after(grace)

@@ -159,7 +159,16 @@ class TestDistributedYesApprovesUnseen:
         record = state.approvals.get_batch(gate.open([_item()]).batch_id)
 
         # the command's own decision step, as `--yes` takes it (the run is handed to the broker)
-        _Follower(state, redis_url, ApproveAll(), write=lambda result: None)._decide(record)
+        follower = _Follower(
+            state,
+            redis_url,
+            ApproveAll(),
+            write=lambda result: None,
+            written=set(),
+            requeue_s=60.0,
+            patience_s=5.0,
+        )
+        follower._decide(record)
 
         [vote] = state.approvals.get_batch(record.batch_id).votes
         assert (vote.review, vote.actor) == ("unseen", getpass.getuser())

@@ -68,7 +68,9 @@ def test_two_commands_recording_one_batch_at_once_share_one_set_of_runs(
     def record() -> None:
         other = StateDatabase(state.url)  # each its own engine, as another process
         barrier.wait()
-        found.append(other.batches.record("batch_race", "x", [["q1"], ["q2"]], options={}))
+        found.append(
+            other.batches.record("batch_race", "sqlite:///shop.db", [["q1"], ["q2"]], options={})
+        )
         other.close()
 
     threads = [threading.Thread(target=record) for _ in range(4)]

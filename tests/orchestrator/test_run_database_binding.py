@@ -122,7 +122,10 @@ class TestARunIsBoundToItsDatabase:
         service = _service(harness, a, state)
         service.on_event(ServerEvent("audit", 1, "approval_decided", run_id, None))
         _drain(service)
-        assert _cli("runs", "recover", "--db", a, "--json", code=0) == {"recovered": []}
+        assert _cli("runs", "recover", "--db", a, "--json", code=0) == {
+            "recovered": [],
+            "failed": [],
+        }
 
         after = state.runs.load(run_id)
         assert (after.status, after.version) == (before.status, before.version)
@@ -189,7 +192,10 @@ class TestARunIsBoundToItsDatabase:
         service._pool.submit(service._start, "run_queued", questions)
         _drain(service)
 
-        assert _cli("runs", "recover", "--db", a, "--json", code=0) == {"recovered": []}
+        assert _cli("runs", "recover", "--db", a, "--json", code=0) == {
+            "recovered": [],
+            "failed": [],
+        }
 
         # a worker whose own database is A, handed B's runs (its SQLGATE_DB stands in for a
         # stored URL whose password was dropped)
