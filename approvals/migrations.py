@@ -1,7 +1,7 @@
 """The one migration runner of sqlgate's state database, and the engine setup it relies on.
 
 Every table sqlgate keeps (approvals, audit, ledger here; runs, server events and memory through
-``orchestrator.state_db``) belongs to a *component* with an append-only list of migrations. The
+``orchestrator.core.state_db``) belongs to a *component* with an append-only list of migrations. The
 runner records each component's version in ``sqlgate_schema`` and applies the missing steps in
 one transaction that takes the database's write lock before it creates or reads anything
 (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock on PostgreSQL), so several

@@ -2,7 +2,7 @@
 
 The reviewer identity never comes from the decision payload, nor from a variable anyone can
 set: ``reviewer_identity()`` is the operating system's login name (a name proven by a reviewer
-token is the command line's business: ``orchestrator.reviewer_identity``).
+token is the command line's business: ``orchestrator.interfaces.reviewer_identity``).
 
 Example:
     >>> import getpass

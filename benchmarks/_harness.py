@@ -34,10 +34,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from approvals import ApproveAll  # noqa: E402
-from orchestrator.database import TargetDatabase  # noqa: E402
-from orchestrator.demo.database import build_demo_database  # noqa: E402
-from orchestrator.llm import LLMClient, LLMSettings  # noqa: E402
-from orchestrator.pipeline import Pipeline, PipelineConfig  # noqa: E402
+from orchestrator.core.database import TargetDatabase  # noqa: E402
+from orchestrator.core.llm import LLMClient, LLMSettings  # noqa: E402
+from orchestrator.core.pipeline import Pipeline, PipelineConfig  # noqa: E402
+from orchestrator.features.demo.database import build_demo_database  # noqa: E402
 from ratelimit import ManualClock, SlidingWindowLimiter  # noqa: E402
 
 MODEL_NOTE = (

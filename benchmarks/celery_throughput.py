@@ -34,7 +34,7 @@ from typing import Any
 import _harness as h
 import sqlalchemy as sa
 
-from orchestrator.tasks import celery_app
+from orchestrator.interfaces.tasks import celery_app
 from tests.orchestrator.celery_cluster import ROOT, Cluster, TimedScript
 from tests.scripted_llm import server as scripted_server
 from tests.scripted_llm.server import ScriptedLLMServer
@@ -91,7 +91,13 @@ def measure(args: argparse.Namespace, workers: int, questions: list[str], demo: 
                     workers, concurrency=args.concurrency, log_dir=folder if args.logs else None
                 )
                 _wait_for_workers(args.redis, workers)
-                command = [sys.executable, "-m", "orchestrator.cli", "batch", str(file)]
+                command = [
+                    sys.executable,
+                    "-m",
+                    "orchestrator.cli",
+                    "batch",
+                    str(file),
+                ]
                 command += ["--db", database, "--out", str(out), "--distributed", "--yes"]
                 command += ["--run-size", str(args.run_size), "--k", str(args.run_size)]
                 started = time.monotonic()

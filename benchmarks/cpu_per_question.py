@@ -40,9 +40,9 @@ def _api_child(db: str, base_url: str, model: str, questions_file: str) -> None:
     """In a child process run from the tree being measured: CPU per warm ``Pipeline.ask``."""
     sys.path.insert(0, os.getcwd())
     from approvals import ApproveAll
-    from orchestrator.database import TargetDatabase
-    from orchestrator.llm import LLMClient, LLMSettings
-    from orchestrator.pipeline import Pipeline
+    from orchestrator.core.database import TargetDatabase
+    from orchestrator.core.llm import LLMClient, LLMSettings
+    from orchestrator.core.pipeline import Pipeline
     from ratelimit import SlidingWindowLimiter
 
     questions = Path(questions_file).read_text().splitlines()

@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=30)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from orchestrator.demo.database import build_demo_database
+    from orchestrator.features.demo.database import build_demo_database
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

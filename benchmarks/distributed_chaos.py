@@ -51,7 +51,7 @@ if str(ROOT) not in sys.path:
 import redis  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from orchestrator.tasks import QUEUE  # noqa: E402
+from orchestrator.interfaces.tasks import QUEUE  # noqa: E402
 from tests.orchestrator.celery_cluster import Cluster, OwnRedis, TimedScript  # noqa: E402
 from tests.orchestrator.counted_target import (  # noqa: E402
     counted_scenarios,
@@ -103,7 +103,7 @@ class Broker:
         """Messages waiting in the sqlgate queue."""
         if self.own is not None:
             return int(redis.Redis.from_url(self.url).llen(QUEUE))
-        from orchestrator.tasks import celery_app
+        from orchestrator.interfaces.tasks import celery_app
 
         with celery_app(self.url).connection_for_write() as conn:
             return int(conn.default_channel.queue_declare(QUEUE, passive=True).message_count)
@@ -124,7 +124,15 @@ def scenario(broker: Broker, fault: str, args: argparse.Namespace) -> dict[str, 
     questions = folder / "questions.txt"
     questions.write_text("\n".join(question_of(n) for n in range(1, QUESTIONS + 1)) + "\n")
     out = folder / "results.jsonl"
-    command = [sys.executable, "-m", "orchestrator.cli", "batch", str(questions), "--db", target]
+    command = [
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        "batch",
+        str(questions),
+        "--db",
+        target,
+    ]
     command += ["--out", str(out), "--distributed", "--yes", "--run-size", str(RUN_SIZE)]
     started = time.monotonic()
     try:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import _harness as h
 
-from orchestrator.result import RunStatus
+from orchestrator.core.result import RunStatus
 
 MIB = 1024 * 1024
 

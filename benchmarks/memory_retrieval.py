@@ -38,14 +38,14 @@ if str(ROOT) not in sys.path:
 
 import sqlalchemy as sa  # noqa: E402
 
-from orchestrator.memory import (  # noqa: E402
+from orchestrator.core.state_db import StateDatabase  # noqa: E402
+from orchestrator.features.memory import (  # noqa: E402
     MemoryScope,
     MemorySettings,
     MemoryStore,
     ReviewMemory,
     template_of,
 )
-from orchestrator.state_db import StateDatabase  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora"
 SETTINGS = MemorySettings(examples_per_question=3, example_tokens=100_000, candidates=12)

@@ -20,7 +20,7 @@ import time
 
 import _harness as h
 
-from orchestrator.result import RunStatus
+from orchestrator.core.result import RunStatus
 from tests.scripted_llm.scenarios import (
     AMBIGUOUS,
     ORDERS_BY_SEGMENT,

@@ -34,8 +34,8 @@ if str(ROOT) not in sys.path:
 
 from approvals import ApprovalGate, ApprovalItem, ItemCategory  # noqa: E402
 from approvals.policy import EarnedApprovalRule  # noqa: E402
-from orchestrator.memory import MemoryScope, MemorySettings, ReviewMemory  # noqa: E402
-from orchestrator.state_db import StateDatabase  # noqa: E402
+from orchestrator.core.state_db import StateDatabase  # noqa: E402
+from orchestrator.features.memory import MemoryScope, MemorySettings, ReviewMemory  # noqa: E402
 from safety import Policy, SqlValidator  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora"

@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/run_identity.py [--repeat N] [--postgres URL]
 
 Every resume (and recovery) of a run first compares the run's recorded database identity with
-its own (``orchestrator.run_identity``: the URL normalised, without credentials), then reads the
+its own (``orchestrator.core.run_identity``: the URL normalised, without credentials), then reads the
 schema again and fingerprints it, so approved statements are validated again when the schema
 changed since approval. This prints, in milliseconds (median and 95th percentile over
 ``--repeat`` runs, default 200):
@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.database import TargetDatabase  # noqa: E402
-from orchestrator.demo.database import build_demo_database  # noqa: E402
-from orchestrator.run_identity import check_run_database, database_identity  # noqa: E402
+from orchestrator.core.database import TargetDatabase  # noqa: E402
+from orchestrator.core.run_identity import check_run_database, database_identity  # noqa: E402
+from orchestrator.features.demo.database import build_demo_database  # noqa: E402
 from tests.fixtures.erp_db import build_erp_database  # noqa: E402
 
 

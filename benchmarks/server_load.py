@@ -87,8 +87,8 @@ def serve(state_url: str, db: str) -> None:
 
     import uvicorn
 
-    from orchestrator.llm import LLMSettings
-    from orchestrator.server import ServerConfig, TokenRegistry, create_app
+    from orchestrator.core.llm import LLMSettings
+    from orchestrator.interfaces.server import ServerConfig, TokenRegistry, create_app
     from ratelimit import SlidingWindowLimiter
 
     config = ServerConfig(
@@ -214,7 +214,7 @@ def main() -> None:
         serve(*args.serve)
         return
 
-    from orchestrator.demo.database import build_demo_database
+    from orchestrator.features.demo.database import build_demo_database
 
     workdir = Path(tempfile.mkdtemp(prefix="sqlgate-load-"))
     state_url = args.state_url or f"sqlite:///{workdir / 'state.sqlite'}"

@@ -28,7 +28,7 @@ import timeit
 
 import _harness as h
 
-from orchestrator import telemetry
+from orchestrator.core import telemetry
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ import math
 
 import _harness as h
 
-from orchestrator.result import RunStatus
+from orchestrator.core.result import RunStatus
 from ratelimit import ManualClock
 
 LIMIT, WINDOW = 5, 60.0

@@ -38,9 +38,9 @@ if str(ROOT) not in sys.path:
 import sqlalchemy as sa  # noqa: E402
 
 from approvals import ApprovalGate, ApprovalItem  # noqa: E402
-from orchestrator.notify import Notifier, WebhookChannel  # noqa: E402
-from orchestrator.server.events import EventHub, EventSource  # noqa: E402
-from orchestrator.state_db import StateDatabase  # noqa: E402
+from orchestrator.core.state_db import StateDatabase  # noqa: E402
+from orchestrator.features.notify import Notifier, WebhookChannel  # noqa: E402
+from orchestrator.interfaces.server.events import EventHub, EventSource  # noqa: E402
 from tests.notify.receivers import WebhookReceiver  # noqa: E402
 
 

@@ -10,9 +10,9 @@ import typing as _typing
 from importlib import import_module as _import_module
 
 if _typing.TYPE_CHECKING:
-    from orchestrator.config import Settings, parse_rate
-    from orchestrator.database import TargetDatabase, redact_url
-    from orchestrator.errors import (
+    from orchestrator.core.config import Settings, parse_rate
+    from orchestrator.core.database import TargetDatabase, redact_url
+    from orchestrator.core.errors import (
         ConfigurationError,
         DatabaseError,
         DatabaseUnreachable,
@@ -25,9 +25,9 @@ if _typing.TYPE_CHECKING:
         ReplayMiss,
         SqlgateError,
     )
-    from orchestrator.llm import LLMCall, LLMClient, LLMSettings, TokenUsage
-    from orchestrator.pipeline import Pipeline, PipelineConfig
-    from orchestrator.result import (
+    from orchestrator.core.llm import LLMCall, LLMClient, LLMSettings, TokenUsage
+    from orchestrator.core.pipeline import Pipeline, PipelineConfig
+    from orchestrator.core.result import (
         EXIT_CODES,
         ApprovalRecord,
         RunError,
@@ -38,33 +38,33 @@ if _typing.TYPE_CHECKING:
 
 # Exports are imported on first use, so importing the package stays cheap.
 _EXPORTS = {
-    "ApprovalRecord": "orchestrator.result",
-    "ConfigurationError": "orchestrator.errors",
-    "DatabaseError": "orchestrator.errors",
-    "DatabaseURLInvalid": "orchestrator.errors",
-    "DatabaseUnreachable": "orchestrator.errors",
-    "EXIT_CODES": "orchestrator.result",
-    "InvalidQuestion": "orchestrator.errors",
-    "LLMCall": "orchestrator.llm",
-    "LLMClient": "orchestrator.llm",
-    "LLMError": "orchestrator.errors",
-    "LLMOutputInvalid": "orchestrator.errors",
-    "LLMRequestRejected": "orchestrator.errors",
-    "LLMSettings": "orchestrator.llm",
-    "LLMUnavailable": "orchestrator.errors",
-    "Pipeline": "orchestrator.pipeline",
-    "PipelineConfig": "orchestrator.pipeline",
-    "ReplayMiss": "orchestrator.errors",
-    "RunError": "orchestrator.result",
-    "RunResult": "orchestrator.result",
-    "RunStatus": "orchestrator.result",
-    "Settings": "orchestrator.config",
-    "SqlgateError": "orchestrator.errors",
-    "TargetDatabase": "orchestrator.database",
-    "TokenUsage": "orchestrator.llm",
-    "TraceEntry": "orchestrator.result",
-    "parse_rate": "orchestrator.config",
-    "redact_url": "orchestrator.database",
+    "ApprovalRecord": "orchestrator.core.result",
+    "ConfigurationError": "orchestrator.core.errors",
+    "DatabaseError": "orchestrator.core.errors",
+    "DatabaseURLInvalid": "orchestrator.core.errors",
+    "DatabaseUnreachable": "orchestrator.core.errors",
+    "EXIT_CODES": "orchestrator.core.result",
+    "InvalidQuestion": "orchestrator.core.errors",
+    "LLMCall": "orchestrator.core.llm",
+    "LLMClient": "orchestrator.core.llm",
+    "LLMError": "orchestrator.core.errors",
+    "LLMOutputInvalid": "orchestrator.core.errors",
+    "LLMRequestRejected": "orchestrator.core.errors",
+    "LLMSettings": "orchestrator.core.llm",
+    "LLMUnavailable": "orchestrator.core.errors",
+    "Pipeline": "orchestrator.core.pipeline",
+    "PipelineConfig": "orchestrator.core.pipeline",
+    "ReplayMiss": "orchestrator.core.errors",
+    "RunError": "orchestrator.core.result",
+    "RunResult": "orchestrator.core.result",
+    "RunStatus": "orchestrator.core.result",
+    "Settings": "orchestrator.core.config",
+    "SqlgateError": "orchestrator.core.errors",
+    "TargetDatabase": "orchestrator.core.database",
+    "TokenUsage": "orchestrator.core.llm",
+    "TraceEntry": "orchestrator.core.result",
+    "parse_rate": "orchestrator.core.config",
+    "redact_url": "orchestrator.core.database",
 }
 
 __all__ = [

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-import orchestrator.llm
+import orchestrator.core.llm
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ROOT.parent / "shared" / "corpora"
 
 # Tests never talk to a real model: they replay cassettes (see tests/orchestrator/conftest.py).
-orchestrator.llm.ALLOW_MODEL_REQUESTS = False
+orchestrator.core.llm.ALLOW_MODEL_REQUESTS = False
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -84,7 +84,7 @@ def corpora() -> Path:
 
 @pytest.fixture(scope="session")
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from orchestrator.demo.database import build_demo_database
+    from orchestrator.features.demo.database import build_demo_database
 
     return build_demo_database(tmp_path_factory.mktemp("demo") / "demo.sqlite")
 

@@ -1,10 +1,21 @@
-"""The import graph of ``orchestrator/``: no circle among its modules, and the run's supporting
-modules (memory, the state database, limits, configuration) never import the pipeline.
+"""The import graph of ``orchestrator/``: no circle among its modules, the run's supporting
+modules (memory, the state database, limits, configuration) never import the pipeline, and the
+three floors import only downwards.
 
 Read with ``ast``, nothing imported: an edge A -> B is a module-level import in A that runs when
 A is imported (imports inside functions and under ``if TYPE_CHECKING:`` do not), naming module B
-(``from orchestrator.memory import store`` names ``orchestrator.memory.store``; ``from
-orchestrator.memory import memory_for`` names ``orchestrator.memory``).
+(``from orchestrator.features.memory import store`` names ``orchestrator.features.memory.store``;
+``from orchestrator.features.memory import memory_for`` names ``orchestrator.features.memory``).
+
+The floors (``orchestrator/core``, ``orchestrator/features``, ``orchestrator/interfaces``) are
+checked on every import that can run, module-level or inside a function (only those under
+``if TYPE_CHECKING:`` are left out):
+
+- nothing in core or features imports interfaces (the CLI, the servers, the worker's tasks);
+- core imports from features only what a run itself uses: memory (its hooks and store),
+  clarification, the risk estimate with its EXPLAIN plans, and the notification outbox kept in
+  the state database (``CORE_MAY_USE``); the demo, charts and terminal rendering are never
+  imported by core.
 """
 
 from __future__ import annotations
@@ -18,10 +29,10 @@ PACKAGE = ROOT / "orchestrator"
 
 #: Modules the pipeline is built from or that it uses: none of them may import it.
 MUST_NOT_IMPORT_THE_PIPELINE = (
-    "orchestrator.memory",
-    "orchestrator.state_db",
-    "orchestrator.limits",
-    "orchestrator.config",
+    "orchestrator.features.memory",
+    "orchestrator.core.state_db",
+    "orchestrator.core.limits",
+    "orchestrator.core.config",
 )
 
 
@@ -86,6 +97,73 @@ def _graph(typing: bool = False) -> dict[str, set[str]]:
     return graph
 
 
+#: The features core may import: what a run uses (see the module's docstring).
+CORE_MAY_USE = (
+    "orchestrator.features.memory",
+    "orchestrator.features.clarify",
+    "orchestrator.features.risk",
+    "orchestrator.features.explain",
+    "orchestrator.features.notify",
+)
+CORE = "orchestrator.core"
+FEATURES = "orchestrator.features"
+INTERFACES = "orchestrator.interfaces"
+
+
+def _within(module: str, package: str | tuple[str, ...]) -> bool:
+    packages = (package,) if isinstance(package, str) else package
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _every_import(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
+    """Dotted names every import under ``node`` names, at any depth (inside functions and
+    classes too), except those under ``if TYPE_CHECKING:``."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _type_checking(child.test):
+            for stmt in child.orelse:
+                yield from _every_import(
+                    ast.Module(body=[stmt], type_ignores=[]), module, is_package
+                )
+            continue
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield from _imported([child], module, is_package)
+        else:
+            yield from _every_import(child, module, is_package)
+
+
+def _deep_graph() -> dict[str, set[str]]:
+    """Like ``_graph`` but with every import that can run, wherever it is written."""
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        edges: set[str] = set()
+        for name in _every_import(ast.parse(path.read_text()), module, path.name == "__init__.py"):
+            parts = name.split(".")
+            for end in range(len(parts), 0, -1):
+                candidate = ".".join(parts[:end])
+                if candidate in MODULES:
+                    if candidate != module:
+                        edges.add(candidate)
+                    break
+        graph[module] = edges
+    return graph
+
+
+def _floor_breaches(graph: dict[str, set[str]]) -> list[str]:
+    breaches = []
+    for module, edges in sorted(graph.items()):
+        for target in sorted(edges):
+            lower = _within(module, (CORE, FEATURES))
+            if lower and _within(target, INTERFACES):
+                breaches.append(f"{module} -> {target}")
+            elif (
+                _within(module, CORE)
+                and _within(target, FEATURES)
+                and not _within(target, CORE_MAY_USE)
+            ):
+                breaches.append(f"{module} -> {target}")
+    return breaches
+
+
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}
@@ -130,10 +208,15 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read() -> None:
     graph = _graph()
-    assert graph["orchestrator.pipeline"] >= {"orchestrator.run_context", "orchestrator.stages"}
-    assert "orchestrator.memory.review_memory" in graph["orchestrator.memory.hooks"]
+    assert graph["orchestrator.core.pipeline"] >= {
+        "orchestrator.core.run_context",
+        "orchestrator.core.stages",
+    }
+    assert (
+        "orchestrator.features.memory.review_memory" in graph["orchestrator.features.memory.hooks"]
+    )
     # under TYPE_CHECKING only: not an edge
-    assert "orchestrator.pipeline" not in graph["orchestrator.memory.hooks"]
+    assert "orchestrator.core.pipeline" not in graph["orchestrator.features.memory.hooks"]
 
 
 def test_no_import_circle_inside_orchestrator() -> None:
@@ -148,9 +231,9 @@ def test_a_circle_would_be_found() -> None:
 def test_the_pipeline_is_imported_by_none_of_its_parts() -> None:
     graph = _graph()
     offenders = {
-        module: sorted(edges & {"orchestrator.pipeline"})
+        module: sorted(edges & {"orchestrator.core.pipeline"})
         for module, edges in graph.items()
-        if module.startswith(MUST_NOT_IMPORT_THE_PIPELINE) and "orchestrator.pipeline" in edges
+        if module.startswith(MUST_NOT_IMPORT_THE_PIPELINE) and "orchestrator.core.pipeline" in edges
     }
     assert offenders == {}
 
@@ -159,10 +242,57 @@ def test_memory_does_not_even_name_the_pipeline() -> None:
     """Memory is given what it needs (``MemoryUser``): not even a type annotation imports the
     pipeline."""
     graph = _graph(typing=True)
-    assert "orchestrator.pipeline" in graph["orchestrator.stages.approval"]  # typing edges read
+    assert (
+        "orchestrator.core.pipeline" in graph["orchestrator.core.stages.approval"]
+    )  # typing edges read
     naming = sorted(
         module
         for module, edges in graph.items()
-        if module.startswith("orchestrator.memory") and "orchestrator.pipeline" in edges
+        if module.startswith("orchestrator.features.memory")
+        and "orchestrator.core.pipeline" in edges
     )
     assert naming == []
+
+
+def test_every_module_lives_on_a_floor() -> None:
+    """Besides the package itself and the ``python -m orchestrator.cli`` entry module, every
+    module is in core, features or interfaces."""
+    loose = sorted(
+        m for m in MODULES if not _within(m, (CORE, FEATURES, INTERFACES)) and m.count(".") <= 1
+    )
+    assert loose == ["orchestrator", "orchestrator.cli"]
+    assert _within("orchestrator.core.pipeline", CORE)
+    assert not _within("orchestrator.core_extra", CORE)
+
+
+def test_the_deep_graph_reads_imports_inside_functions_but_not_for_typing() -> None:
+    graph = _deep_graph()
+    # ``serve`` imports the server inside the function: an edge here, none at module level
+    assert "orchestrator.interfaces.cli.main" in graph["orchestrator.cli"]
+    assert any(
+        _within(t, INTERFACES + ".server") for t in graph["orchestrator.interfaces.cli.main"]
+    )
+    # the state database names the server's store only for typing and inside a property
+    assert "orchestrator.core.server_state" in graph["orchestrator.core.state_db"]
+    assert "orchestrator.core.pipeline" not in graph["orchestrator.features.memory.hooks"]
+
+
+def test_core_and_features_never_import_the_interfaces() -> None:
+    """Nothing the run or its features are made of reaches the CLI, the servers or the worker's
+    tasks, not even inside a function; core uses only the features in ``CORE_MAY_USE``."""
+    assert _floor_breaches(_deep_graph()) == []
+
+
+def test_a_breach_of_the_floors_would_be_found() -> None:
+    graph = {
+        "orchestrator.core.a": {"orchestrator.interfaces.server.app"},
+        "orchestrator.features.b": {"orchestrator.interfaces.tasks"},
+        "orchestrator.core.c": {"orchestrator.features.demo", "orchestrator.features.memory"},
+        "orchestrator.interfaces.d": {"orchestrator.core.a", "orchestrator.features.b"},
+        "orchestrator.features.e": {"orchestrator.core.a"},
+    }
+    assert _floor_breaches(graph) == [
+        "orchestrator.core.a -> orchestrator.interfaces.server.app",
+        "orchestrator.core.c -> orchestrator.features.demo",
+        "orchestrator.features.b -> orchestrator.interfaces.tasks",
+    ]

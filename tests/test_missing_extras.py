@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Every module the extras bring (``orchestrator.extras.EXTRA_OF_MODULE``).
+#: Every module the extras bring (``orchestrator.core.extras.EXTRA_OF_MODULE``).
 EVERY_EXTRA = (
     "psycopg,psycopg_binary,pymysql,duckdb,duckdb_engine,redis,fastapi,uvicorn,starlette,mcp,"
     "mcp_types,celery,kombu"
@@ -34,7 +34,7 @@ class Absent:
 
 sys.meta_path.insert(0, Absent())
 sys.argv = ["sqlgate", *sys.argv[2:]]
-from orchestrator.cli import main
+from orchestrator.interfaces.cli.main import main
 main()
 """
 

@@ -64,7 +64,7 @@ def _loaded_after(code: str) -> set[str]:
 def _cli(*args: str) -> str:
     return (
         f"sys.argv = ['sqlgate', {', '.join(repr(a) for a in args)}]\n"
-        "from orchestrator.cli import main\n"
+        "from orchestrator.interfaces.cli.main import main\n"
         "try:\n"
         "    main()\n"
         "except SystemExit:\n"

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from agents.schema_explorer import clear_schema_cache
-from orchestrator.demo.database import build_demo_database
+from orchestrator.features.demo.database import build_demo_database
 
 SHOP_DDL = (
     "CREATE TABLE region (region_id INTEGER PRIMARY KEY, name VARCHAR(40) NOT NULL)",

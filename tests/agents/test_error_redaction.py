@@ -131,7 +131,7 @@ class TestTheDatabaseFactoryRedactsUnderColumnRules:
         [({}, False), ({"deny": ["t.other"]}, True), ({"allow": ["t.secret"]}, True)],
     )
     def test_redaction_follows_the_policy(self, tmp_path: Path, columns, redacted):
-        from orchestrator.database import TargetDatabase
+        from orchestrator.core.database import TargetDatabase
         from safety import Policy
 
         path = tmp_path / "x.db"

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from agents.catalogue import build_catalogue
 from agents.linking import SchemaIndex, ValueIndex, ValueLimits
 from agents.schema_explorer import SchemaExplorer, TableInfo
-from orchestrator.database import TargetDatabase
+from orchestrator.core.database import TargetDatabase
 from safety import Policy
 
 

@@ -15,7 +15,7 @@ from approval_fakes import fake_validate, item
 from typer.testing import CliRunner
 
 from approvals import ApprovalGate, SqlApprovalStore
-from orchestrator.cli import app
+from orchestrator.interfaces.cli.main import app
 from tests.conftest import as_reviewer
 
 runner = CliRunner()

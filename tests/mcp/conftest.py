@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.llm
+import orchestrator.core.llm
 from tests.conftest import ROOT
 from tests.mcp.model_server import CassetteModelServer
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
@@ -49,7 +49,7 @@ def model(request: pytest.FixtureRequest, record_mode: str) -> Iterator[Cassette
 @pytest.fixture
 def allow_local_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """The model is the local cassette server: requests to it are allowed."""
-    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from typing import Any
 import httpx2
 import yaml
 
-from orchestrator.replay import CassetteTransport
+from orchestrator.core.replay import CassetteTransport
 
 RECORDED_HOST = "http://llm.recorded"
 SCRIPTED_NOTE = (

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from orchestrator.interfaces.cli.main import app
 
 
 def test_the_http_transport_refuses_to_start_without_tokens(demo_db: Path) -> None:

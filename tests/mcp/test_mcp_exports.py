@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator import mcp as sqlgate_mcp
-from orchestrator.mcp import errors, template_tools, tools
-from orchestrator.mcp.errors import ToolRefusal, refuse_arguments
+from orchestrator.interfaces import mcp as sqlgate_mcp
+from orchestrator.interfaces.mcp import errors, template_tools, tools
+from orchestrator.interfaces.mcp.errors import ToolRefusal, refuse_arguments
 
 
 def test_all_is_sorted_and_importable() -> None:

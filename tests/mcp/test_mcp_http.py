@@ -21,10 +21,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
 from approvals import ApprovalGate
-from orchestrator.llm import LLMSettings
-from orchestrator.mcp import McpConfig, create_http_app
-from orchestrator.server.auth import TokenRegistry
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.llm import LLMSettings
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.interfaces.mcp import McpConfig, create_http_app
+from orchestrator.interfaces.server.auth import TokenRegistry
 from ratelimit import SlidingWindowLimiter
 from safety import SqlValidator
 from tests.mcp.conftest import SCRIPTED_MODEL

@@ -10,9 +10,9 @@ import httpx2
 import pytest
 from mcp import Client
 
-from orchestrator.llm import LLMSettings
-from orchestrator.mcp import McpConfig, build_server
-from orchestrator.replay import CassetteTransport
+from orchestrator.core.llm import LLMSettings
+from orchestrator.core.replay import CassetteTransport
+from orchestrator.interfaces.mcp import McpConfig, build_server
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 
-from orchestrator.demo import TOP_CATEGORIES
-from orchestrator.mcp.tools import MAX_WAIT_S
+from orchestrator.features.demo import TOP_CATEGORIES
+from orchestrator.interfaces.mcp.tools import MAX_WAIT_S
 from tests.mcp.drivers import python_http
 from tests.mcp.model_server import CassetteModelServer
 from tests.mcp.test_mcp_http import decide_as, mcp_config, serving

@@ -23,11 +23,11 @@ import httpx2
 import jsonschema
 import pytest
 
-from orchestrator.demo import AMBIGUOUS, TOP_CATEGORIES
-from orchestrator.pipeline import PipelineConfig
-from orchestrator.server.app import create_app
-from orchestrator.server.auth import TokenRegistry
-from orchestrator.server.config import ServerConfig
+from orchestrator.core.pipeline import PipelineConfig
+from orchestrator.features.demo import AMBIGUOUS, TOP_CATEGORIES
+from orchestrator.interfaces.server.app import create_app
+from orchestrator.interfaces.server.auth import TokenRegistry
+from orchestrator.interfaces.server.config import ServerConfig
 from ratelimit import SlidingWindowLimiter
 from tests.conftest import reviewer_env
 from tests.mcp.conftest import sqlgate, sqlgate_env

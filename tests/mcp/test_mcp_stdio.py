@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from orchestrator.demo import TOP_CATEGORIES
+from orchestrator.features.demo import TOP_CATEGORIES
 from tests.conftest import ROOT, reviewer_env
 from tests.mcp.conftest import sqlgate, sqlgate_env
 from tests.mcp.model_server import CassetteModelServer
@@ -46,7 +46,10 @@ def stages(progress: list[tuple[str, float, str | None]], tool: str) -> list[str
 def stdio(env: dict[str, str]) -> Client:
     return Client(
         StdioServerParameters(
-            command=sys.executable, args=["-m", "orchestrator.cli", "mcp"], env=env, cwd=ROOT
+            command=sys.executable,
+            args=["-m", "orchestrator.cli", "mcp"],
+            env=env,
+            cwd=ROOT,
         ),
         read_timeout_seconds=120,
     )

@@ -18,10 +18,10 @@ import pytest
 from mcp import Client
 
 from approvals import ApprovalGate, sql_hash
-from orchestrator.llm import LLMSettings
-from orchestrator.mcp import McpConfig, McpService, SqlgateMCPServer
-from orchestrator.replay import CassetteTransport
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.llm import LLMSettings
+from orchestrator.core.replay import CassetteTransport
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.interfaces.mcp import McpConfig, McpService, SqlgateMCPServer
 from safety import Policy, SqlValidator
 from tests.mcp.conftest import sqlgate, sqlgate_env
 

@@ -18,11 +18,11 @@ import httpx2
 import pytest
 
 from approvals import sql_hash
-from orchestrator.llm import LLMSettings
-from orchestrator.mcp import McpConfig
-from orchestrator.replay import CassetteTransport
-from orchestrator.server.auth import TokenRegistry
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.llm import LLMSettings
+from orchestrator.core.replay import CassetteTransport
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.interfaces.mcp import McpConfig
+from orchestrator.interfaces.server.auth import TokenRegistry
 from safety import Policy
 from tests.mcp.drivers import Driver, node_http, node_ready, python_http
 from tests.mcp.test_mcp_http import TOKENS, serving

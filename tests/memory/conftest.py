@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.memory import MemoryScope, MemoryStore
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.features.memory import MemoryScope, MemoryStore
 
 #: A small schema for scopes built by hand.
 SHOP = {

@@ -10,7 +10,7 @@ import pytest
 
 from approvals import ApprovalGate, ApprovalItem, ItemCategory
 from approvals.policy import EarnedApprovalRule
-from orchestrator.memory import MemoryScope, MemorySettings, MemoryStore, ReviewMemory
+from orchestrator.features.memory import MemoryScope, MemorySettings, MemoryStore, ReviewMemory
 from safety import SafetyPolicy, SqlValidator
 from tests.memory.conftest import POLICY, SHOP, Clock
 

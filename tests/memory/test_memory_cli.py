@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.interfaces.cli.main import app
 from tests.conftest import as_reviewer
 
 runner = CliRunner()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.memory import columns_read, schema_fingerprint, template_of
+from orchestrator.features.memory import columns_read, schema_fingerprint, template_of
 
 SCHEMA = {"orders": ["order_id", "customer_id", "status"], "customers": ["customer_id", "name"]}
 

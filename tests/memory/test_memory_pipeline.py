@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from approvals import ApprovalBatch, ApproveAll
-from orchestrator.database import TargetDatabase
-from orchestrator.memory import (
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.features.memory import (
     MemorySettings,
     MemoryStore,
     ReviewMemory,
@@ -24,8 +26,6 @@ from orchestrator.memory import (
     memory_for,
     scope_of,
 )
-from orchestrator.pipeline import Pipeline
-from orchestrator.state_db import StateDatabase
 from safety import Policy
 from tests.orchestrator.conftest import SCRIPTED_MODEL, Harness
 from tests.scripted_llm.scenarios import Scenario, ScenarioScript, reasoning

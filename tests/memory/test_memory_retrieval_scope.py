@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.memory import MemoryScope, MemorySettings, MemoryStore, ReviewMemory
+from orchestrator.features.memory import MemoryScope, MemorySettings, MemoryStore, ReviewMemory
 from tests.memory.conftest import POLICY, SHOP
 
 SQL = "SELECT COUNT(order_id) AS n FROM orders WHERE status = 'open'"

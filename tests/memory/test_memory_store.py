@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.memory import (
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.features.memory import (
     MemoryNotFound,
     MemoryScope,
     MemorySettings,
@@ -13,7 +14,6 @@ from orchestrator.memory import (
     ReviewMemory,
     approx_tokens,
 )
-from orchestrator.state_db import StateDatabase
 
 TOP = "Which customers placed the most orders in 2024?"
 TOP_SQL = (

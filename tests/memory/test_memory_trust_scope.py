@@ -19,10 +19,11 @@ from typer.testing import CliRunner
 
 from approvals import ApprovalGate, ApprovalItem, SqlApprovalStore
 from approvals.policy import EarnedApprovalRule
-from orchestrator.cli import app
-from orchestrator.database import TargetDatabase
-from orchestrator.errors import ConfigurationError
-from orchestrator.memory import (
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.errors import ConfigurationError
+from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.features.memory import (
     MemoryScope,
     MemorySettings,
     MemoryStore,
@@ -30,10 +31,9 @@ from orchestrator.memory import (
     memory_for,
     scope_of,
 )
-from orchestrator.memory.review_memory import MemoryEvidence
-from orchestrator.pipeline import Pipeline
-from orchestrator.reviewer_identity import cli_reviewer
-from orchestrator.state_db import StateDatabase
+from orchestrator.features.memory.review_memory import MemoryEvidence
+from orchestrator.interfaces.cli.main import app
+from orchestrator.interfaces.reviewer_identity import cli_reviewer
 from safety import Policy
 from tests.conftest import reviewer_env
 from tests.memory.conftest import POLICY, SHOP
@@ -150,7 +150,7 @@ class TestDistributedYesApprovesUnseen:
         self, tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         from approvals import ApproveAll
-        from orchestrator.cli_batch_distributed import _Follower
+        from orchestrator.interfaces.cli.batch_distributed import _Follower
 
         monkeypatch.delenv("SQLGATE_REVIEWER", raising=False)
         state = StateDatabase(f"sqlite:///{tmp_path / 'state.sqlite'}")
@@ -197,7 +197,7 @@ class TestTheCommandLineReviewerIsProven:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         from approvals import ApproveAll, TerminalReviewer
-        from orchestrator.cli_common import reviewer_actor
+        from orchestrator.interfaces.cli.common import reviewer_actor
 
         monkeypatch.delenv("SQLGATE_REVIEWER", raising=False)
         monkeypatch.delenv("SQLGATE_REVIEWER_TOKEN", raising=False)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from approvals import EarnedApprovalRule
-from orchestrator.errors import ConfigurationError
-from orchestrator.memory import memory_for
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.errors import ConfigurationError
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.features.memory import memory_for
 from safety import AutoApprovalRules, Policy
 
 ON = Policy.from_toml_text(

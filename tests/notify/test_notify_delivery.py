@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import ConfigurationError
-from orchestrator.notify import (
+from orchestrator.core.errors import ConfigurationError
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.features.notify import (
     NotificationSettings,
     NotificationStore,
     Notifier,
@@ -19,8 +20,7 @@ from orchestrator.notify import (
     WebhookChannel,
     verify,
 )
-from orchestrator.notify.channels import EmailChannel
-from orchestrator.state_db import StateDatabase
+from orchestrator.features.notify.channels import EmailChannel
 from tests.notify.receivers import SilentReceiver, SmtpReceiver, WebhookReceiver
 
 SECRET = "whsec-test-only"

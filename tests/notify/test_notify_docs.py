@@ -7,15 +7,15 @@ import importlib
 
 import pytest
 
-import orchestrator.notify
+import orchestrator.features.notify
 
 MODULES = [
-    "orchestrator.explain",
-    "orchestrator.notify.channels",
-    "orchestrator.notify.messages",
-    "orchestrator.notify.notifier",
-    "orchestrator.notify.signing",
-    "orchestrator.risk",
+    "orchestrator.features.explain",
+    "orchestrator.features.notify.channels",
+    "orchestrator.features.notify.messages",
+    "orchestrator.features.notify.notifier",
+    "orchestrator.features.notify.signing",
+    "orchestrator.features.risk",
 ]
 
 
@@ -26,6 +26,6 @@ def test_docstring_examples(name: str) -> None:
 
 
 def test_all_is_sorted_and_importable() -> None:
-    exported = orchestrator.notify.__all__
+    exported = orchestrator.features.notify.__all__
     assert exported == sorted(exported)
-    assert all(hasattr(orchestrator.notify, name) for name in exported)
+    assert all(hasattr(orchestrator.features.notify, name) for name in exported)

@@ -17,9 +17,9 @@ from typing import Any
 import redis
 
 from approvals import ApprovalGate, Approve
-from orchestrator.checkpoint import StartedCheckpoint
-from orchestrator.state_db import StateDatabase
-from orchestrator.tasks import QUEUE, enqueue
+from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.interfaces.tasks import QUEUE, enqueue
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
 from tests.scripted_llm.server import ScriptedReply
 
@@ -46,7 +46,7 @@ def purge_broker(broker_url: str) -> None:
     if broker_url.startswith("redis"):
         redis.Redis.from_url(broker_url).delete(QUEUE, "unacked", "unacked_index")
         return
-    from orchestrator.tasks import celery_app
+    from orchestrator.interfaces.tasks import celery_app
 
     app = celery_app(broker_url)
     with app.connection_for_write() as conn:

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-import orchestrator.llm
-from orchestrator.database import TargetDatabase
-from orchestrator.llm import LLMClient, LLMSettings
-from orchestrator.pipeline import Pipeline, PipelineConfig
+import orchestrator.core.llm
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.llm import LLMClient, LLMSettings
+from orchestrator.core.pipeline import Pipeline, PipelineConfig
 from ratelimit import ManualClock, SlidingWindowLimiter
 from tests.conftest import ROOT
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
@@ -96,7 +96,7 @@ def _replay_guard(
     if request.node.get_closest_marker("vcr") is None:
         yield
         return
-    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
     cassette = request.getfixturevalue("vcr")
     yield
     call = getattr(request.node, "rep_call", None)

@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.database import TargetDatabase
-from orchestrator.llm import LLMClient, LLMSettings
-from orchestrator.pipeline import Pipeline, PipelineConfig
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.llm import LLMClient, LLMSettings
+from orchestrator.core.pipeline import Pipeline, PipelineConfig
+from orchestrator.core.state_db import StateDatabase
 from ratelimit import SlidingWindowLimiter
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from approvals import ApproveAll
-from orchestrator.pipeline import PipelineConfig
-from orchestrator.result import RunStatus
+from orchestrator.core.pipeline import PipelineConfig
+from orchestrator.core.result import RunStatus
 from tests.orchestrator.conftest import Harness, interactions
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript

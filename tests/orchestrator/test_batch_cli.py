@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import orchestrator.llm
-from orchestrator.batch_io import ResultWriter, read_questions
-from orchestrator.cli import app
-from orchestrator.errors import ConfigurationError
-from orchestrator.result import BATCH_INCOMPLETE_EXIT
+import orchestrator.core.llm
+from orchestrator.core.batch_io import ResultWriter, read_questions
+from orchestrator.core.errors import ConfigurationError
+from orchestrator.core.result import BATCH_INCOMPLETE_EXIT
+from orchestrator.interfaces.cli.main import app
 from tests.orchestrator.conftest import requests_so_far
 from tests.scripted_llm import scenarios as sc
 
@@ -174,7 +174,7 @@ def dead_model(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _DeadModel)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)  # a local fake only
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)  # a local fake only
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}/v1")
     monkeypatch.setenv("SQLGATE_RATE_LIMIT", "1000/60")
@@ -210,7 +210,7 @@ def test_on_a_terminal_retries_and_waits_share_one_live_line(
 ) -> None:
     from rich.console import Console
 
-    from orchestrator import cli_batch
+    from orchestrator.interfaces.cli import batch as cli_batch
 
     monkeypatch.setattr(cli_batch, "err", Console(file=io.StringIO(), force_terminal=True))
     with cli_batch.StageBars() as bars:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from orchestrator.interfaces.cli.main import app
 from tests.orchestrator.celery_cluster import ROOT, Cluster, TimedScript
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer
@@ -134,7 +134,13 @@ def test_a_worker_killed_mid_batch_its_runs_are_taken_over_and_every_question_wr
             model_url=model.base_url,
             visibility_s=600.0,  # the broker would give the task back only after ten minutes
         )
-        command = [sys.executable, "-m", "orchestrator.cli", "batch", str(questions)]
+        command = [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "batch",
+            str(questions),
+        ]
         command += ["--db", database, "--out", str(out), "--distributed", "--yes", "--k", "5"]
         try:
             cluster.start_workers(1)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.batches import batch_id_for
-from orchestrator.checkpoint import StartedCheckpoint
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.batches import batch_id_for
+from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.state_db import StateDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = {"db": "sqlite:///shop.db", "out": "/tmp/out.jsonl", "run_size": 2, "timeout": None}

@@ -6,8 +6,8 @@ import time
 
 from agents.llm_batch import QuestionInput, split_results
 from agents.sql_generator import GeneratedSQL
-from orchestrator.batching import BatchedCalls
-from orchestrator.question import QuestionState
+from orchestrator.core.batching import BatchedCalls
+from orchestrator.core.question import QuestionState
 
 
 def _chunks(k: int, budget: int, contexts: list[str]) -> list[list[str]]:

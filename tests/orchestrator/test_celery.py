@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.checkpoint import FinishedCheckpoint
+from orchestrator.core.checkpoint import FinishedCheckpoint
 from tests.orchestrator.celery_cluster import Cluster, TimedScript, most_in_any_window
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.chart import MAX_BARS, choose_chart
+from orchestrator.features.chart import MAX_BARS, choose_chart
 
 
 def test_a_label_and_a_number_get_bars() -> None:

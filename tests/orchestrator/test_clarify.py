@@ -6,7 +6,8 @@ import pytest
 
 from agents import ReasoningAgent
 from agents.llm_batch import QuestionInput
-from orchestrator.clarify import (
+from orchestrator.core.result import ClarifyingQuestionOut
+from orchestrator.features.clarify import (
     ANSWERS_HEADER,
     MAX_ANSWER_CHARS,
     ClarificationError,
@@ -14,7 +15,6 @@ from orchestrator.clarify import (
     follow_up_question,
     parse_answers,
 )
-from orchestrator.result import ClarifyingQuestionOut
 
 ASKED = [
     ClarifyingQuestionOut(id="metric", text="Best by which measure?"),

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import orchestrator.llm
-from orchestrator.cli import app
+import orchestrator.core.llm
+from orchestrator.interfaces.cli.main import app
 from tests.scripted_llm import scenarios as sc
 
 runner = CliRunner()
@@ -133,7 +133,7 @@ def test_the_readme_exit_codes_are_the_cli_exit_codes() -> None:
     """One truth: every status's exit code in the README's table is the one the CLI exits with."""
     import re
 
-    from orchestrator.result import BATCH_INCOMPLETE_EXIT, EXIT_CODES, WRONG_DATABASE_EXIT
+    from orchestrator.core.result import BATCH_INCOMPLETE_EXIT, EXIT_CODES, WRONG_DATABASE_EXIT
     from tests.conftest import ROOT
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -149,7 +149,7 @@ def test_the_readme_exit_codes_are_the_cli_exit_codes() -> None:
 def test_ask_without_a_terminal_needs_yes(monkeypatch: pytest.MonkeyPatch, demo_db: Path) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     # The settings are checked (and the client built) first; it stops before any request.
-    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
 
     result = runner.invoke(
         app, ["ask", "How many orders?", "--db", f"sqlite:///{demo_db}", "--json"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from orchestrator.interfaces.cli.main import app
 from tests.conftest import as_reviewer
 from tests.scripted_llm import scenarios as sc
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import orchestrator.cli_clarify
-from orchestrator.cli import app
-from orchestrator.demo import AMBIGUOUS
+import orchestrator.interfaces.cli.clarify
+from orchestrator.features.demo import AMBIGUOUS
+from orchestrator.interfaces.cli.main import app
 
 runner = CliRunner()
 
@@ -100,7 +100,9 @@ def test_at_a_terminal_the_analyst_answers_each_question_in_turn(
     demo_db: Path, model_env: None, vcr, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A terminal: stdin is a person (the answers typed: revenue, then products).
-    monkeypatch.setattr(orchestrator.cli_clarify, "_terminal", lambda as_json: not as_json)
+    monkeypatch.setattr(
+        orchestrator.interfaces.cli.clarify, "_terminal", lambda as_json: not as_json
+    )
 
     result = _ask(demo_db, "--no-trace", "--rate-limit", "20/60", input="revenue\nproducts\n")
 

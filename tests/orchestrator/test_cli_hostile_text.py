@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 
 from approvals import ApprovalGate, ApprovalItem, Approve, TerminalReviewer
 from approvals.terminal_text import UNSAFE_CHARACTERS, json_text, terminal_console, visible
-from orchestrator.checkpoint import FinishedCheckpoint, StartedCheckpoint
-from orchestrator.cli import app
-from orchestrator.memory import MemoryScope, ReviewMemory
-from orchestrator.result import ClarifyingQuestionOut, RunError, RunResult, RunStatus
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.checkpoint import FinishedCheckpoint, StartedCheckpoint
+from orchestrator.core.result import ClarifyingQuestionOut, RunError, RunResult, RunStatus
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.features.memory import MemoryScope, ReviewMemory
+from orchestrator.interfaces.cli.main import app
 from tests.conftest import ROOT
 
 #: Cursor up and erase line (rewrites the line above), an OSC window title, clear screen, a C1
@@ -200,8 +200,9 @@ class TestTerminalText:
 #: shared ``err`` console made by it), never through a console or a stream of its own.
 CLI_MODULES = sorted(
     [
-        *ROOT.glob("orchestrator/cli*.py"),
-        ROOT / "orchestrator/render.py",
+        *ROOT.glob("orchestrator/interfaces/cli/*.py"),
+        ROOT / "orchestrator/cli.py",
+        ROOT / "orchestrator/features/render.py",
         ROOT / "approvals/terminal.py",
     ]
 )

@@ -11,11 +11,10 @@ import pytest
 import sqlalchemy as sa
 
 from approvals import sql_store
-from orchestrator import result_rows, runs
-from orchestrator.memory import store as memory_store
-from orchestrator.notify import outbox
-from orchestrator.server import state as server_state
-from orchestrator.state_db import StateDatabase
+from orchestrator.core import result_rows, runs, server_state
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.features.memory import store as memory_store
+from orchestrator.features.notify import outbox
 
 PROCESSES = 8
 LATEST = {

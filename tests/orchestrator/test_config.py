@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.config import Settings, parse_rate
-from orchestrator.errors import ConfigurationError
+from orchestrator.core.config import Settings, parse_rate
+from orchestrator.core.errors import ConfigurationError
 
 
 @pytest.mark.parametrize(

@@ -15,13 +15,13 @@ import pytest
 from agents import ReasoningBatch
 from agents.llm_agent import compact_schema, json_schema
 from approvals import ApproveAll
-from orchestrator.batch_io import ResultWriter
-from orchestrator.database import TargetDatabase
-from orchestrator.memory.fingerprint import columns_read, resolver_schema
-from orchestrator.memory.hooks import scope_for
-from orchestrator.pipeline import PipelineConfig
-from orchestrator.result import RunResult, RunStatus
-from orchestrator.run_context import RunContext
+from orchestrator.core.batch_io import ResultWriter
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.pipeline import PipelineConfig
+from orchestrator.core.result import RunResult, RunStatus
+from orchestrator.core.run_context import RunContext
+from orchestrator.features.memory.fingerprint import columns_read, resolver_schema
+from orchestrator.features.memory.hooks import scope_for
 from safety import Policy, SqlValidator
 from tests.orchestrator.conftest import Harness
 from tests.scripted_llm import scenarios as sc
@@ -141,7 +141,7 @@ def test_a_stage_s_results_are_flushed_together() -> None:
     ctx.emit()
     assert events == []  # nothing finished: no flush
 
-    from orchestrator.question import QuestionState
+    from orchestrator.core.question import QuestionState
 
     qs = [QuestionState("run_1", f"q{i}", f"question {i}", clock=lambda: 0.0) for i in range(3)]
     ctx.questions = qs

@@ -7,10 +7,10 @@ import pytest
 import sqlalchemy as sa
 
 from approvals import ApproveAll
-from orchestrator.database import TargetDatabase
-from orchestrator.pipeline import Pipeline
-from orchestrator.result import RunStatus
-from orchestrator.stages.approval import _verdict
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.result import RunStatus
+from orchestrator.core.stages.approval import _verdict
 from safety import Policy, SafetyFinding, SafetyPolicy, SqlValidator, ValidationResult
 from tests.orchestrator.conftest import Harness, interactions
 from tests.scripted_llm import scenarios as sc

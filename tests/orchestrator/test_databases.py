@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from approvals import ApproveAll
-from orchestrator.result import RunStatus
+from orchestrator.core.result import RunStatus
 from tests.orchestrator.conftest import Harness
 from tests.scripted_llm import scenarios as sc
 
@@ -116,7 +116,7 @@ def test_the_factory_on_every_engine_binds_dialect_schema_and_warns_about_privil
 ) -> None:
     """One factory per URL: the dialect is the URL's, references resolve in the engine's default
     schema, a denied column stays out of an expanded star, and excess rights are named."""
-    from orchestrator.database import TargetDatabase
+    from orchestrator.core.database import TargetDatabase
     from safety import Policy
 
     policy = Policy.from_data({"columns": {"deny": ["products.cost"]}})

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx2
 
 from approvals import ApproveAll
-from orchestrator.database import TargetDatabase
-from orchestrator.llm import LLMClient, LLMSettings
-from orchestrator.pipeline import Pipeline, PipelineConfig
-from orchestrator.result import RunStatus
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.llm import LLMClient, LLMSettings
+from orchestrator.core.pipeline import Pipeline, PipelineConfig
+from orchestrator.core.result import RunStatus
 from ratelimit import ManualClock, SlidingWindowLimiter
 
 

@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 
 from approvals import ApproveAll, TerminalReviewer
-from orchestrator.cli_common import check_edits_with
-from orchestrator.demo import DEMO_QUESTIONS, TOP_CATEGORIES, DemoSession, demo_cassette
-from orchestrator.result import RunStatus
+from orchestrator.core.result import RunStatus
+from orchestrator.features.demo import DEMO_QUESTIONS, TOP_CATEGORIES, DemoSession, demo_cassette
+from orchestrator.interfaces.cli.common import check_edits_with
 from tests.orchestrator.conftest import interactions
 
 EXPECTED = [

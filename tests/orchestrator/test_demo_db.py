@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.demo.database import (
+from orchestrator.features.demo.database import (
     DEMO_SCHEMA_VERSION,
     build_demo_database,
     ensure_demo_database,

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from approvals import ApproveAll
-from orchestrator.database import TargetDatabase
-from orchestrator.pipeline import Pipeline
-from orchestrator.result import RunStatus
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.result import RunStatus
 from safety import Policy
 from tests.scripted_llm import scenarios as sc
 

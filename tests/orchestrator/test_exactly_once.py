@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from orchestrator.tasks import QUEUE
+from orchestrator.interfaces.tasks import QUEUE
 from tests.orchestrator.celery_cluster import ROOT, Cluster, OwnRedis, TimedScript
 from tests.orchestrator.counted_target import (
     counted_scenarios,

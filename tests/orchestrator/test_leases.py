@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 from approvals import ApprovalGate, Approve
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.state_db import StateDatabase
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer
 

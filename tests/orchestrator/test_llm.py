@@ -10,8 +10,8 @@ import httpx2
 import pytest
 
 from agents import SQLGenerator
-from orchestrator.errors import LLMOutputInvalid, LLMRequestRejected, LLMUnavailable
-from orchestrator.llm import LLMClient, LLMSettings, redact, retry_after_seconds
+from orchestrator.core.errors import LLMOutputInvalid, LLMRequestRejected, LLMUnavailable
+from orchestrator.core.llm import LLMClient, LLMSettings, redact, retry_after_seconds
 from ratelimit import ManualClock, RateLimitExceeded, SlidingWindowLimiter
 from tests.scripted_llm.server import ScriptedLLMServer, ScriptedQueue, ScriptedReply
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.metrics import Registry
+from orchestrator.core.metrics import Registry
 
 parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client not installed")
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.database import TargetDatabase
-from orchestrator.errors import DialectMismatch
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.errors import DialectMismatch
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.interfaces.cli.main import app
 from safety import Policy
 from tests.conftest import as_reviewer
 from tests.scripted_llm import scenarios as sc

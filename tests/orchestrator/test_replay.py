@@ -13,9 +13,9 @@ import pytest
 import vcr
 import yaml
 
-import orchestrator.errors as errors
-from orchestrator import replay
-from orchestrator.replay import CassetteTransport, ReplayError, ReplayMiss, load_cassette
+import orchestrator.core.errors as errors
+from orchestrator.core import replay
+from orchestrator.core.replay import CassetteTransport, ReplayError, ReplayMiss, load_cassette
 from tests.scripted_llm import (
     SCRIPTED_HEADER,
     SCRIPTED_HEADER_VALUE,

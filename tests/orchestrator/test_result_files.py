@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import ConfigurationError
-from orchestrator.result_files import write_result_file
+from orchestrator.core.errors import ConfigurationError
+from orchestrator.core.result_files import write_result_file
 
 
 def test_csv_and_jsonl_hold_every_row(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.batch_io import ResultWriter
-from orchestrator.result import RunError, RunResult, RunStatus
+from orchestrator.core.batch_io import ResultWriter
+from orchestrator.core.result import RunError, RunResult, RunStatus
 
 
 def _result(run_id: str, question: str, status: RunStatus = RunStatus.ANSWERED) -> RunResult:

@@ -10,9 +10,9 @@ import pytest
 
 from approvals import ApprovalGate, Approve, Reject, SqlApprovalStore
 from approvals.models import ExecutionRecord
-from orchestrator.errors import RunConflict
-from orchestrator.result import RunStatus
-from orchestrator.runs import RunStore
+from orchestrator.core.errors import RunConflict
+from orchestrator.core.result import RunStatus
+from orchestrator.core.runs import RunStore
 from tests.orchestrator.conftest import Harness, requests_so_far
 from tests.scripted_llm import scenarios as sc
 
@@ -148,13 +148,13 @@ def test_a_statement_whose_execution_was_cut_short_is_in_doubt_not_rerun(
 
 def test_a_pipeline_without_a_reviewer_needs_somewhere_to_wait() -> None:
     with pytest.raises(ValueError, match="pauses at the gate"):
-        from orchestrator.pipeline import Pipeline
+        from orchestrator.core.pipeline import Pipeline
 
         Pipeline(None, None, None)  # type: ignore[arg-type]
 
 
 def test_resuming_an_unknown_run_says_so(tmp_path: Path) -> None:
-    from orchestrator.errors import RunNotFound
+    from orchestrator.core.errors import RunNotFound
 
     with pytest.raises(RunNotFound):
         _stores(tmp_path)[1].load("run_nope")

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from approvals import ApprovalItem, StatementRisk
-from orchestrator.explain import explain
-from orchestrator.risk import RiskAssessor
+from orchestrator.features.explain import explain
+from orchestrator.features.risk import RiskAssessor
 from safety import Policy, ReadOnlySettings, open_readonly_engine, read_schema
 
 POLICY = Policy.from_toml_text(

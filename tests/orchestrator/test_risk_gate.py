@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from approvals import ApproveAll
-from orchestrator.database import TargetDatabase
-from orchestrator.pipeline import Pipeline
-from orchestrator.result import RunStatus
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.result import RunStatus
 from safety import Policy
 from tests.orchestrator.conftest import Harness
 from tests.scripted_llm import scenarios as sc

@@ -11,15 +11,15 @@ import pytest
 import sqlalchemy as sa
 
 from approvals import ApproveAll, SqlApprovalStore
-from orchestrator.checkpoint import (
+from orchestrator.core.checkpoint import (
     CHECKPOINT_VERSION,
     FinishedCheckpoint,
     PausedCheckpoint,
     load_checkpoint,
 )
-from orchestrator.errors import CheckpointError
-from orchestrator.result import RunStatus
-from orchestrator.runs import RunStore
+from orchestrator.core.errors import CheckpointError
+from orchestrator.core.result import RunStatus
+from orchestrator.core.runs import RunStore
 from tests.orchestrator.conftest import Harness, interactions
 from tests.scripted_llm import scenarios as sc
 

@@ -18,19 +18,19 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import orchestrator.tasks
+import orchestrator.interfaces.tasks
 from approvals import ApprovalGate, Approve, SqlApprovalStore
-from orchestrator.checkpoint import StartedCheckpoint
-from orchestrator.cli import app
-from orchestrator.database import TargetDatabase
-from orchestrator.errors import WrongDatabase
-from orchestrator.pipeline import Pipeline
-from orchestrator.result import WRONG_DATABASE_EXIT, RunStatus
-from orchestrator.run_identity import check_run_database, database_identity
-from orchestrator.runs import RunStore
-from orchestrator.server.events import ServerEvent
-from orchestrator.server.runner import RunService
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.errors import WrongDatabase
+from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.result import WRONG_DATABASE_EXIT, RunStatus
+from orchestrator.core.run_identity import check_run_database, database_identity
+from orchestrator.core.runs import RunStore
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.interfaces.cli.main import app
+from orchestrator.interfaces.server.events import ServerEvent
+from orchestrator.interfaces.server.runner import RunService
 from safety import Policy
 from tests.orchestrator.conftest import Harness, requests_so_far
 from tests.scripted_llm import scenarios as sc
@@ -200,9 +200,12 @@ class TestARunIsBoundToItsDatabase:
         # a worker whose own database is A, handed B's runs (its SQLGATE_DB stands in for a
         # stored URL whose password was dropped)
         monkeypatch.setenv("SQLGATE_DB", a)
-        monkeypatch.setattr(orchestrator.tasks, "_worker", None)
+        monkeypatch.setattr(orchestrator.interfaces.tasks, "_worker", None)
         task = SimpleNamespace(retry=None)
-        assert orchestrator.tasks.advance_run(task, "run_server") == "another database's run"
+        assert (
+            orchestrator.interfaces.tasks.advance_run(task, "run_server")
+            == "another database's run"
+        )
 
         after = {r["run_id"]: (r["status"], r["owner"]) for r in state.runs.list()}
         assert after == before

@@ -13,7 +13,7 @@ import pytest
 
 from agents import AGENT_NAMES
 from approvals import ApprovalCancelled, ApproveAll, Edit, MappingReviewer, RejectAll
-from orchestrator.result import RunStatus
+from orchestrator.core.result import RunStatus
 from tests.orchestrator.conftest import Harness, interactions
 from tests.scripted_llm import scenarios as sc
 
@@ -272,9 +272,9 @@ def test_statement_timeout_ends_with_its_own_status(harness: Harness, demo_url: 
 def test_bad_questions_cost_no_call(question: str, demo_url: str) -> None:
     import httpx2
 
-    from orchestrator.database import TargetDatabase
-    from orchestrator.llm import LLMClient, LLMSettings
-    from orchestrator.pipeline import Pipeline
+    from orchestrator.core.database import TargetDatabase
+    from orchestrator.core.llm import LLMClient, LLMSettings
+    from orchestrator.core.pipeline import Pipeline
     from ratelimit import SlidingWindowLimiter
 
     llm = LLMClient(
@@ -296,7 +296,7 @@ def test_admission_control_refuses_up_front_when_the_worst_case_does_not_fit(
     limiter = harness.limiter(limit=5, window=60.0)
     limiter.acquire()  # one request already spent in this window: a question may need five
     llm = harness.llm(limiter)
-    from orchestrator.pipeline import PipelineConfig
+    from orchestrator.core.pipeline import PipelineConfig
 
     result = harness.pipeline(
         demo_url, ApproveAll(), llm=llm, config=PipelineConfig(admission=True)

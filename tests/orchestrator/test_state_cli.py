@@ -23,9 +23,9 @@ import pytest
 import sqlalchemy as sa
 
 from approvals import ApprovalGate, Approve
-from orchestrator.checkpoint import StartedCheckpoint
-from orchestrator.runs import runs as runs_table
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.runs import runs as runs_table
+from orchestrator.core.state_db import StateDatabase
 from tests.orchestrator.celery_cluster import TimedScript
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer
@@ -353,7 +353,7 @@ def test_runs_recover_sends_a_queued_run_nobody_claimed_to_the_workers(
 ) -> None:
     import redis
 
-    from orchestrator.tasks import QUEUE
+    from orchestrator.interfaces.tasks import QUEUE
     from tests.orchestrator.celery_cluster import purge_broker
 
     purge_broker(redis_url)

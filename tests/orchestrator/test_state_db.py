@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from approvals import ApprovalBatch, SchemaVersionError, sql_store
 from approvals.migrations import migrate, schema_versions, state_engine
-from orchestrator.state_db import StateDatabase, default_state_url
+from orchestrator.core.state_db import StateDatabase, default_state_url
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LATEST = {"approvals": 4, "memory": 2, "notifications": 1, "results": 1, "runs": 5, "server": 3}
@@ -73,7 +73,7 @@ def test_timestamps_are_timestamps_and_sort_by_time(state_url: str) -> None:
 
 
 def test_a_follow_up_keeps_its_parent_and_runs_are_searched_literally(state_url: str) -> None:
-    from orchestrator.checkpoint import StartedCheckpoint
+    from orchestrator.core.checkpoint import StartedCheckpoint
 
     state = StateDatabase(state_url)
     state.setup()

@@ -8,12 +8,12 @@ from pathlib import Path
 import httpx2
 
 from approvals import ApprovalGate, SqlApprovalStore
-from orchestrator.database import TargetDatabase
-from orchestrator.llm import LLMClient, LLMSettings
-from orchestrator.pipeline import Pipeline
-from orchestrator.replay import CassetteTransport
-from orchestrator.result import RunStatus
-from orchestrator.runs import RunStore
+from orchestrator.core.database import TargetDatabase
+from orchestrator.core.llm import LLMClient, LLMSettings
+from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.replay import CassetteTransport
+from orchestrator.core.result import RunStatus
+from orchestrator.core.runs import RunStore
 from ratelimit import SlidingWindowLimiter
 from safety import SqlValidator
 

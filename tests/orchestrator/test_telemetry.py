@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from approvals import ApprovalGate, Approve, ApproveAll, SqlApprovalStore
-from orchestrator import metrics, telemetry
-from orchestrator.demo import DEMO_QUESTIONS, TOP_CATEGORIES, DemoSession
-from orchestrator.errors import ConfigurationError
-from orchestrator.question import PausedAtGate
-from orchestrator.result import RunStatus
-from orchestrator.runs import RunStore
+from orchestrator.core import metrics, telemetry
+from orchestrator.core.errors import ConfigurationError
+from orchestrator.core.question import PausedAtGate
+from orchestrator.core.result import RunStatus
+from orchestrator.core.runs import RunStore
+from orchestrator.features.demo import DEMO_QUESTIONS, TOP_CATEGORIES, DemoSession
 from tests.conftest import ROOT
 from tests.orchestrator.conftest import Harness
 from tests.scripted_llm import scenarios as sc
@@ -234,9 +234,9 @@ _PROBE = textwrap.dedent(
 
     sys.meta_path.insert(0, Watch())
     from approvals import ApprovalGate, Approve, ApproveAll, SqlApprovalStore
-    from orchestrator import telemetry
-    from orchestrator.demo import TOP_CATEGORIES, DemoSession
-    from orchestrator.demo.database import build_demo_database
+    from orchestrator.core import telemetry
+    from orchestrator.features.demo import TOP_CATEGORIES, DemoSession
+    from orchestrator.features.demo.database import build_demo_database
 
     db = build_demo_database(Path(sys.argv[1]))
     result = DemoSession.replaying(db, ApproveAll()).ask(TOP_CATEGORIES)

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agents import SQLExecutor
-from orchestrator.cli import app
+from orchestrator.interfaces.cli.main import app
 from safety import SafetyPolicy, SqlValidator, open_readonly_engine
 from tests.scripted_llm import scenarios as sc
 

@@ -44,7 +44,15 @@ def counted_db(postgres_url: str) -> Iterator[str]:
 
 
 def _batch(questions: Path, db: str, out: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "orchestrator.cli", "batch", str(questions), "--db", db]
+    command = [
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        "batch",
+        str(questions),
+        "--db",
+        db,
+    ]
     command += ["--out", str(out), "--distributed", "--yes", "--k", "2"]
     return subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
 
@@ -98,7 +106,14 @@ def test_a_worker_stopped_with_sigterm_hands_its_run_back_before_the_lease_expir
         try:
             cluster.workers.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "orchestrator.cli", "worker", "--concurrency", "4"]
+                    [
+                        sys.executable,
+                        "-m",
+                        "orchestrator.cli",
+                        "worker",
+                        "--concurrency",
+                        "4",
+                    ]
                     + ["--grace", "0.5", "--name", "leaving", "--loglevel", "WARNING"],
                     cwd=ROOT,
                     env=cluster.env,

@@ -13,7 +13,7 @@ import sqlglot
 from safety_corpora import require, spider_dev, spider_schemas, text2sql
 from sqlglot import exp
 
-from orchestrator.stages.approval import CORRECTABLE_REFUSALS
+from orchestrator.core.stages.approval import CORRECTABLE_REFUSALS
 from safety import (
     CORRECTABLE_CODES,
     FINDING_CODES,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.demo import (
+from orchestrator.features.demo import (
     AMBIGUOUS,
     DEMO_QUESTIONS,
     ORDERS_BY_SEGMENT,
@@ -506,8 +506,8 @@ AMBIGUOUS_ANSWERS = {"metric": "revenue", "entity": "products"}
 
 def follow_up_text(original: str, answers: dict[str, str]) -> str:
     """The follow-up question as the prompt's section header shows it (whitespace flattened)."""
-    from orchestrator.clarify import follow_up_question
-    from orchestrator.result import ClarifyingQuestionOut
+    from orchestrator.core.result import ClarifyingQuestionOut
+    from orchestrator.features.clarify import follow_up_question
 
     asked = [
         ClarifyingQuestionOut(id=q["id"], text=q["text"])

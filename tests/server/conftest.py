@@ -16,9 +16,9 @@ import httpx
 import pytest
 import uvicorn
 
-import orchestrator.llm
-from orchestrator.llm import LLMSettings
-from orchestrator.server import ServerConfig, TokenRegistry, create_app
+import orchestrator.core.llm
+from orchestrator.core.llm import LLMSettings
+from orchestrator.interfaces.server import ServerConfig, TokenRegistry, create_app
 from ratelimit import SlidingWindowLimiter
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
 from tests.scripted_llm.server import ScriptedLLMServer
@@ -78,7 +78,7 @@ def stop_server(server: ThreadedServer, thread: threading.Thread) -> None:
 @pytest.fixture
 def allow_scripted_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """The model is the scripted server on 127.0.0.1: live requests to it are allowed here."""
-    monkeypatch.setattr(orchestrator.llm, "ALLOW_MODEL_REQUESTS", True)
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
 
 
 @pytest.fixture

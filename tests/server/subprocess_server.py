@@ -12,8 +12,8 @@ import sys
 
 import uvicorn
 
-from orchestrator.llm import LLMSettings
-from orchestrator.server import ServerConfig, TokenRegistry, create_app
+from orchestrator.core.llm import LLMSettings
+from orchestrator.interfaces.server import ServerConfig, TokenRegistry, create_app
 from ratelimit import SlidingWindowLimiter
 from tests.server.conftest import TOKENS
 

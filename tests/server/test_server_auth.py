@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.server import (
+from orchestrator.interfaces.server import (
     Principal,
     Role,
     TokenConfigError,

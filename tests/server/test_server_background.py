@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.server import create_app
+from orchestrator.interfaces.server import create_app
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
 from tests.scripted_llm.server import ScriptedLLMServer

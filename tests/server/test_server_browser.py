@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.pipeline import PipelineConfig
-from orchestrator.server import create_app
+from orchestrator.core.pipeline import PipelineConfig
+from orchestrator.interfaces.server import create_app
 from tests.conftest import ROOT
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.demo import AMBIGUOUS
+from orchestrator.features.demo import AMBIGUOUS
 from tests.scripted_llm import scenarios as sc
 from tests.server import test_server_browser as pages
 from tests.server.conftest import Running

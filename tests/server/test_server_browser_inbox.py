@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.notify import NotificationSettings, RetryPolicy
-from orchestrator.server import create_app
+from orchestrator.features.notify import NotificationSettings, RetryPolicy
+from orchestrator.interfaces.server import create_app
 from tests.notify.receivers import WebhookReceiver
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from orchestrator.demo import AMBIGUOUS
+from orchestrator.features.demo import AMBIGUOUS
 from tests.scripted_llm import scenarios as sc
 from tests.server.conftest import Running
 from tests.server.server_helpers import pending_batch, wait_for_run

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from orchestrator.server import Cursor
+from orchestrator.interfaces.server import Cursor
 from tests.scripted_llm import scenarios as sc
 from tests.server.conftest import Running
 from tests.server.server_helpers import (
@@ -178,7 +178,7 @@ def test_item_resolutions_wait_for_their_batch_event() -> None:
     from datetime import UTC, datetime
 
     from approvals import AuditEvent
-    from orchestrator.server.events import approval_events
+    from orchestrator.interfaces.server.events import approval_events
 
     at = datetime.now(UTC)
     entries = [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator import server
-from orchestrator.server import errors
+from orchestrator.interfaces import server
+from orchestrator.interfaces.server import errors
 
 
 def test_all_is_sorted_and_importable() -> None:
@@ -41,7 +41,7 @@ def test_every_error_has_a_code_and_an_http_status() -> None:
 def test_the_examples_in_the_docstrings_run() -> None:
     import doctest
 
-    from orchestrator.server import auth, events, security, sql_view
+    from orchestrator.interfaces.server import auth, events, security, sql_view
 
     for module in (auth, events, security, sql_view):
         failed, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

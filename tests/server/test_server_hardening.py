@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from orchestrator.server import TokenConfigError, TokenExpired, TokenRegistry, create_app
-from orchestrator.server.events import Cursor
+from orchestrator.interfaces.server import TokenConfigError, TokenExpired, TokenRegistry, create_app
+from orchestrator.interfaces.server.events import Cursor
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer
 from tests.server.conftest import TOKENS, Running, make_config, start_server, stop_server
@@ -223,8 +223,8 @@ def test_the_limit_is_configurable(small_limit: Running) -> None:
 
 
 def test_the_limit_comes_from_the_environment(tmp_path: Path) -> None:
-    from orchestrator.errors import ConfigurationError
-    from orchestrator.server import ServerConfig
+    from orchestrator.core.errors import ConfigurationError
+    from orchestrator.interfaces.server import ServerConfig
 
     env = {
         "SQLGATE_DB": f"sqlite:///{tmp_path / 'x.sqlite'}",
@@ -341,7 +341,7 @@ def test_every_known_token_is_compared_whichever_matches(monkeypatch: pytest.Mon
         calls.append(a)
         return compare(a, b)
 
-    monkeypatch.setattr("orchestrator.server.auth.hmac.compare_digest", counting)
+    monkeypatch.setattr("orchestrator.interfaces.server.auth.hmac.compare_digest", counting)
     for presented in ("t0", "t4", "unknown"):
         calls.clear()
         try:

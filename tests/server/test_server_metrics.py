@@ -94,7 +94,7 @@ def test_a_decision_made_outside_the_server_wakes_its_hub(
 ) -> None:
     """The hub polls once an hour here: only the decision's own signal can resume the run."""
     from approvals import ApproveAll, SqlApprovalStore, decide_batch
-    from orchestrator.server import create_app
+    from orchestrator.interfaces.server import create_app
     from safety import SqlValidator
     from tests.server.conftest import make_config, start_server, stop_server
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.notify import NotificationSettings, RetryPolicy, verify
-from orchestrator.server import create_app
+from orchestrator.features.notify import NotificationSettings, RetryPolicy, verify
+from orchestrator.interfaces.cli.main import app
+from orchestrator.interfaces.server import create_app
 from tests.notify.receivers import SilentReceiver, WebhookReceiver
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer

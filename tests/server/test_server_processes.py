@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from orchestrator.server import create_app
+from orchestrator.interfaces.server import create_app
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer
 from tests.server.conftest import Running, make_config, start_server, stop_server

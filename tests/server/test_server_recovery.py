@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.state_db import StateDatabase
+from orchestrator.core.state_db import StateDatabase
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
 from tests.scripted_llm.server import ScriptedLLMServer, ScriptedReply
@@ -75,7 +75,14 @@ class Server:
             "SQLGATE_LEASE": "1",
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "serve", "--db", f"sqlite:///{demo_db}"]
+            [
+                sys.executable,
+                "-m",
+                "orchestrator.cli",
+                "serve",
+                "--db",
+                f"sqlite:///{demo_db}",
+            ]
             + ["--port", str(self.port)],
             cwd=ROOT,
             env=env,

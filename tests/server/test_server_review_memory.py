@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.server import create_app
+from orchestrator.interfaces.server import create_app
 from tests.memory.conftest import state_url  # noqa: F401 (SQLite and PostgreSQL state)
 from tests.memory.test_memory_pipeline import SCENARIOS, SHIPPED, SHIPPED_AGAIN
 from tests.scripted_llm.scenarios import ScenarioScript

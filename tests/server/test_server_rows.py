@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.server import create_app
+from orchestrator.interfaces.server import create_app
 from safety import Policy
 from tests.scripted_llm import scenarios as sc
 from tests.scripted_llm.server import ScriptedLLMServer

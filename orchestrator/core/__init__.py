@@ -1,0 +1,2 @@
+"""The run itself: the pipeline and its stages, the run's state, the LLM client and its limits,
+configuration, databases and results. Imports nothing from ``orchestrator.interfaces``."""

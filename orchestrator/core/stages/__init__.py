@@ -1,0 +1,25 @@
+"""The pipeline's stages, one module per step of the design's table, each a plain function.
+
+Every stage is ``stage(pipeline, ctx, questions)``: it reads the shared services from the
+pipeline (database, LLM client, configuration), and writes only to the run's context and its
+questions. The order is the pipeline's (``orchestrator.core.pipeline``):
+
+    reasoning (Batch 1) -> exploration -> generation (Batch 2) -> approval cycles
+    (validation, ONE review, execution, correction = Batch 3) -> synthesis (Batch 4)
+"""
+
+from orchestrator.core.stages.approval import approve_and_execute
+from orchestrator.core.stages.exploration import explore
+from orchestrator.core.stages.generation import generate
+from orchestrator.core.stages.reasoning import admit, check_input, reason
+from orchestrator.core.stages.synthesis import synthesize
+
+__all__ = [
+    "admit",
+    "approve_and_execute",
+    "check_input",
+    "explore",
+    "generate",
+    "reason",
+    "synthesize",
+]

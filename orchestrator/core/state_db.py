@@ -1,0 +1,187 @@
+"""sqlgate's state database: one location, one engine, one migration runner for every table.
+
+What sqlgate keeps between processes lives here: approval batches, the audit log and the
+execution ledger (``approvals``), run checkpoints (``runs``), full result rows (``results``),
+the server's runs and events (``server``), reviewed-SQL memory (``memory``), the notification
+outbox (``notifications``). Each component has an append-only list of
+migrations applied by the one runner (``approvals.migrations.migrate``), its version recorded
+in ``sqlgate_schema``. Stores talk to their own tables through their own methods, on this
+module's shared engine.
+
+Where it is: ``$SQLGATE_STATE_URL`` (a SQLAlchemy URL; PostgreSQL to share it between hosts),
+else a SQLite file ``state.sqlite`` in sqlgate's state folder (``$SQLGATE_STATE_DIR``, else
+``$XDG_STATE_HOME/sqlgate``, else ``~/.local/state/sqlgate``). ``SQLGATE_APPROVALS_URL`` is read
+as a deprecated alias of ``SQLGATE_STATE_URL`` for one release.
+
+Example:
+    >>> state = StateDatabase("sqlite://")
+    >>> state.setup()
+    >>> sorted(state.versions())
+    ['approvals', 'memory', 'notifications', 'results', 'runs', 'server']
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from approvals import SchemaVersionError, SqlApprovalStore
+from approvals.migrations import schema_versions, state_engine
+from orchestrator.core.database import redact_url
+from orchestrator.core.errors import StateDatabaseError
+from orchestrator.core.extras import needing
+from orchestrator.core.result_rows import ResultRowStore
+from orchestrator.core.runs import RunStore
+from orchestrator.features.memory import MemoryStore
+from orchestrator.features.notify.outbox import NotificationStore
+
+if TYPE_CHECKING:
+    from orchestrator.core.batches import BatchStore
+    from orchestrator.core.server_state import ServerState
+
+__all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url", "state_errors"]
+
+STATE_URL_ENV = "SQLGATE_STATE_URL"
+_DEPRECATED_URL_ENV = "SQLGATE_APPROVALS_URL"
+
+
+def default_state_url(environ: Mapping[str, str] | None = None) -> str:
+    """``$SQLGATE_STATE_URL``, else (deprecated) ``$SQLGATE_APPROVALS_URL``, else the state folder's
+    SQLite file."""
+    from orchestrator.core.limits import state_dir
+
+    env = os.environ if environ is None else environ
+    explicit = env.get(STATE_URL_ENV)
+    if explicit:
+        return explicit
+    legacy = env.get(_DEPRECATED_URL_ENV)
+    if legacy:
+        warnings.warn(
+            f"{_DEPRECATED_URL_ENV} is deprecated; set {STATE_URL_ENV} instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return legacy
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'state.sqlite'}"
+
+
+#: The longest driver message quoted in a state database error.
+_REASON_CHARS = 200
+
+
+@contextmanager
+def state_errors(safe_url: str) -> Iterator[None]:
+    """Turn whatever opening, reading or migrating the state database raised into one
+    ``StateDatabaseError`` sentence (a bad URL, an unreachable server, a file that is not a
+    database, a directory, a read-only file, a schema newer than this sqlgate)."""
+    try:
+        yield
+    except StateDatabaseError:
+        raise
+    except SchemaVersionError as exc:
+        raise StateDatabaseError(str(exc)) from None
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise StateDatabaseError(
+            f"the state database URL {safe_url!r} ({STATE_URL_ENV}) is not one sqlgate can open: "
+            f"{_reason(exc)}"
+        ) from None
+    except sa.exc.DBAPIError as exc:
+        reason = _reason(exc.orig if exc.orig is not None else exc)
+        hint = ""
+        if "readonly" in reason.replace("-", "").replace(" ", ""):
+            hint = " (make the file and its folder writable, or set SQLGATE_STATE_URL)"
+        raise StateDatabaseError(
+            f"the state database {safe_url} cannot be used: {reason}{hint}"
+        ) from None
+    except (sa.exc.SQLAlchemyError, OSError) as exc:
+        raise StateDatabaseError(
+            f"the state database {safe_url} cannot be used: {_reason(exc)}"
+        ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an error's message, bounded, without a trailing period."""
+    lines = str(exc).strip().splitlines()
+    text = (lines[0] if lines else type(exc).__name__).strip().rstrip(".")
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
+
+
+class StateDatabase:
+    """The state database and the stores on it, sharing one engine.
+
+    ``setup()`` migrates every component (safe from several processes at once); the stores are
+    built on first use.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        with state_errors(STATE_URL_ENV):
+            self.url = url or default_state_url()
+        self.safe_url = redact_url(self.url)
+        with state_errors(self.safe_url):
+            self.engine: Engine = needing(
+                f"the state database {self.safe_url}", lambda: state_engine(self.url)
+            )
+
+    def setup(self) -> None:
+        """Migrate every component; ``StateDatabaseError`` (one sentence) when the database
+        cannot be used."""
+        with state_errors(self.safe_url):
+            self.approvals.setup()
+            self.runs.setup()
+            self.server.setup()
+            self.memory.setup()
+            self.results.setup()
+            self.notifications.setup()
+
+    @cached_property
+    def approvals(self) -> SqlApprovalStore:
+        return SqlApprovalStore(self.engine)
+
+    @cached_property
+    def batches(self) -> BatchStore:
+        """Distributed batches (set up on first use: only ``batch --distributed`` needs them)."""
+        from orchestrator.core.batches import BatchStore
+
+        return BatchStore(self.engine)
+
+    @cached_property
+    def runs(self) -> RunStore:
+        return RunStore(self.engine)
+
+    @cached_property
+    def results(self) -> ResultRowStore:
+        return ResultRowStore(self.engine)
+
+    @cached_property
+    def memory(self) -> MemoryStore:
+        return MemoryStore(self.engine)
+
+    @cached_property
+    def notifications(self) -> NotificationStore:
+        return NotificationStore(self.engine)
+
+    @cached_property
+    def server(self) -> ServerState:
+        from orchestrator.core.server_state import (
+            ServerState,  # late: the server package is heavier
+        )
+
+        return ServerState(self.engine)
+
+    def versions(self) -> dict[str, int]:
+        """Each component's schema version."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(schema_versions.c.component, schema_versions.c.version))
+            return {row.component: row.version for row in rows}
+
+    def close(self) -> None:
+        self.engine.dispose()

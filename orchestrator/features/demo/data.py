@@ -1,0 +1,430 @@
+"""The demo business's vocabulary: its schema, and the names, places and products it is made of.
+
+Plain data for ``orchestrator.features.demo.database``; the generator draws from these tables with a
+seeded random number generator, so changing any value changes the database (bump
+``DEMO_SCHEMA_VERSION`` there, and re-record the demo's cassette). It is over 400 lines because
+it is data (name lists), with no logic to split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+SCHEMA = """
+CREATE TABLE regions (
+    region_id   INTEGER PRIMARY KEY,
+    name        VARCHAR(40) NOT NULL UNIQUE,
+    country     VARCHAR(40) NOT NULL
+);
+CREATE TABLE employees (
+    employee_id INTEGER PRIMARY KEY,
+    first_name  VARCHAR(40) NOT NULL,
+    last_name   VARCHAR(40) NOT NULL,
+    email       VARCHAR(120) NOT NULL UNIQUE,
+    title       VARCHAR(60) NOT NULL,
+    hire_date   DATE NOT NULL,
+    salary      NUMERIC(10, 2) NOT NULL,
+    manager_id  INTEGER REFERENCES employees (employee_id),
+    region_id   INTEGER REFERENCES regions (region_id)
+);
+CREATE TABLE customers (
+    customer_id INTEGER PRIMARY KEY,
+    first_name  VARCHAR(40) NOT NULL,
+    last_name   VARCHAR(40) NOT NULL,
+    email       VARCHAR(120) NOT NULL UNIQUE,
+    city        VARCHAR(60) NOT NULL,
+    region_id   INTEGER NOT NULL REFERENCES regions (region_id),
+    segment     VARCHAR(20) NOT NULL,
+    signup_date DATE NOT NULL
+);
+CREATE TABLE categories (
+    category_id INTEGER PRIMARY KEY,
+    name        VARCHAR(40) NOT NULL UNIQUE,
+    description VARCHAR(200) NOT NULL
+);
+CREATE TABLE products (
+    product_id   INTEGER PRIMARY KEY,
+    name         VARCHAR(80) NOT NULL,
+    sku          VARCHAR(20) NOT NULL UNIQUE,
+    category_id  INTEGER NOT NULL REFERENCES categories (category_id),
+    price        NUMERIC(10, 2) NOT NULL,
+    cost         NUMERIC(10, 2) NOT NULL,
+    discontinued BOOLEAN NOT NULL DEFAULT 0
+);
+CREATE TABLE orders (
+    order_id     INTEGER PRIMARY KEY,
+    customer_id  INTEGER NOT NULL REFERENCES customers (customer_id),
+    employee_id  INTEGER REFERENCES employees (employee_id),
+    order_date   DATE NOT NULL,
+    shipped_date DATE,
+    status       VARCHAR(20) NOT NULL
+        CHECK (status IN ('delivered', 'shipped', 'cancelled', 'returned'))
+);
+CREATE TABLE order_items (
+    order_item_id INTEGER PRIMARY KEY,
+    order_id      INTEGER NOT NULL REFERENCES orders (order_id),
+    product_id    INTEGER NOT NULL REFERENCES products (product_id),
+    quantity      INTEGER NOT NULL CHECK (quantity > 0),
+    unit_price    NUMERIC(10, 2) NOT NULL,
+    discount      NUMERIC(4, 2) NOT NULL DEFAULT 0
+);
+CREATE INDEX ix_employees_manager ON employees (manager_id);
+CREATE INDEX ix_customers_region ON customers (region_id);
+CREATE INDEX ix_products_category ON products (category_id);
+CREATE INDEX ix_orders_customer ON orders (customer_id);
+CREATE INDEX ix_orders_employee ON orders (employee_id);
+CREATE INDEX ix_orders_date ON orders (order_date);
+CREATE INDEX ix_order_items_order ON order_items (order_id);
+CREATE INDEX ix_order_items_product ON order_items (product_id);
+"""
+
+REGIONS: Sequence[tuple[str, str, Sequence[str]]] = (
+    (
+        "Northeast",
+        "United States",
+        ("Boston", "New York", "Philadelphia", "Hartford", "Providence", "Albany"),
+    ),
+    (
+        "Southeast",
+        "United States",
+        ("Atlanta", "Miami", "Charlotte", "Nashville", "Tampa", "Raleigh"),
+    ),
+    (
+        "Midwest",
+        "United States",
+        ("Chicago", "Detroit", "Minneapolis", "Columbus", "Milwaukee", "St. Louis"),
+    ),
+    (
+        "Southwest",
+        "United States",
+        ("Phoenix", "Dallas", "Austin", "Houston", "Albuquerque", "Tucson"),
+    ),
+    (
+        "West",
+        "United States",
+        ("Seattle", "Portland", "San Francisco", "Los Angeles", "San Diego", "Denver"),
+    ),
+    ("Canada", "Canada", ("Toronto", "Vancouver", "Montreal", "Calgary", "Ottawa", "Halifax")),
+)
+# Relative share of customers per region, in REGIONS order.
+REGION_WEIGHTS = (24, 18, 20, 14, 18, 6)
+
+FIRST_NAMES = (
+    "James",
+    "Mary",
+    "Robert",
+    "Patricia",
+    "John",
+    "Jennifer",
+    "Michael",
+    "Linda",
+    "David",
+    "Elizabeth",
+    "William",
+    "Barbara",
+    "Richard",
+    "Susan",
+    "Joseph",
+    "Jessica",
+    "Thomas",
+    "Sarah",
+    "Charles",
+    "Karen",
+    "Christopher",
+    "Lisa",
+    "Daniel",
+    "Nancy",
+    "Matthew",
+    "Betty",
+    "Anthony",
+    "Sandra",
+    "Mark",
+    "Margaret",
+    "Donald",
+    "Ashley",
+    "Steven",
+    "Kimberly",
+    "Andrew",
+    "Emily",
+    "Paul",
+    "Donna",
+    "Joshua",
+    "Michelle",
+    "Kenneth",
+    "Carol",
+    "Kevin",
+    "Amanda",
+    "Brian",
+    "Melissa",
+    "George",
+    "Deborah",
+    "Timothy",
+    "Stephanie",
+    "Ronald",
+    "Rebecca",
+    "Jason",
+    "Sharon",
+    "Edward",
+    "Laura",
+    "Jeffrey",
+    "Cynthia",
+    "Ryan",
+    "Amy",
+    "Jacob",
+    "Kathleen",
+    "Gary",
+    "Angela",
+    "Nicholas",
+    "Shirley",
+    "Eric",
+    "Brenda",
+    "Jonathan",
+    "Emma",
+    "Stephen",
+    "Anna",
+    "Larry",
+    "Pamela",
+    "Justin",
+    "Nicole",
+    "Scott",
+    "Samantha",
+    "Brandon",
+    "Katherine",
+    "Priya",
+    "Wei",
+    "Aisha",
+    "Mateo",
+    "Sofia",
+    "Hiroshi",
+    "Fatima",
+    "Lucas",
+    "Chloe",
+    "Omar",
+    "Isabella",
+    "Raj",
+    "Mei",
+    "Diego",
+    "Olivia",
+    "Noah",
+    "Ava",
+    "Liam",
+    "Zoe",
+    "Ethan",
+)
+LAST_NAMES = (
+    "Smith",
+    "Johnson",
+    "Williams",
+    "Brown",
+    "Jones",
+    "Garcia",
+    "Miller",
+    "Davis",
+    "Rodriguez",
+    "Martinez",
+    "Hernandez",
+    "Lopez",
+    "Gonzalez",
+    "Wilson",
+    "Anderson",
+    "Thomas",
+    "Taylor",
+    "Moore",
+    "Jackson",
+    "Martin",
+    "Lee",
+    "Perez",
+    "Thompson",
+    "White",
+    "Harris",
+    "Sanchez",
+    "Clark",
+    "Ramirez",
+    "Lewis",
+    "Robinson",
+    "Walker",
+    "Young",
+    "Allen",
+    "King",
+    "Wright",
+    "Scott",
+    "Torres",
+    "Nguyen",
+    "Hill",
+    "Flores",
+    "Green",
+    "Adams",
+    "Nelson",
+    "Baker",
+    "Hall",
+    "Rivera",
+    "Campbell",
+    "Mitchell",
+    "Carter",
+    "Roberts",
+    "Patel",
+    "Chen",
+    "Kim",
+    "Singh",
+    "Tremblay",
+    "Gagnon",
+    "Roy",
+    "Cote",
+    "Murphy",
+    "O'Brien",
+    "Kowalski",
+    "Novak",
+    "Schmidt",
+    "Fischer",
+    "Rossi",
+    "Russo",
+    "Silva",
+    "Costa",
+    "Yamamoto",
+    "Tanaka",
+)
+
+# name, description, (price_low, price_high), product nouns
+CATEGORIES: Sequence[tuple[str, str, tuple[float, float], Sequence[str]]] = (
+    (
+        "Electronics",
+        "Headphones, speakers, chargers and small gadgets",
+        (19.0, 349.0),
+        (
+            "Wireless Earbuds",
+            "Bluetooth Speaker",
+            "USB-C Charger",
+            "Noise-Cancelling Headphones",
+            "Smart Watch",
+            "Power Bank",
+            "Webcam",
+            "Portable SSD",
+        ),
+    ),
+    (
+        "Home & Kitchen",
+        "Cookware, small appliances and tableware",
+        (9.0, 249.0),
+        (
+            "Chef's Knife",
+            "Cast Iron Skillet",
+            "Coffee Grinder",
+            "Electric Kettle",
+            "Stand Mixer",
+            "Dinnerware Set",
+            "Cutting Board",
+            "French Press",
+        ),
+    ),
+    (
+        "Sports & Outdoors",
+        "Fitness gear, camping and cycling",
+        (12.0, 299.0),
+        (
+            "Yoga Mat",
+            "Camping Tent",
+            "Hiking Backpack",
+            "Water Bottle",
+            "Adjustable Dumbbells",
+            "Cycling Helmet",
+            "Trekking Poles",
+            "Sleeping Bag",
+        ),
+    ),
+    (
+        "Books",
+        "Fiction, non-fiction and cookbooks",
+        (8.0, 45.0),
+        (
+            "Mystery Novel",
+            "Cookbook",
+            "Travel Guide",
+            "Science Fiction Novel",
+            "Biography",
+            "Children's Picture Book",
+            "History Atlas",
+            "Poetry Collection",
+        ),
+    ),
+    (
+        "Clothing",
+        "Apparel and accessories for every season",
+        (14.0, 189.0),
+        (
+            "Rain Jacket",
+            "Wool Sweater",
+            "Running Shoes",
+            "Denim Jeans",
+            "Cotton T-Shirt",
+            "Leather Belt",
+            "Winter Gloves",
+            "Baseball Cap",
+        ),
+    ),
+    (
+        "Beauty",
+        "Skincare, haircare and fragrance",
+        (6.0, 95.0),
+        (
+            "Face Moisturizer",
+            "Shampoo",
+            "Sunscreen SPF 50",
+            "Lip Balm",
+            "Eau de Parfum",
+            "Hair Dryer",
+            "Body Lotion",
+            "Facial Cleanser",
+        ),
+    ),
+    (
+        "Toys & Games",
+        "Board games, puzzles and building sets",
+        (9.0, 129.0),
+        (
+            "Board Game",
+            "1000-Piece Puzzle",
+            "Building Blocks Set",
+            "Plush Bear",
+            "Remote Control Car",
+            "Card Game",
+            "Science Kit",
+            "Wooden Train Set",
+        ),
+    ),
+    (
+        "Office Supplies",
+        "Paper, pens and desk accessories",
+        (3.0, 399.0),
+        (
+            "Notebook",
+            "Gel Pen Pack",
+            "Desk Lamp",
+            "Ergonomic Chair",
+            "Monitor Stand",
+            "Stapler",
+            "Label Maker",
+            "Whiteboard",
+        ),
+    ),
+)
+PRODUCTS_PER_CATEGORY = 15
+BRANDS = (
+    "Acme",
+    "Northwind",
+    "Contoso",
+    "Fabrikam",
+    "Litware",
+    "Tailspin",
+    "Woodgrove",
+    "Proseware",
+    "Adatum",
+    "Lucerne",
+    "Wingtip",
+    "Alpine",
+    "Summit",
+    "Harbor",
+    "Evergreen",
+)
+
+SEGMENTS = (("Consumer", 62), ("Small Business", 28), ("Enterprise", 10))
+DISCOUNTS = ((0.0, 70), (0.05, 14), (0.10, 10), (0.15, 4), (0.20, 2))

@@ -1,0 +1,165 @@
+"""A statement's risk before review: the planner's estimate, what it reads, and the level.
+
+``RiskAssessor(engine, dialect, policy, schema)`` is the gate's ``assess``: for each statement
+the validator accepted it asks the planner (``orchestrator.features.explain``, never running the
+statement), resolves the tables and ``table.column`` names read, marks those the policy's
+``[risk] sensitive_columns`` names, works out the rows expected (the estimate, bounded by the
+statement's LIMIT) and whether the row cap will cut, and raises the level by the ``[risk]``
+rules. ``risk_approval(policy)`` is the rule of each level for the gate.
+
+Example:
+    >>> from safety import Policy
+    >>> rules = Policy.from_toml_text('[risk]\\nhigh_rows = 1000\\nfull_scan = "low"').risk
+    >>> level_of(rules, PlanEstimate(rows=5000, full_scans=["orders"]), 5000, [], False)
+    ('high', ['about 5000 rows expected (high from 1000)'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlglot
+from sqlalchemy.engine import Engine
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from approvals import ApprovalItem, RiskApproval, RiskLevel, StatementRisk
+from approvals.risk import higher
+from orchestrator.features.explain import PlanEstimate, explain
+from orchestrator.features.memory.fingerprint import columns_read
+from safety import DatabaseSchema, NameRules, Policy, RiskRules
+
+__all__ = ["RiskAssessor", "level_of", "risk_approval"]
+
+Explain = Callable[[Engine, str, str], PlanEstimate]
+
+
+def risk_approval(policy: Policy) -> RiskApproval:
+    """The gate's rule per level from the policy's ``[risk]`` section."""
+    rules = policy.risk
+    return RiskApproval(quorum=rules.quorum.model_dump(), auto_levels=frozenset(rules.auto_approve))
+
+
+class RiskAssessor:
+    """``assess(item) -> StatementRisk`` for one database under one policy.
+
+    ``explain`` is the planner seam (``orchestrator.features.explain.explain``); ``schema`` resolves
+    column references (None: unresolved references count as possibly sensitive when the policy
+    names sensitive columns).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        dialect: str,
+        policy: Policy,
+        schema: DatabaseSchema | None = None,
+        *,
+        explain: Explain = explain,
+    ) -> None:
+        self.engine = engine
+        self.dialect = dialect
+        self.policy = policy
+        self.schema = schema
+        self._explain = explain
+        self._sensitive = NameRules.from_policy(denied_columns=policy.risk.sensitive_columns)
+
+    def __call__(self, item: ApprovalItem) -> StatementRisk:
+        plan = self._explain(self.engine, self.dialect, item.sql)
+        tables, aliases, limit = _reads(item.sql, self.dialect)
+        scans = sorted({aliases[s.lower()] for s in plan.full_scans if s.lower() in aliases})
+        plan = PlanEstimate(
+            rows=plan.rows, full_scans=scans, summary=plan.summary, error=plan.error
+        )
+        _, columns = columns_read(item.sql, self.dialect, self._plain_schema())
+        default = self.schema.default_schema if self.schema else None
+        if columns is None:
+            sensitive = ["(columns not resolved)"] if self.policy.risk.sensitive_columns else []
+        else:
+            sensitive = sorted(c for c in columns if self._is_sensitive(c, default))
+        rows = plan.rows if limit is None or plan.rows is None else min(plan.rows, limit)
+        cap = self.policy.row_cap
+        if rows is not None:
+            cuts: bool | None = rows > cap
+        else:
+            cuts = False if limit is not None and limit <= cap else None
+        level, reasons = level_of(self.policy.risk, plan, rows, sensitive, cuts)
+        return StatementRisk(
+            level=level,
+            reasons=reasons,
+            engine=self.dialect,
+            estimate=plan.summary,
+            estimate_error=plan.error,
+            rows_expected=rows,
+            full_scans=plan.full_scans,
+            tables=sorted(tables),
+            sensitive_columns=sensitive,
+            row_cap=cap,
+            row_cap_cuts=cuts,
+        )
+
+    def _is_sensitive(self, column: str, default: str | None) -> bool:
+        table, _, name = column.partition(".")
+        return self._sensitive.column_verdict(default, table, name, default) is not None
+
+    def _plain_schema(self) -> dict[str, list[str]] | None:
+        if self.schema is None:
+            return None
+        return {name.split(".")[-1]: cols for name, cols in self.schema.tables.items()}
+
+
+def level_of(
+    rules: RiskRules,
+    plan: PlanEstimate,
+    rows: int | None,
+    sensitive: list[str],
+    cuts: bool | None,
+) -> tuple[RiskLevel, list[str]]:
+    """The level the ``[risk]`` rules give these facts, and one reason per rule that raised it."""
+    level: RiskLevel = "low"
+    reasons: list[str] = []
+
+    def raise_to(to: RiskLevel, why: str) -> None:
+        nonlocal level
+        if to != "low":
+            level = higher(level, to)
+            reasons.append(why)
+
+    if sensitive:
+        raise_to(rules.sensitive, f"reads sensitive {', '.join(sensitive)}")
+    if rows is not None and rules.high_rows is not None and rows >= rules.high_rows:
+        raise_to("high", f"about {rows} rows expected (high from {rules.high_rows})")
+    elif rows is not None and rules.medium_rows is not None and rows >= rules.medium_rows:
+        raise_to("medium", f"about {rows} rows expected (medium from {rules.medium_rows})")
+    if plan.full_scans:
+        raise_to(rules.full_scan, f"full scan of {', '.join(plan.full_scans)}")
+    if cuts:
+        raise_to(rules.row_cap_cut, "the row cap will cut the result")
+    if plan.error is not None:
+        raise_to(rules.no_estimate, f"no estimate: {plan.error}")
+    return level, reasons
+
+
+def _reads(sql: str, dialect: str) -> tuple[set[str], dict[str, str], int | None]:
+    """(tables read, alias or name -> table, the outer LIMIT) of ``sql``."""
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except SqlglotError:
+        return set(), {}, None
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    tables: set[str] = set()
+    aliases: dict[str, str] = {}
+    for table in tree.find_all(exp.Table):
+        name = table.name.lower()
+        if not name or name in ctes:
+            continue
+        tables.add(name)
+        aliases[name] = name
+        if table.alias:
+            aliases[table.alias.lower()] = name
+    limit = None
+    clause = tree.args.get("limit")
+    if isinstance(clause, exp.Limit) and isinstance(clause.expression, exp.Literal):
+        if clause.expression.is_int:
+            limit = int(clause.expression.this)
+    return tables, aliases, limit

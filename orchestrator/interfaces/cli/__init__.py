@@ -1,0 +1,1 @@
+"""The ``sqlgate`` command line, one module per command group (``main`` assembles them)."""
