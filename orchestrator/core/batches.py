@@ -38,6 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from approvals.migrations import migrate, write_transaction
 from orchestrator.core.checkpoint import StartedCheckpoint
 from orchestrator.core.run_identity import database_identity
+from orchestrator.core.runs import new_run_row
 from orchestrator.core.runs import runs as runs_table
 
 __all__ = ["BatchRun", "BatchStore", "RecordedBatch", "batch_id_for"]
@@ -165,22 +166,13 @@ class BatchStore:
                 conn.execute(
                     runs_table.insert(),
                     [
-                        {
-                            "run_id": run.run_id,
-                            "status": "queued",
-                            "version": 1,
-                            "database": database,
-                            "checkpoint": StartedCheckpoint(
-                                run_id=run.run_id, questions=run.questions
-                            ).model_dump_json(by_alias=True),
-                            "updated_at": now,
-                            "owner": None,
-                            "lease_expires_at": None,
-                            "takeovers": 0,
-                            "follow_up_of": None,
-                            # bound to its database as every run is (resolved here, once)
-                            "target": target,
-                        }
+                        new_run_row(
+                            run.run_id,
+                            database,
+                            StartedCheckpoint(run_id=run.run_id, questions=run.questions),
+                            now=now,
+                            target=target,
+                        )
                         for run in recorded
                     ],
                 )

@@ -147,6 +147,37 @@ class StoredRun:
         )
 
 
+def new_run_row(
+    run_id: str,
+    database: str,
+    checkpoint: Checkpoint,
+    *,
+    now: datetime,
+    status: str = "queued",
+    owner: str | None = None,
+    follow_up_of: str | None = None,
+    schema_fingerprint: str | None = None,
+    target: str | None = None,
+) -> dict[str, Any]:
+    """The row of a new run (version 1, no lease), bound to the identity of ``database``: every
+    writer of ``runs`` rows goes through here, so none can record a run bound to nothing.
+    ``target`` passes an identity already resolved (many rows for one database)."""
+    return {
+        "run_id": run_id,
+        "status": status,
+        "version": 1,
+        "database": database,
+        "checkpoint": checkpoint.model_dump_json(by_alias=True),
+        "updated_at": now,
+        "owner": owner,
+        "lease_expires_at": None,
+        "takeovers": 0,
+        "follow_up_of": follow_up_of,
+        "target": target or database_identity(database),
+        "schema_fingerprint": schema_fingerprint,
+    }
+
+
 class RunStore:
     """Checkpoints of runs, in a SQLAlchemy database shared by every sqlgate process."""
 
@@ -188,23 +219,19 @@ class RunStore:
         process) and, when given, to the fingerprint of the schema it is judged on."""
         self.setup()
         now = _now()
+        row = new_run_row(
+            run_id,
+            database,
+            checkpoint,
+            now=now,
+            status=status,
+            owner=owner,
+            follow_up_of=follow_up_of,
+            schema_fingerprint=schema_fingerprint,
+        )
+        row["lease_expires_at"] = now + timedelta(seconds=lease_s) if lease_s else None
         with write_transaction(self.engine) as conn:
-            conn.execute(
-                runs.insert().values(
-                    run_id=run_id,
-                    status=status,
-                    version=1,
-                    database=database,
-                    checkpoint=checkpoint.model_dump_json(by_alias=True),
-                    updated_at=now,
-                    owner=owner,
-                    lease_expires_at=now + timedelta(seconds=lease_s) if lease_s else None,
-                    takeovers=0,
-                    follow_up_of=follow_up_of,
-                    target=database_identity(database),
-                    schema_fingerprint=schema_fingerprint,
-                )
-            )
+            conn.execute(runs.insert().values(**row))
         return 1
 
     def load(self, run_id: str) -> StoredRun:

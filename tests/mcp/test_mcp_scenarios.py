@@ -41,22 +41,9 @@ from tests.mcp.drivers import (
 )
 from tests.mcp.model_server import CassetteModelServer
 from tests.mcp.test_mcp_http import mcp_config, serving, serving_app
+from tests.mcp.test_mcp_stdio import TOOLS
 from tests.scripted_llm.scenarios import AMBIGUOUS_ANSWERS, COUNT_QUESTIONS
 
-TOOLS = {
-    "ask",
-    "submit_sql",
-    "run_status",
-    "wait_for_run",
-    "list_runs",
-    "cancel_run",
-    "answer_clarification",
-    "get_rows",
-    "publish_template",
-    "schema",
-    "validate",
-    "explain_policy",
-}
 #: Model requests per minute: the scenario uses 6; the last question (worst case 5) is refused.
 RATE_LIMIT = 10
 ASK_AT_GATE_S = 5.0
