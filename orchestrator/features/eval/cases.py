@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.core.errors import ConfigurationError
 
-__all__ = ["EvalCase", "EvalFileError", "load_cases", "parse_entries"]
+__all__ = ["EvalCase", "EvalFileError", "load_cases", "parse_entries", "select_cases"]
 
 #: An id names the question's cassette file, so it must be a safe file name.
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -96,6 +96,43 @@ def load_cases(path: Path) -> list[EvalCase]:
             f"{path}: unknown eval file type {suffix or '(none)'!r}; use .json, .jsonl or .yaml"
         )
     return parse_entries(data, str(path))
+
+
+def select_cases(
+    cases: list[EvalCase],
+    *,
+    db_ids: list[str] | None = None,
+    per_db: int | None = None,
+    limit: int | None = None,
+) -> list[EvalCase]:
+    """The questions of the databases named ``db_ids`` (all when None), at most ``per_db`` of
+    each database, at most ``limit`` in all, in file order. Raises ``EvalFileError`` when
+    nothing is left.
+
+    Example:
+        >>> c = parse_entries([{"question": f"q{n}", "gold_sql": "SELECT 1", "db": d}
+        ...                    for n, d in enumerate("aabbb")], "f.json")
+        >>> [x.id for x in select_cases(c, per_db=1)], [x.id for x in select_cases(c, db_ids=["b"], limit=2)]
+        (['q1', 'q3'], ['q3', 'q4'])
+    """
+    wanted = set(db_ids) if db_ids else None
+    taken: dict[str | None, int] = {}
+    kept = []
+    for case in cases:
+        if wanted is not None and case.db not in wanted:
+            continue
+        if per_db is not None and taken.get(case.db, 0) >= per_db:
+            continue
+        taken[case.db] = taken.get(case.db, 0) + 1
+        kept.append(case)
+    kept = kept[:limit] if limit is not None else kept
+    if not kept:
+        raise EvalFileError(
+            f"no question left to evaluate (databases {', '.join(sorted(wanted))})"
+            if wanted
+            else "no question left to evaluate"
+        )
+    return kept
 
 
 def parse_entries(data: Any, source: str) -> list[EvalCase]:

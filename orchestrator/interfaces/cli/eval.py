@@ -72,8 +72,13 @@ def eval_command(
         list[str] | None,
         typer.Option("--db-id", help="Only the questions of this database name (repeatable)."),
     ] = None,
+    per_db: Annotated[
+        int | None,
+        typer.Option(help="Only the first N questions of each database (after --db-id).", min=1),
+    ] = None,
     limit: Annotated[
-        int | None, typer.Option(help="Only the first N questions (after --db-id).", min=1)
+        int | None,
+        typer.Option(help="Only the first N questions (after --db-id and --per-db).", min=1),
     ] = None,
     record: Annotated[
         Path | None,
@@ -119,7 +124,7 @@ def eval_command(
     In CI: sqlgate eval questions.yaml --db sqlite:///shop.db --approve-all --replay cassettes/
     --baseline last-report.json --threshold 0.02
     """
-    from orchestrator.features.eval.cases import load_cases
+    from orchestrator.features.eval.cases import load_cases, select_cases
     from orchestrator.features.eval.report import compare_reports, read_report
     from orchestrator.features.eval.runner import resolve_databases
 
@@ -135,14 +140,7 @@ def eval_command(
         fail("--record and --replay exclude each other: record once, then replay", as_json=as_json)
     try:
         cases = load_cases(eval_file)
-        if db_id:
-            cases = [c for c in cases if c.db in set(db_id)]
-            if not cases:
-                fail(
-                    f"no question of {eval_file} names the database(s) {', '.join(db_id)}",
-                    as_json=as_json,
-                )
-        cases = cases[:limit] if limit else cases
+        cases = select_cases(cases, db_ids=db_id, per_db=per_db, limit=limit)
         urls = resolve_databases(cases, db, db_dir)
         earlier = read_report(baseline) if baseline is not None else None
         if out is not None and not out.parent.is_dir():
