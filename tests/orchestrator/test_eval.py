@@ -253,3 +253,22 @@ def test_approve_all_is_in_the_audit_log_and_teaches_nothing(tmp_path: Path, dem
     votes = [v for b in batches for v in b.votes]
     assert votes and {v.review for v in votes} == {"unseen"}  # vouches for nothing
     assert state.memory.examples() == []  # nothing remembered from approvals nobody saw
+
+
+def test_recorded_cassettes_carry_no_credentials_and_no_host(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, demo_url: str
+) -> None:
+    """A key sent to the endpoint (and its host and port) never reaches a cassette."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-eval-secret-0123456789")
+    one = tmp_path / "one.yaml"
+    one.write_text(DEMO_EVAL.read_text().split("  - id: orders-by-segment")[0])
+    result = _record(
+        monkeypatch,
+        ScenarioScript(SCENARIOS),
+        [str(one), "--db", demo_url, "--approve-all"],
+        tmp_path / "cassettes",
+    )
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "cassettes" / "top-categories.yaml").read_text()
+    assert "sk-eval-secret" not in text and "authorization" not in text.lower()
+    assert "127.0.0.1" not in text and "http://llm.recorded/v1/chat/completions" in text

@@ -48,6 +48,7 @@ SCRIPTED_HEADER = "x-sqlgate-scripted-server"
 #: Request headers never written to a cassette: credentials, and what differs per machine.
 NOISY_REQUEST_HEADERS = [
     "authorization",
+    "host",
     "api-key",
     "x-api-key",
     "openai-organization",
