@@ -117,6 +117,7 @@ class CassetteRecorder:
                 f"cannot create the cassette folder {directory}: {exc}"
             ) from None
         self.scripted = False
+        self.miss: str | None = None  # a recording always matches itself
 
     @contextmanager
     def question(self, case_id: str) -> Iterator[None]:

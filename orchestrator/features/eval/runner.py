@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from orchestrator.core.errors import SqlgateError
 from orchestrator.features.eval.cases import EvalCase, EvalFileError
@@ -38,7 +38,19 @@ if TYPE_CHECKING:
     from orchestrator.core.result import RunResult
     from orchestrator.core.result_rows import ResultRowStore
 
-__all__ = ["EvalRun", "database_url", "resolve_databases"]
+__all__ = ["EvalRun", "QuestionCassettes", "database_url", "resolve_databases"]
+
+
+class QuestionCassettes(Protocol):
+    """Where each question's model traffic is recorded or replayed from (``CassetteRecorder``,
+    ``CassetteReplay``): ``scripted`` once a reply came from sqlgate's scripted server, ``miss``
+    after a question whose replay did not match its recording."""
+
+    scripted: bool
+    miss: str | None
+
+    def question(self, case_id: str) -> AbstractContextManager[None]: ...
+
 
 #: Told after each question: (questions done, questions in all, that question's line).
 OnQuestion = Callable[[int, int, EvalQuestion], object]
@@ -89,7 +101,7 @@ class EvalRun:
     approvals: ApprovalStore | None
     result_rows: ResultRowStore
     mode: Literal["live", "record", "replay"] = "live"
-    cassettes: Any | None = None
+    cassettes: QuestionCassettes | None = None
     on_question: OnQuestion | None = None
     clock: Callable[[], float] = time.perf_counter
     _databases: dict[str, TargetDatabase] = field(default_factory=dict)
@@ -112,7 +124,7 @@ class EvalRun:
             source=source,
             mode=self.mode,
             model=self.llm.settings.model,
-            scripted=bool(getattr(self.cassettes, "scripted", False)),
+            scripted=self.cassettes is not None and self.cassettes.scripted,
             approvals=APPROVE_ALL,
             started_at=started_at,
             totals=EvalTotals.of(lines, self.clock() - started),
@@ -175,7 +187,7 @@ class EvalRun:
         line.prompt_tokens = result.tokens.prompt
         line.completion_tokens = result.tokens.completion
         line.duration_ms = round(result.duration_ms, 1)
-        miss = getattr(self.cassettes, "miss", None)
+        miss = self.cassettes.miss if self.cassettes is not None else None
         if miss:
             line.outcome, line.note = "replay_miss", miss
             return line

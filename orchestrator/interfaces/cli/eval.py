@@ -195,7 +195,7 @@ def _run(
     from orchestrator.core.database import TargetDatabase
     from orchestrator.core.result_rows import ResultRowStore
     from orchestrator.core.state_db import StateDatabase, default_state_url, state_errors
-    from orchestrator.features.eval.runner import EvalRun
+    from orchestrator.features.eval.runner import EvalRun, QuestionCassettes
     from orchestrator.interfaces.cli.common import policy_with
 
     settings = Settings.from_env({**os.environ, "SQLGATE_POLICY": ""})
@@ -204,7 +204,7 @@ def _run(
         settings.rate_limit, settings.rate_window_s = parse_rate(rate_limit)
     if timeout is not None:
         settings.statement_timeout_s = timeout
-    cassettes: Any = None
+    cassettes: QuestionCassettes | None = None
     if replay is not None:
         from orchestrator.features.eval.replay import replay_client
 
