@@ -237,4 +237,4 @@ def test_record_without_the_eval_extra_names_it_and_replay_needs_none(
         env={"OPENAI_API_KEY": ""},
     )
     assert replayed.returncode == 0, replayed.stderr[-3000:]
-    assert json.loads(replayed.stdout)["totals"]["correct"] == 4
+    assert json.loads(replayed.stdout)["totals"]["correct"] == 5
