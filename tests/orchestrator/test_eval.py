@@ -274,3 +274,25 @@ def test_recorded_cassettes_carry_no_credentials_and_no_host(
     text = (tmp_path / "cassettes" / "top-categories.yaml").read_text()
     assert "sk-eval-secret" not in text and "authorization" not in text.lower()
     assert "127.0.0.1" not in text and "http://llm.recorded/v1/chat/completions" in text
+
+
+def test_a_live_eval_needs_no_cassettes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, demo_url: str
+) -> None:
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
+    one = tmp_path / "one.yaml"
+    one.write_text(
+        "- id: books\n"
+        "  question: How many products are in the Books category?\n"
+        "  expected_rows: [[15]]\n"
+    )
+    with ScriptedLLMServer(ScenarioScript(SCENARIOS)) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "SQLGATE_MODEL": "sqlgate-scripted"}
+        result = _eval([str(one), "--db", demo_url, "--approve-all", "--json"], env)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["mode"], report["totals"]["correct"], report["totals"]["llm_calls"]) == (
+        "live",
+        1,
+        3,
+    )

@@ -238,3 +238,35 @@ def test_record_without_the_eval_extra_names_it_and_replay_needs_none(
     )
     assert replayed.returncode == 0, replayed.stderr[-3000:]
     assert json.loads(replayed.stdout)["totals"]["correct"] == 5
+
+
+def test_a_database_named_by_the_question_is_found_under_db_dir(
+    tmp_path: Path, demo_db: Path
+) -> None:
+    import shutil
+
+    path = tmp_path / "q.json"
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "books",
+                    "question": "How many products are in the Books category?",
+                    "expected_rows": [[15]],
+                    "db": "shop",
+                }
+            ]
+        )
+    )
+    cassettes = str(ROOT / "cassettes" / "eval_demo")
+    args = ["eval", str(path), "--approve-all", "--replay", cassettes, "--db-dir"]
+    missing = runner.invoke(app, [*args, str(tmp_path)])
+    assert missing.exit_code == 2
+    assert "no database 'shop' in" in " ".join(missing.output.split())
+    (tmp_path / "database" / "shop").mkdir(parents=True)
+    shutil.copy(demo_db, tmp_path / "database" / "shop" / "shop.sqlite")
+    found = runner.invoke(app, [*args, str(tmp_path / "database"), "--json"])
+    assert found.exit_code == 0, found.output
+    report = json.loads(found.stdout)
+    assert [q["outcome"] for q in report["questions"]] == ["correct"]
+    assert report["questions"][0]["db"].endswith("shop/shop.sqlite")

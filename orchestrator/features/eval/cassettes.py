@@ -126,12 +126,16 @@ class CassetteRecorder:
         partial = self.directory / f".{case_id}.recording.yaml"
         partial.unlink(missing_ok=True)
         recorder = self.vcr.VCR(**VCR_CONFIG)
-        with recorder.use_cassette(str(partial), record_mode="all") as cassette:
-            yield
-            self.scripted = self.scripted or any(
-                SCRIPTED_HEADER in {k.lower() for k in r.get("headers", {})}
-                for r in cassette.responses
-            )
+        try:
+            with recorder.use_cassette(str(partial), record_mode="all") as cassette:
+                yield
+                self.scripted = self.scripted or any(
+                    SCRIPTED_HEADER in {k.lower() for k in r.get("headers", {})}
+                    for r in cassette.responses
+                )
+        except BaseException:  # interrupted: no half recording is left to be replayed
+            partial.unlink(missing_ok=True)
+            raise
         if partial.exists():
             os.replace(partial, final)
         else:  # no request was made: an empty cassette says so, and replays as such
@@ -144,6 +148,8 @@ def recorded_endpoint(directory: Path) -> tuple[str, str]:
     if not directory.is_dir():
         raise ConfigurationError(f"no such cassette folder: {directory}")
     for path in sorted(directory.glob("*.yaml")):
+        if path.name.startswith("."):
+            continue  # a recording under way
         try:
             interactions = load_cassette(path)
         except ReplayError as exc:
