@@ -296,3 +296,35 @@ def test_a_live_eval_needs_no_cassettes(
         1,
         3,
     )
+
+
+def test_a_database_that_cannot_be_opened_stops_the_eval_before_any_model_call(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, demo_url: str
+) -> None:
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
+    two = tmp_path / "two.json"
+    broken = f"sqlite:///{tmp_path}/absent/shop.sqlite"
+    two.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "a",
+                    "question": "How many products are in the Books category?",
+                    "expected_rows": [[15]],
+                    "db": demo_url,
+                },
+                {
+                    "id": "b",
+                    "question": "How many products are in the Books category?",
+                    "expected_rows": [[15]],
+                    "db": broken,
+                },
+            ]
+        )
+    )
+    with ScriptedLLMServer(ScenarioScript(SCENARIOS)) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "SQLGATE_MODEL": "sqlgate-scripted"}
+        result = _eval([str(two), "--approve-all"], env)
+        assert server.requests == []
+    assert result.exit_code == 10, result.output
+    assert "cannot open" in result.output and "Traceback" not in result.output

@@ -112,6 +112,8 @@ class EvalRun:
         started = self.clock()
         lines: list[EvalQuestion] = []
         try:
+            for url in dict.fromkeys(urls[case.id] for case in cases):
+                self._pipeline(url)  # every database opened before the first model call
             for case in cases:
                 line = self._one(case, urls[case.id])
                 lines.append(line)
@@ -200,6 +202,8 @@ class EvalRun:
         header = self.result_rows.header(result.run_id, "q1")
         got = list(self.result_rows.rows(result.run_id, "q1")) if header is not None else []
         line.outcome = "correct" if same_result(got, gold, ordered=line.ordered) else "wrong"
+        if line.truncated:
+            line.note = "a result was cut at the row cap: the rows kept were compared"
         return line
 
     def _gold(
