@@ -108,6 +108,13 @@ BENCHMARKS = [
         quick=["--repeat", "20"],
         other=True,
     ),
+    Benchmark(
+        "eval_spider",
+        "eval_spider.py",
+        "sqlgate eval on Spider dev (scripted gold SQL): record, replay, same report",
+        quick=["--per-db", "1"],
+        other=True,
+    ),
 ]
 
 

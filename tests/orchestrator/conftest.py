@@ -24,6 +24,7 @@ import orchestrator.core.llm
 from orchestrator.core.database import TargetDatabase
 from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline, PipelineConfig
+from orchestrator.features.eval.cassettes import VCR_CONFIG
 from ratelimit import ManualClock, SlidingWindowLimiter
 from tests.conftest import ROOT
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
@@ -31,56 +32,12 @@ from tests.scripted_llm.server import ScriptedLLMServer
 
 CASSETTES = ROOT / "cassettes"
 SCRIPTED_MODEL = "sqlgate-scripted"
-_NOISY_REQUEST_HEADERS = [
-    "authorization",
-    "api-key",
-    "x-api-key",
-    "openai-organization",
-    "openai-project",
-    "cookie",
-    "user-agent",
-    "x-stainless-arch",
-    "x-stainless-os",
-    "x-stainless-runtime",
-    "x-stainless-runtime-version",
-    "x-stainless-package-version",
-    "x-stainless-lang",
-    "x-stainless-async",
-    "x-stainless-retry-count",
-    "x-stainless-read-timeout",
-]
-_NOISY_RESPONSE_HEADERS = {
-    "set-cookie",
-    "openai-organization",
-    "openai-project",
-    "cf-ray",
-    "x-request-id",
-}
-
-
-def _stable_request(request: Any) -> Any:
-    """Record a fixed host: the scripted server's port changes from run to run."""
-    request.uri = "http://llm.recorded" + request.path
-    return request
-
-
-def _clean_response(response: dict[str, Any]) -> dict[str, Any]:
-    headers = response.get("headers", {})
-    for name in list(headers):
-        if name.lower() in _NOISY_RESPONSE_HEADERS:
-            del headers[name]
-    return response
 
 
 @pytest.fixture(scope="module")
 def vcr_config() -> dict[str, Any]:
-    return {
-        "filter_headers": _NOISY_REQUEST_HEADERS,
-        "match_on": ["method", "path", "body"],
-        "decode_compressed_response": True,
-        "before_record_request": _stable_request,
-        "before_record_response": _clean_response,
-    }
+    """The product's own cassette settings (``sqlgate eval --record`` writes alike)."""
+    return dict(VCR_CONFIG)
 
 
 @pytest.fixture(scope="module")

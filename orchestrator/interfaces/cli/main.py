@@ -10,6 +10,7 @@
     sqlgate schema --db URL [TABLE ...]        what sqlgate sees of a database
     sqlgate validate "SQL" --dialect D         check SQL against the safety policy
     sqlgate limits                             the shared LLM rate-limit window
+    sqlgate eval FILE --approve-all            your questions with gold SQL: accuracy, calls, tokens
 
 Every command takes ``--json`` for scripts: results go to stdout as JSON, everything else to
 stderr. Exit codes (the README's table; ``orchestrator.core.result.EXIT_CODES``): 0 answered (or
@@ -18,7 +19,8 @@ input or configuration (a malformed database URL too), 3 needs clarification, 4 
 reviewer, 5 unsafe SQL, 6 execution failed, 7 statement timeout, 8 rate limited, 9 model error,
 10 database error, 11 awaiting approval, 12 execution in doubt, 13 ``batch`` with a question
 that did not end answered or needing clarification, 14 ``resume`` of a run that belongs to
-another database (nothing ran), 130 cancelled.
+another database (nothing ran), 15 ``eval`` regressed against its baseline, 16 ``eval
+--replay`` did not match its recordings, 130 cancelled.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def _mount_subcommands() -> None:
     from orchestrator.interfaces.cli.approvals import approvals_app, resume
     from orchestrator.interfaces.cli.batch import batch
     from orchestrator.interfaces.cli.demo import demo
+    from orchestrator.interfaces.cli.eval import eval_command
     from orchestrator.interfaces.cli.inspect import limits, schema, validate
     from orchestrator.interfaces.cli.mcp import mcp
     from orchestrator.interfaces.cli.memory import memory_app
@@ -118,6 +121,7 @@ def _mount_subcommands() -> None:
     app.add_typer(runs_app, name="runs")
     app.command()(mcp)
     app.add_typer(memory_app, name="memory")
+    app.command(name="eval")(eval_command)
 
 
 @app.command()
