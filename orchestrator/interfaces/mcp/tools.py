@@ -112,6 +112,12 @@ def outcome(report: RunReport, *, waiting_is_error: bool) -> RunReport:
             run=run,
         )
     if report.status == "awaiting_approval":
+        if (
+            waiting_is_error
+            and report.error is not None
+            and report.error.code == "awaiting_execution"
+        ):
+            raise ToolRefusal("awaiting_execution", report.error.message, run=run)
         if waiting_is_error:
             review = report.review
             where = review.reviewer_url or review.command if review else "sqlgate approvals list"
