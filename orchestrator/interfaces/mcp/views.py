@@ -327,18 +327,16 @@ def run_report(
         if row.status == "awaiting_approval" and row.batch_id
         else None
     )
-    if decided is not None and decided.status != "pending":
+    if decided is not None and decided.status != "pending" and own_login != runs_as:
+        # decided, and this server may not execute it: say who can (its own runs it goes on
+        # with by itself, a moment after the decision)
         by = decided.outcome.decided_by if decided.outcome is not None else None
-        elsewhere = (
-            f" (this server logs in as {own_login}, so it leaves the run alone)"
-            if own_login is not None and runs_as is not None and own_login != runs_as
-            else ""
-        )
         error = ErrorInfo(
             code="awaiting_execution",
             message=f"batch {row.batch_id} was {decided.status}{f' by {by}' if by else ''}; "
             f"the run goes on once a sqlgate process of its database that logs in as "
-            f"{runs_as or 'its recorded login'} takes it{elsewhere}",
+            f"{runs_as or 'its recorded login'} takes it (this server logs in as "
+            f"{own_login or 'another login'}, so it leaves the run alone)",
         )
     if row.error:
         error = ErrorInfo(

@@ -34,6 +34,7 @@ from fastapi.staticfiles import StaticFiles
 from orchestrator.interfaces.server import (
     routes_batches,
     routes_events,
+    routes_identity,
     routes_memory,
     routes_metrics,
     routes_notifications,
@@ -55,6 +56,7 @@ ROUTERS = (
     routes_metrics.router,
     routes_notifications.router,
     routes_pages.router,
+    routes_identity.router,
 )
 
 
