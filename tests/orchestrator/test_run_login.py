@@ -16,14 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from typer.testing import CliRunner
 
 import orchestrator.interfaces.tasks
@@ -41,85 +38,20 @@ from orchestrator.interfaces.mcp.config import McpConfig
 from orchestrator.interfaces.mcp.service import McpService
 from orchestrator.interfaces.server.runner import RunService
 from safety import Policy
+from tests.fixtures.rls import SQL, RlsDatabase, rls_database
 from tests.orchestrator.conftest import Harness
 
 runner = CliRunner()
 #: A model client is built (no cassette): any model request would fail the test.
 pytestmark = pytest.mark.vcr
 
-SQL = "SELECT region, count(*) AS n FROM orders GROUP BY region ORDER BY region"
 PURPOSE = "orders per region"
-
-
-@dataclass(frozen=True)
-class RlsDatabase:
-    """The URLs of one database for two logins, and the role names."""
-
-    superuser: str
-    reader: str
-    reader_user: str
-    north: str
-    south: str
-
-    def rows(self, url: str, role: str | None = None) -> list[list[Any]]:
-        """What ``SQL`` returns to ``url``'s login (as ``role``), asked directly."""
-        engine = sa.create_engine(url)
-        try:
-            with engine.begin() as conn:
-                if role:
-                    conn.exec_driver_sql(f'SET LOCAL ROLE "{role}"')
-                return [list(r) for r in conn.exec_driver_sql(SQL)]
-        finally:
-            engine.dispose()
 
 
 @pytest.fixture
 def rls(postgres_database: str) -> Iterator[RlsDatabase]:
-    suffix = uuid.uuid4().hex[:8]
-    reader, north, south = f"sg_reader_{suffix}", f"sg_north_{suffix}", f"sg_south_{suffix}"
-    engine = sa.create_engine(postgres_database, isolation_level="AUTOCOMMIT")
-    name = sa.make_url(postgres_database).database
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f"CREATE ROLE {reader} LOGIN")
-        conn.exec_driver_sql(f"CREATE ROLE {north} NOLOGIN")
-        conn.exec_driver_sql(f"CREATE ROLE {south} NOLOGIN")
-        conn.exec_driver_sql(f"GRANT {north}, {south} TO {reader}")
-        conn.exec_driver_sql(f"GRANT CONNECT ON DATABASE {name} TO {reader}")
-        conn.exec_driver_sql(
-            "CREATE TABLE orders (id INTEGER PRIMARY KEY, region TEXT, amount INTEGER)"
-        )
-        conn.exec_driver_sql(
-            "INSERT INTO orders SELECT i, CASE WHEN mod(i, 4) = 0 THEN 'north' ELSE 'south' END, i * 10 "
-            "FROM generate_series(1, 100) AS i"
-        )
-        conn.exec_driver_sql(f"GRANT SELECT ON orders TO {reader}, {north}, {south}")
-        conn.exec_driver_sql("ALTER TABLE orders ENABLE ROW LEVEL SECURITY")
-        # one policy on current_user: a member's policies would add up under TO <role>
-        conn.exec_driver_sql(
-            "CREATE POLICY by_login ON orders FOR SELECT USING (CASE current_user "
-            f"WHEN '{reader}' THEN id <= 50 WHEN '{north}' THEN region = 'north' "
-            f"WHEN '{south}' THEN region = 'south' ELSE false END)"
-        )
-    # a password the server does not ask for (trust): the stored URL then hides it, and a
-    # worker must use its own SQLGATE_DB
-    reader_url = (
-        sa.make_url(postgres_database)
-        .set(username=reader, password="unused")
-        .render_as_string(hide_password=False)
-    )
-    try:
-        yield RlsDatabase(postgres_database, reader_url, reader, north, south)
-    finally:
-        with engine.connect() as conn:
-            conn.exec_driver_sql(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                f"WHERE usename = '{reader}' AND pid <> pg_backend_pid()"
-            )
-            conn.exec_driver_sql(f"DROP OWNED BY {reader}, {north}, {south}")
-            conn.exec_driver_sql("DROP TABLE orders")
-            for role in (reader, north, south):
-                conn.exec_driver_sql(f"DROP ROLE {role}")
-        engine.dispose()
+    with rls_database(postgres_database) as made:
+        yield made
 
 
 @pytest.fixture

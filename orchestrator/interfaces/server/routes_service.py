@@ -29,10 +29,9 @@ def health(request: Request, service: ServiceDep) -> dict[str, Any]:
 def me(principal: Caller) -> dict[str, str | None]:
     """The actor and role of the token; for the identity provider's tokens, also its subject
     and issuer and the policy section the caller's questions get."""
-    return {
-        "actor": principal.actor,
-        "role": str(principal.role),
-        "subject": principal.subject,
-        "issuer": principal.issuer,
-        "policy_role": principal.policy_role,
-    }
+    me: dict[str, str | None] = {"actor": principal.actor, "role": str(principal.role)}
+    if principal.subject is not None:
+        me.update(
+            subject=principal.subject, issuer=principal.issuer, policy_role=principal.policy_role
+        )
+    return me

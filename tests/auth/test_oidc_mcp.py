@@ -1,0 +1,186 @@
+"""Identity from the organisation, end to end: two askers sign in at a local OpenID provider
+(real HTTP), ask ``sqlgate mcp`` over HTTP with the MCP SDK's own client the same SQL, a
+reviewer signed in at the same provider decides on ``sqlgate serve``, and each asker gets the
+rows of the PostgreSQL role their group maps to (row-level security). The audit log names every
+one of them by the provider's subject and issuer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+import orchestrator.core.llm
+from orchestrator.core.llm import LLMSettings
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.interfaces.auth import OidcSettings
+from orchestrator.interfaces.mcp import McpConfig, create_http_app
+from orchestrator.interfaces.server import ServerConfig, TokenRegistry, create_app
+from orchestrator.interfaces.server.identity import IdentityProvider
+from ratelimit import SlidingWindowLimiter
+from safety import Policy
+from tests.auth.oidc_provider import LocalOidcProvider, User
+from tests.fixtures.rls import SQL, RlsDatabase, rls_database
+from tests.mcp.test_mcp_http import serving_app
+
+AUDIENCE = "sqlgate"
+
+
+@pytest.fixture
+def rls(postgres_database: str) -> Iterator[RlsDatabase]:
+    with rls_database(postgres_database) as made:
+        yield made
+
+
+@pytest.fixture
+def idp() -> Iterator[LocalOidcProvider]:
+    with LocalOidcProvider(audience=AUDIENCE) as provider:
+        provider.users["ann"] = User("u-ann", "ann@example.com", ["sales-north"])
+        provider.users["bob"] = User("u-bob", "bob@example.com", ["sales-south"])
+        provider.users["rita"] = User("u-rita", "rita@example.com", ["sqlgate-reviewers"])
+        yield provider
+
+
+def identity(idp: LocalOidcProvider) -> IdentityProvider:
+    return IdentityProvider(
+        OidcSettings.model_validate(
+            {
+                "issuer": idp.issuer,
+                "audience": AUDIENCE,
+                "roles": [
+                    {"claim": "groups", "value": "sqlgate-reviewers", "role": "reviewer"},
+                    {
+                        "claim": "groups",
+                        "value": "sales-north",
+                        "role": "analyst",
+                        "policy": "north",
+                    },
+                    {
+                        "claim": "groups",
+                        "value": "sales-south",
+                        "role": "analyst",
+                        "policy": "south",
+                    },
+                ],
+            }
+        )
+    )
+
+
+def policy(rls: RlsDatabase) -> Policy:
+    return Policy.model_validate(
+        {
+            "roles": {
+                "north": {"database_role": rls.north},
+                "south": {"database_role": rls.south},
+            }
+        }
+    )
+
+
+def token_of(idp: LocalOidcProvider, username: str) -> str:
+    """A token from the provider's token endpoint, over HTTP."""
+    response = httpx.post(
+        f"{idp.issuer}/token", data={"grant_type": "password", "username": username}
+    )
+    response.raise_for_status()
+    return str(response.json()["access_token"])
+
+
+def mcp_client(url: str, token: str) -> Client:
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30.0, read=60.0)
+    )
+    return Client(streamable_http_client(url, http_client=http), read_timeout_seconds=60)
+
+
+def test_two_askers_get_their_roles_rows_from_one_reviewed_statement(
+    rls: RlsDatabase,
+    idp: LocalOidcProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a model client is built; submit_sql asks it nothing (its URL is the discard port)
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
+    state_url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    llm = LLMSettings(model="unused", base_url="http://127.0.0.1:9/v1", max_attempts=1)
+    mcp = McpConfig(
+        database_url=rls.reader,
+        state_url=state_url,
+        tokens=TokenRegistry({}),
+        identity=identity(idp),
+        llm=llm,
+        limiter=SlidingWindowLimiter(limit=100, window=60.0),
+        policy=policy(rls),
+        poll_interval=0.05,
+    )
+    serve = ServerConfig(
+        database_url=rls.reader,
+        state_url=state_url,
+        tokens=TokenRegistry({}),
+        identity=identity(idp),
+        llm=llm,
+        limiter=SlidingWindowLimiter(limit=100, window=60.0),
+        policy=policy(rls),
+        poll_interval=0.05,
+    )
+
+    async def session(url: str, reviewer_base: str) -> dict[str, Any]:
+        got: dict[str, Any] = {}
+        async with (
+            mcp_client(url, token_of(idp, "ann")) as ann,
+            mcp_client(url, token_of(idp, "bob")) as bob,
+        ):
+            for name, client in (("ann", ann), ("bob", bob)):
+                asked = await client.call_tool(
+                    "submit_sql", {"sql": SQL, "purpose": "orders per region"}
+                )
+                got[name] = asked.structured_content
+            rita = {"Authorization": f"Bearer {token_of(idp, 'rita')}"}
+            async with httpx.AsyncClient(base_url=reviewer_base, headers=rita) as web:
+                for name in ("ann", "bob"):
+                    batch = got[name]["review"]["batch_id"]
+                    response = await web.get(f"/approvals/{batch}")
+                    assert response.status_code == 200, response.text
+                    shown = response.json()
+                    got[f"{name}_shown"] = shown
+                    pending = shown["pending_ids"]
+                    decided = await web.post(
+                        f"/approvals/{batch}/decision",
+                        json={"decisions": {cid: "approve" for cid in pending}},
+                    )
+                    assert decided.status_code == 200, decided.text
+            for name, client in (("ann", ann), ("bob", bob)):
+                run_id = got[name]["run_id"]
+                done = await client.call_tool("wait_for_run", {"run_id": run_id, "timeout_s": 20})
+                got[f"{name}_done"] = done.structured_content
+        return got
+
+    with (
+        serving_app(create_app(serve)) as reviewer_base,
+        serving_app(create_http_app(mcp)) as mcp_base,
+    ):
+        got = anyio.run(session, f"{mcp_base}/mcp", reviewer_base)
+
+    assert got["ann"]["status"] == got["bob"]["status"] == "awaiting_approval"
+    # the reviewer sees who each statement runs as
+    assert got["ann_shown"]["runs_as"] == f"{rls.reader_user} as {rls.north}"
+    assert got["bob_shown"]["runs_as"] == f"{rls.reader_user} as {rls.south}"
+    ann_rows = got["ann_done"]["questions"][0]["rows"]
+    bob_rows = got["bob_done"]["questions"][0]["rows"]
+    assert ann_rows == rls.rows(rls.reader, rls.north) and [r[0] for r in ann_rows] == ["north"]
+    assert bob_rows == rls.rows(rls.reader, rls.south) and [r[0] for r in bob_rows] == ["south"]
+    assert got["ann_done"]["runs_as"] == f"{rls.reader_user} as {rls.north}"
+
+    state = StateDatabase(state_url)
+    actors = {event.actor for event in state.approvals.audit_log()}
+    for sub in ("u-ann", "u-bob", "u-rita"):
+        assert f"(sub {sub} at {idp.issuer})" in " ".join(actors), actors
+    state.close()
