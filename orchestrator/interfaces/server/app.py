@@ -41,6 +41,7 @@ from orchestrator.interfaces.server import (
     routes_pages,
     routes_runs,
     routes_service,
+    routes_signin,
 )
 from orchestrator.interfaces.server.config import ServerConfig
 from orchestrator.interfaces.server.error_handlers import install_error_handlers
@@ -57,6 +58,7 @@ ROUTERS = (
     routes_notifications.router,
     routes_pages.router,
     routes_identity.router,
+    routes_signin.router,
 )
 
 

@@ -71,6 +71,10 @@ class IdentityProvider:
             raise Unauthenticated(exc.message) from None
         except ProviderUnavailable as exc:
             raise ProviderDown(f"the identity provider cannot be reached: {exc.message}") from None
+        return self.principal_of_claims(claims)
+
+    def principal_of_claims(self, claims: Mapping[str, Any]) -> Principal:
+        """The principal verified ``claims`` name; ``Forbidden`` when they give no role."""
         assigned = self.rules.assign(claims)
         identity = self.rules.identity(claims)
         if assigned is None:

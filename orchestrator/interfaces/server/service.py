@@ -17,6 +17,7 @@ from orchestrator.interfaces.server.config import ServerConfig
 from orchestrator.interfaces.server.events import EventHub, EventSource, ServerEvent
 from orchestrator.interfaces.server.identity import Authenticator
 from orchestrator.interfaces.server.runner import RunService, shared_pipeline
+from orchestrator.interfaces.server.web_sessions import WebSessions
 from orchestrator.interfaces.tasks import broker_url, enqueue
 from safety import SqlValidator
 
@@ -35,6 +36,7 @@ class Service:
             config.identity.check_policy_sections(config.policy.roles)
         self.state_db = StateDatabase(config.state_url)
         self.state_db.setup()
+        self.web_sessions = WebSessions(self.state_db.engine)
         self.approvals: SqlApprovalStore = self.state_db.approvals
         self.run_store: RunStore = self.state_db.runs
         self.state: ServerState = self.state_db.server
