@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 import orchestrator.interfaces.tasks
@@ -349,3 +351,99 @@ class TestAskersMappedToDatabaseRoles:
         policy = Policy.model_validate({"roles": {"r": {"database_role": "reader"}}})
         with pytest.raises(ConfigurationError, match="database_url_env"):
             TargetDatabase(f"sqlite:///{demo_db}", policy=policy)
+
+
+@pytest.fixture
+def mysql_roles(mysql_url: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """A MariaDB/MySQL database whose view shows each login its own region; the URLs of the
+    ``north`` and ``south`` logins (passwords: URLs of roles come from the environment)."""
+    suffix = uuid.uuid4().hex[:8]
+    name = f"sqlgate_test_{suffix}"
+    admin = sa.create_engine(mysql_url, isolation_level="AUTOCOMMIT")
+    users = {region: f"{region}_{suffix}" for region in ("north", "south")}
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+        conn.exec_driver_sql(f"CREATE TABLE {name}.orders (id INTEGER PRIMARY KEY, region TEXT)")
+        conn.exec_driver_sql(
+            f"INSERT INTO {name}.orders SELECT seq, IF(MOD(seq, 4) = 0, 'north', 'south') "
+            "FROM seq_1_to_100"
+        )
+        conn.exec_driver_sql(
+            f"CREATE SQL SECURITY DEFINER VIEW {name}.my_orders AS SELECT id, region FROM "
+            f"{name}.orders WHERE CONCAT(region, '_{suffix}') = SUBSTRING_INDEX(USER(), '@', 1)"
+        )
+        for user in users.values():
+            conn.exec_driver_sql(f"CREATE USER '{user}'@'%%' IDENTIFIED BY 'pw-{suffix}'")
+            conn.exec_driver_sql(f"GRANT SELECT ON {name}.my_orders TO '{user}'@'%%'")
+    base = sa.make_url(mysql_url).set(database=name)
+    urls = {
+        region: base.set(username=user, password=f"pw-{suffix}").render_as_string(
+            hide_password=False
+        )
+        for region, user in users.items()
+    }
+    try:
+        yield base.render_as_string(hide_password=False), urls
+    finally:
+        with admin.connect() as conn:
+            for user in users.values():
+                conn.exec_driver_sql(f"DROP USER IF EXISTS '{user}'@'%%'")
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        admin.dispose()
+
+
+class TestMysqlRolesHaveTheirOwnLogins:
+    def test_each_role_runs_with_its_own_url_and_a_process_without_it_leaves_the_run(
+        self,
+        mysql_roles: tuple[str, dict[str, str]],
+        harness: Harness,
+        state_url: str,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        root_url, urls = mysql_roles
+        sql = "SELECT region, COUNT(*) AS n FROM my_orders GROUP BY region ORDER BY region"
+        policy = Policy.model_validate(
+            {
+                "roles": {
+                    "north": {"database_url_env": "SQLGATE_TEST_DB_NORTH"},
+                    "south": {"database_url_env": "SQLGATE_TEST_DB_SOUTH"},
+                }
+            }
+        )
+        monkeypatch.setenv("SQLGATE_TEST_DB_NORTH", urls["north"])
+        monkeypatch.setenv("SQLGATE_TEST_DB_SOUTH", urls["south"])
+        state = StateDatabase(state_url)
+        runs = {}
+        for region in ("north", "south"):
+            pipeline = _pipeline(harness, root_url, state, policy)
+            [paused] = pipeline.run_batch([PURPOSE], statements=[sql], role=region)
+            pipeline.db.dispose()
+            assert paused.status == RunStatus.AWAITING_APPROVAL, paused.error
+            runs[region] = paused.run_id
+            user = sa.make_url(urls[region]).username
+            assert state.runs.load(paused.run_id).login == DatabaseLogin(f"{user}@%")
+            _approve(state, paused.run_id)
+
+        monkeypatch.delenv("SQLGATE_TEST_DB_NORTH")  # a process without the north login
+        without = _pipeline(harness, root_url, state, policy)
+        before = state.runs.load(runs["north"])
+        with pytest.raises(WrongDatabase, match="SQLGATE_TEST_DB_NORTH"):
+            without.resume(runs["north"])
+        _untouched(state, runs["north"], before)
+        [south] = without.resume(runs["south"])
+        assert south.rows_preview == _direct(urls["south"], sql)
+        assert [r[0] for r in south.rows_preview] == ["south"]
+
+        monkeypatch.setenv("SQLGATE_TEST_DB_NORTH", urls["north"])
+        [north] = _pipeline(harness, root_url, state, policy).resume(runs["north"])
+        assert north.rows_preview == _direct(urls["north"], sql)
+        assert [r[0] for r in north.rows_preview] == ["north"]
+
+
+def _direct(url: str, sql: str) -> list[list[Any]]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [list(r) for r in conn.exec_driver_sql(sql)]
+    finally:
+        engine.dispose()
