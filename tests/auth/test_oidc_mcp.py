@@ -184,3 +184,47 @@ def test_two_askers_get_their_roles_rows_from_one_reviewed_statement(
     for sub in ("u-ann", "u-bob", "u-rita"):
         assert f"(sub {sub} at {idp.issuer})" in " ".join(actors), actors
     state.close()
+
+
+def test_mcp_over_http_points_clients_at_the_provider_and_refuses_other_audiences(
+    idp: LocalOidcProvider, demo_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
+    config = McpConfig(
+        database_url=f"sqlite:///{demo_db}",
+        state_url=f"sqlite:///{tmp_path / 'state.sqlite'}",
+        identity=IdentityProvider(
+            OidcSettings.model_validate(
+                {
+                    "issuer": idp.issuer,
+                    "audience": AUDIENCE,
+                    "roles": [{"claim": "groups", "value": "sales-north", "role": "analyst"}],
+                }
+            )
+        ),
+        llm=LLMSettings(model="unused", base_url="http://127.0.0.1:9/v1", max_attempts=1),
+        limiter=SlidingWindowLimiter(limit=100, window=60.0),
+    )
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    with serving_app(create_http_app(config)) as base:
+        bare = httpx.post(f"{base}/mcp", json=ping)
+        expired = idp.mint({"sub": "u-ann", "groups": ["sales-north"]}, expires_in=-3600)
+        late = httpx.post(f"{base}/mcp", json=ping, headers={"Authorization": f"Bearer {expired}"})
+        other = idp.mint({"sub": "u-ann", "groups": ["sales-north"]}, aud="another-api")
+        foreign = httpx.post(f"{base}/mcp", json=ping, headers={"Authorization": f"Bearer {other}"})
+        challenge = bare.headers["www-authenticate"]
+        metadata = httpx.get(challenge.split('"')[1]).json()
+
+    assert bare.status_code == late.status_code == foreign.status_code == 401
+    assert challenge == (
+        f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'
+    )
+    assert late.headers["www-authenticate"].endswith('error="invalid_token"')
+    assert metadata["resource"] == f"{base}/mcp"
+    assert metadata["authorization_servers"] == [idp.issuer]
+    assert late.json()["error"]["message"] == (
+        "the token expired; get a new one from the identity provider"
+    )
+    assert foreign.json()["error"]["message"] == (
+        f"the token was not issued for this service ({AUDIENCE})"
+    )

@@ -61,7 +61,7 @@ class BearerAuth:
             extra = []
             if exc.status == 401:
                 challenge = (
-                    www_authenticate(base + METADATA_PATH, "invalid_token")
+                    www_authenticate(base + METADATA_PATH, "invalid_token" if header else None)
                     if provider is not None
                     else "Bearer"
                 )

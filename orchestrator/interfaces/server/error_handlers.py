@@ -75,7 +75,10 @@ async def _server_error(request: Request, exc: Exception) -> JSONResponse:
         )
 
         metadata = str(request.base_url).rstrip("/") + PROTECTED_RESOURCE_PATH
-        headers = {"WWW-Authenticate": www_authenticate(metadata, "invalid_token")}
+        sent = request.headers.get("authorization") is not None  # RFC 6750: no error without one
+        headers = {
+            "WWW-Authenticate": www_authenticate(metadata, "invalid_token" if sent else None)
+        }
     return error_response(exc.status, exc.code, exc.message, headers=headers)
 
 
