@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 import orchestrator.core.llm
 from orchestrator.core.llm import LLMSettings
 from orchestrator.core.state_db import StateDatabase
-from orchestrator.interfaces.auth import OidcSettings
+from orchestrator.interfaces.auth import OidcSettings, OidcVerifier
 from orchestrator.interfaces.mcp import McpConfig, create_http_app
 from orchestrator.interfaces.server import ServerConfig, TokenRegistry, create_app
 from orchestrator.interfaces.server.identity import IdentityProvider
@@ -228,3 +228,116 @@ def test_mcp_over_http_points_clients_at_the_provider_and_refuses_other_audience
     assert foreign.json()["error"]["message"] == (
         f"the token was not issued for this service ({AUDIENCE})"
     )
+
+
+class _Storage:
+    """The SDK client's token storage, with a client registered at the provider beforehand."""
+
+    def __init__(self, client: Any) -> None:
+        self.tokens: Any = None
+        self.client = client
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client
+
+    async def set_client_info(self, client_info: Any) -> None:
+        self.client = client_info
+
+
+def test_the_sdk_clients_own_oauth_flow_finds_the_provider_and_asks(
+    rls: RlsDatabase,
+    idp: LocalOidcProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The MCP Python SDK's ``OAuthClientProvider``: a 401, the protected-resource metadata,
+    the provider's metadata, the authorization-code flow with PKCE and the resource indicator
+    (the token's audience is this MCP server's URL), then the tool call with that token."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import (
+        AuthorizationCodeResult,
+        OAuthClientInformationFull,
+        OAuthClientMetadata,
+    )
+
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    settings = identity(idp).settings.model_copy(update={"audience": url})  # audience-bound
+    config = McpConfig(
+        database_url=rls.reader,
+        state_url=f"sqlite:///{tmp_path / 'state.sqlite'}",
+        identity=IdentityProvider(settings),
+        llm=LLMSettings(model="unused", base_url="http://127.0.0.1:9/v1", max_attempts=1),
+        limiter=SlidingWindowLimiter(limit=100, window=60.0),
+        policy=policy(rls),
+        poll_interval=0.05,
+    )
+    server = uvicorn.Server(uvicorn.Config(create_http_app(config), log_level="warning"))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # not the main thread
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive()
+        time.sleep(0.01)
+
+    redirect = "http://127.0.0.1:1/callback"  # never opened: the code is read from the redirect
+    answered: list[AuthorizationCodeResult] = []
+
+    async def sign_in_as_ann(authorization_url: str) -> None:
+        async with httpx.AsyncClient() as browser:
+            page = await browser.get(authorization_url)  # the provider's sign-in form
+            assert "Sign in as ann" in page.text
+            query = dict(httpx.URL(authorization_url).params)
+            chosen = await browser.post(f"{idp.issuer}/authorize", data={**query, "user": "ann"})
+            back = httpx.URL(chosen.headers["location"])
+            answered.append(
+                AuthorizationCodeResult(code=back.params["code"], state=back.params["state"])
+            )
+
+    async def callback() -> AuthorizationCodeResult:
+        return answered.pop()
+
+    storage = _Storage(
+        OAuthClientInformationFull(
+            client_id="mcp-test-client", redirect_uris=[redirect], token_endpoint_auth_method="none"
+        )
+    )
+    auth = OAuthClientProvider(
+        server_url=url,
+        client_metadata=OAuthClientMetadata(
+            redirect_uris=[redirect], token_endpoint_auth_method="none"
+        ),
+        storage=storage,
+        redirect_handler=sign_in_as_ann,
+        callback_handler=callback,
+    )
+
+    async def session() -> Any:
+        http = httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0, read=60.0))
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            return await client.call_tool("submit_sql", {"sql": SQL, "purpose": "per region"})
+
+    try:
+        asked = anyio.run(session)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert not asked.is_error, asked.content
+    report = asked.structured_content
+    assert report["status"] == "awaiting_approval"
+    assert report["runs_as"] == f"{rls.reader_user} as {rls.north}"  # ann's group -> north
+    token = storage.tokens.access_token
+    assert OidcVerifier(idp.issuer, url).verify(token)["aud"] == url
