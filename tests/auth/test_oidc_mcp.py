@@ -341,3 +341,37 @@ def test_the_sdk_clients_own_oauth_flow_finds_the_provider_and_asks(
     assert report["runs_as"] == f"{rls.reader_user} as {rls.north}"  # ann's group -> north
     token = storage.tokens.access_token
     assert OidcVerifier(idp.issuer, url).verify(token)["aud"] == url
+
+
+def test_the_typescript_sdk_client_asks_with_a_token_of_the_provider(
+    rls: RlsDatabase,
+    idp: LocalOidcProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.mcp.drivers import node_http, node_ready
+
+    why = node_ready()
+    if why is not None:
+        pytest.skip(why)
+    monkeypatch.setattr(orchestrator.core.llm, "ALLOW_MODEL_REQUESTS", True)
+    config = McpConfig(
+        database_url=rls.reader,
+        state_url=f"sqlite:///{tmp_path / 'state.sqlite'}",
+        identity=identity(idp),
+        llm=LLMSettings(model="unused", base_url="http://127.0.0.1:9/v1", max_attempts=1),
+        limiter=SlidingWindowLimiter(limit=100, window=60.0),
+        policy=policy(rls),
+        poll_interval=0.05,
+    )
+
+    async def session(url: str) -> dict[str, Any]:
+        async with node_http(url, token_of(idp, "bob")) as bob:
+            return await bob.call("submit_sql", {"sql": SQL, "purpose": "orders per region"})
+
+    with serving_app(create_http_app(config)) as base:
+        asked = anyio.run(session, f"{base}/mcp")
+    assert not asked["isError"], asked
+    report = asked["structuredContent"]
+    assert report["status"] == "awaiting_approval"
+    assert report["runs_as"] == f"{rls.reader_user} as {rls.south}"  # bob's group -> south
