@@ -385,6 +385,8 @@ class Pipeline:
         """``WrongDatabase`` unless the run was recorded for this pipeline's database, to
         execute as the login this process would execute it with (under the run's policy)."""
         check_run_database(stored.run_id, stored.target, self.db.identity)
+        if isinstance(stored.checkpoint, FinishedCheckpoint):
+            return  # nothing will execute: its stored results are read back as they are
         recorded = getattr(stored.checkpoint, "policy", None)
         policy = Policy.from_data(recorded) if recorded is not None else self.db.policy
         try:

@@ -341,6 +341,8 @@ class TestAskersMappedToDatabaseRoles:
         assert north_done.rows_preview == rls.rows(rls.reader, rls.north)
         assert south_done.rows_preview == rls.rows(rls.reader, rls.south)
         assert [r[0] for r in north_done.rows_preview] == ["north"]
+        # a finished run only reads back its stored results: nothing executes, any login may
+        assert other.resume(north)[0].rows_preview == north_done.rows_preview
         assert [r[0] for r in south_done.rows_preview] == ["south"]
 
     def test_a_role_name_is_refused_on_engines_without_set_role(
