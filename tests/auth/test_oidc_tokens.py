@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
@@ -248,3 +249,17 @@ def test_the_identity_provider_file_is_checked_when_it_loads() -> None:
         OidcSettings.from_toml_text(
             'issuer = "https://idp"\naudience = "a"\n[[roles]]\nemail_domain = "x.org"\nrole = "root"'
         )
+
+
+def test_a_token_claiming_another_algorithm_than_its_key_is_refused(
+    idp: LocalOidcProvider,
+) -> None:
+    key = idp.keys[0]
+    token = jwt.encode(
+        {"iss": idp.issuer, "aud": AUDIENCE, "sub": "u-ann", "exp": int(time.time()) + 60},
+        key.private,
+        algorithm="PS256",  # the same RSA key, another algorithm than the JWK's RS256
+        headers={"kid": key.kid},
+    )
+    with pytest.raises(InvalidToken, match="its key is for RS256"):
+        OidcVerifier(idp.issuer, AUDIENCE).verify(token)

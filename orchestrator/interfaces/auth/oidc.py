@@ -169,6 +169,8 @@ class OidcVerifier:
             raise InvalidToken(
                 "the token is signed with a key the identity provider does not publish"
             )
+        if jwk.get("alg") not in (None, algorithm):
+            raise InvalidToken(f"the token says {algorithm}, but its key is for {jwk.get('alg')}")
         try:
             key = jwt.PyJWK(jwk, algorithm=algorithm)
             claims: dict[str, Any] = jwt.decode(
