@@ -86,6 +86,7 @@ class Service:
             base_url=config.notifications.base_url,
             retry=config.notifications.retry,
             batch_risk=self._batch_risk,
+            asker=self.state.owner_of,
         )
         self.hub.listeners.append(self.notifier.on_event)
         self.runs.start_recovery()
