@@ -263,3 +263,10 @@ def test_a_token_claiming_another_algorithm_than_its_key_is_refused(
     )
     with pytest.raises(InvalidToken, match="its key is for RS256"):
         OidcVerifier(idp.issuer, AUDIENCE).verify(token)
+
+
+def test_the_auth_package_exports_a_sorted_surface() -> None:
+    import orchestrator.interfaces.auth as auth
+
+    assert auth.__all__ == sorted(auth.__all__)
+    assert all(hasattr(auth, name) for name in auth.__all__)

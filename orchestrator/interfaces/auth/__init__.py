@@ -12,12 +12,8 @@ from orchestrator.interfaces.auth.claims import (
     claim_values,
     flat_claims,
 )
-from orchestrator.interfaces.auth.oidc import (
-    ACCEPTED_ALGORITHMS,
-    InvalidToken,
-    OidcVerifier,
-    ProviderUnavailable,
-)
+from orchestrator.interfaces.auth.errors import InvalidToken, ProviderUnavailable
+from orchestrator.interfaces.auth.oidc import ACCEPTED_ALGORITHMS, OidcVerifier
 from orchestrator.interfaces.auth.settings import (
     OIDC_FILE_ENV,
     OidcSettings,
@@ -28,10 +24,10 @@ from orchestrator.interfaces.auth.settings import (
 
 __all__ = [
     "ACCEPTED_ALGORITHMS",
-    "OIDC_FILE_ENV",
     "ClaimRules",
     "Identity",
     "InvalidToken",
+    "OIDC_FILE_ENV",
     "OidcSettings",
     "OidcVerifier",
     "ProviderUnavailable",

@@ -29,26 +29,14 @@ from typing import Any
 import httpx
 import jwt
 
-from orchestrator.core.errors import SqlgateError
+from orchestrator.interfaces.auth.errors import InvalidToken, ProviderUnavailable
 
-__all__ = ["ACCEPTED_ALGORITHMS", "InvalidToken", "OidcVerifier", "ProviderUnavailable"]
+__all__ = ["ACCEPTED_ALGORITHMS", "OidcVerifier"]
 
 #: Signature algorithms a token may use: asymmetric only.
 ACCEPTED_ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
-
-
-class InvalidToken(SqlgateError):
-    """A bearer token that is not a valid, current token of the configured issuer for us."""
-
-    code = "invalid_token"
-
-
-class ProviderUnavailable(SqlgateError):
-    """The identity provider's discovery document or keys could not be read."""
-
-    code = "identity_provider_unavailable"
 
 
 class OidcVerifier:

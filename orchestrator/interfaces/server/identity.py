@@ -15,16 +15,16 @@ from typing import Any
 
 from orchestrator.core.errors import ConfigurationError
 from orchestrator.interfaces.auth.claims import ClaimRules
-from orchestrator.interfaces.auth.oidc import InvalidToken, OidcVerifier, ProviderUnavailable
+from orchestrator.interfaces.auth.errors import InvalidToken, ProviderUnavailable
+from orchestrator.interfaces.auth.oidc import OidcVerifier
 from orchestrator.interfaces.auth.settings import OIDC_FILE_ENV, OidcSettings, load_oidc_settings
 from orchestrator.interfaces.server.auth import Principal, Role, TokenRegistry
-from orchestrator.interfaces.server.errors import Forbidden, ServerError, Unauthenticated
+from orchestrator.interfaces.server.errors import Forbidden, ProviderDown, Unauthenticated
 
 __all__ = [
-    "PROTECTED_RESOURCE_PATH",
     "Authenticator",
     "IdentityProvider",
-    "ProviderDown",
+    "PROTECTED_RESOURCE_PATH",
     "identity_from_env",
     "protected_resource_metadata",
     "www_authenticate",
@@ -32,11 +32,6 @@ __all__ = [
 
 #: Where the protected-resource metadata is served (RFC 9728).
 PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
-
-
-class ProviderDown(ServerError):
-    code = "identity_provider_unavailable"
-    status = 503
 
 
 class IdentityProvider:

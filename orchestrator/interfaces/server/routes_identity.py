@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from orchestrator.interfaces.server.dependencies import ServiceDep
-from orchestrator.interfaces.server.errors import ServerError
+from orchestrator.interfaces.server.errors import NoIdentityProvider
 from orchestrator.interfaces.server.identity import (
     PROTECTED_RESOURCE_PATH,
     protected_resource_metadata,
@@ -15,11 +15,6 @@ from orchestrator.interfaces.server.identity import (
 from orchestrator.interfaces.server.security import PUBLIC, GuardedRoute
 
 router = APIRouter(route_class=GuardedRoute, tags=["identity"])
-
-
-class NoIdentityProvider(ServerError):
-    code = "not_found"
-    status = 404
 
 
 @router.get(PROTECTED_RESOURCE_PATH, openapi_extra=PUBLIC)

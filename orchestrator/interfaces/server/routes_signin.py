@@ -24,22 +24,17 @@ from fastapi.responses import RedirectResponse
 
 from orchestrator.interfaces.auth import InvalidToken, OidcVerifier, ProviderUnavailable
 from orchestrator.interfaces.server.dependencies import ServiceDep
-from orchestrator.interfaces.server.errors import ServerError, Unauthenticated
-from orchestrator.interfaces.server.identity import IdentityProvider, ProviderDown
+from orchestrator.interfaces.server.errors import (
+    ProviderDown,
+    SignInFailed,
+    SignInUnavailable,
+    Unauthenticated,
+)
+from orchestrator.interfaces.server.identity import IdentityProvider
 from orchestrator.interfaces.server.security import PUBLIC, SESSION_COOKIE, GuardedRoute
 from orchestrator.interfaces.server.web_sessions import PendingSignIn
 
 router = APIRouter(prefix="/auth", route_class=GuardedRoute, include_in_schema=False)
-
-
-class SignInUnavailable(ServerError):
-    code = "sign_in_unavailable"
-    status = 404
-
-
-class SignInFailed(ServerError):
-    code = "sign_in_failed"
-    status = 400
 
 
 def _web(service: Any) -> IdentityProvider:
