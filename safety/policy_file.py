@@ -78,6 +78,10 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+#: A database role name sqlgate will quote into ``SET LOCAL ROLE``.
+_ROLE_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+#: An environment variable name.
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class TableRules(BaseModel):
@@ -240,6 +244,19 @@ class RolePolicy(BaseModel):
     statement_timeout: float | None = Field(
         default=None, gt=0, description="A shorter statement timeout, in seconds."
     )
+    database_role: str | None = Field(
+        default=None,
+        pattern=_ROLE_NAME,
+        description="PostgreSQL: the database role this role's statements run as (SET LOCAL ROLE "
+        "inside each read-only transaction), so the database's grants and row-level security "
+        "apply; the login must be a member of it.",
+    )
+    database_url_env: str | None = Field(
+        default=None,
+        pattern=_ENV_NAME,
+        description="MySQL/MariaDB (or any engine): the environment variable holding the URL of "
+        "this role's own login to the same database (URLs carry passwords, so never the file).",
+    )
 
     @field_validator("statement_timeout", mode="before")
     @classmethod
@@ -281,6 +298,19 @@ class Policy(BaseModel):
     )
     denied_functions: tuple[str, ...] = Field(
         default=(), description="Functions refused on top of the built-in denylist."
+    )
+    database_role: str | None = Field(
+        default=None,
+        pattern=_ROLE_NAME,
+        description="PostgreSQL: the database role statements run as (SET LOCAL ROLE "
+        "inside each read-only transaction), so the database's grants and row-level security "
+        "apply; the login must be a member of it.",
+    )
+    database_url_env: str | None = Field(
+        default=None,
+        pattern=_ENV_NAME,
+        description="MySQL/MariaDB (or any engine): the environment variable holding the URL of "
+        "the login statements run as to the same database (URLs carry passwords, so never the file).",
     )
     roles: dict[str, RolePolicy] = Field(
         default_factory=dict, description="Per-role sections; each can only narrow the base policy."
@@ -366,6 +396,8 @@ class Policy(BaseModel):
                 "statement_timeout": min(
                     self.statement_timeout, role.statement_timeout or self.statement_timeout
                 ),
+                "database_role": role.database_role or self.database_role,
+                "database_url_env": role.database_url_env or self.database_url_env,
                 "roles": {},
             }
         )
@@ -395,6 +427,13 @@ class Policy(BaseModel):
         data = self.model_dump(mode="json")
         if self.risk == RiskRules():  # policies written before [risk] keep their fingerprint
             del data["risk"]
+        for key in ("database_role", "database_url_env"):  # likewise before database logins
+            if data.get(key) is None:
+                data.pop(key, None)
+        for role in data.get("roles", {}).values():
+            for key in ("database_role", "database_url_env"):
+                if role.get(key) is None:
+                    role.pop(key, None)
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -37,7 +37,7 @@ from sqlalchemy.exc import IntegrityError
 
 from approvals.migrations import migrate, write_transaction
 from orchestrator.core.checkpoint import StartedCheckpoint
-from orchestrator.core.run_identity import database_identity
+from orchestrator.core.run_identity import DatabaseLogin, database_identity
 from orchestrator.core.runs import new_run_row
 from orchestrator.core.runs import runs as runs_table
 
@@ -125,9 +125,11 @@ class BatchStore:
         chunks: list[list[str]],
         *,
         options: dict[str, Any],
+        login: DatabaseLogin,
     ) -> RecordedBatch:
         """The batch ``batch_id``: recorded now with one queued run per chunk, in one
-        transaction, or as an earlier command recorded it (its chunks then win)."""
+        transaction, or as an earlier command recorded it (its chunks then win). Its runs
+        execute as ``login`` (a worker logging in otherwise leaves them alone)."""
         self.setup()
         found = self.load(batch_id)
         if found is not None:
@@ -172,6 +174,7 @@ class BatchStore:
                             StartedCheckpoint(run_id=run.run_id, questions=run.questions),
                             now=now,
                             target=target,
+                            login=login,
                         )
                         for run in recorded
                     ],

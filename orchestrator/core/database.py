@@ -9,8 +9,13 @@ builds, for the base policy or a role's narrower one:
 - ``executor(policy)``: the ``SQLExecutor`` on the read-only engine, with the policy's row cap;
 - ``risk_assessor(policy)``: each statement's risk before review (``orchestrator.features.risk``);
 - ``gate_context(policy)``: what an approval batch records (dialect, the policy, its
-  fingerprint), and ``validator_for(context)``: the validator a later edit of that batch is
-  checked with, from any process, under the policy the batch was created under.
+  fingerprint, the login its statements run as), and ``validator_for(context)``: the validator
+  a later edit of that batch is checked with, from any process, under the policy the batch was
+  created under;
+- ``login_for(policy)`` / ``engine_for(policy)``: the database login a policy's statements run
+  as (``DatabaseLogin``: the user this process connects as, read from the server, and the
+  policy's ``database_role``; or the login of the URL in its ``database_url_env``) and the
+  read-only engine that runs them so. A run records the login; every resume compares it.
 
 The pipeline, the CLI, the server, the MCP server, the task worker and the approvals commands
 all get their validators and executors here.
@@ -19,6 +24,7 @@ all get their validators and executors here.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -39,7 +45,7 @@ from orchestrator.core.errors import (
     MissingExtra,
 )
 from orchestrator.core.extras import missing_extra
-from orchestrator.core.run_identity import database_identity, schema_fingerprint
+from orchestrator.core.run_identity import DatabaseLogin, database_identity, schema_fingerprint
 from safety import (
     DatabaseSchema,
     NameRules,
@@ -123,12 +129,13 @@ class TargetDatabase:
                 f"unsupported database {parsed.drivername!r}: sqlgate supports sqlite, postgresql, "
                 "mysql/mariadb and duckdb"
             ) from exc
+        _check_login_settings(policy, self.dialect)
         try:
             self.engine: Engine = open_readonly_engine(
                 url, ReadOnlySettings(statement_timeout_s=policy.statement_timeout)
             )
-            with self.engine.connect() as connection:
-                connection.exec_driver_sql("SELECT 1").fetchall()
+            #: The database user this process connects as (empty for a database file).
+            self.login_user = _session_user(self.engine, self.dialect)
         except Exception as exc:  # drivers raise their own types for bad files and hosts
             extra = missing_extra(exc)
             if extra is not None:
@@ -136,6 +143,9 @@ class TargetDatabase:
             raise DatabaseUnreachable(
                 f"cannot open {self.safe_url} read-only: {_one_line(exc)}"
             ) from exc
+        # engines of other logins (a database role, a role's own URL), opened on first use
+        self._login_engines: dict[tuple[str | None, str | None], tuple[Engine, str]] = {}
+        self._login_lock = threading.Lock()
         self.schema = SchemaExplorer(
             self.engine, cache_key=self.safe_url, descriptions=descriptions
         )
@@ -226,6 +236,55 @@ class TargetDatabase:
         says how."""
         return role if role is not None and role in self.policy.roles else None
 
+    def login_for(self, policy: Policy | None = None) -> DatabaseLogin:
+        """The database login ``policy``'s statements run as from this process (opening the
+        role's own URL on first use). ``ConfigurationError`` when this process cannot take it
+        (the role's URL variable is not set here, or names another database)."""
+        return self._login(policy or self.policy)[1]
+
+    def engine_for(self, policy: Policy | None = None) -> Engine:
+        """The read-only engine that runs ``policy``'s statements as ``login_for(policy)``."""
+        return self._login(policy or self.policy)[0]
+
+    def _login(self, policy: Policy) -> tuple[Engine, DatabaseLogin]:
+        role, env = policy.database_role, policy.database_url_env
+        if role is None and env is None:
+            return self.engine, DatabaseLogin(self.login_user)
+        key = (role, env)
+        with self._login_lock:
+            found = self._login_engines.get(key)
+            if found is None:
+                found = self._open_login(policy, role, env)
+                self._login_engines[key] = found
+        return found[0], DatabaseLogin(found[1], role)
+
+    def _open_login(self, policy: Policy, role: str | None, env: str | None) -> tuple[Engine, str]:
+        url = self.url
+        if env is not None:
+            url = os.environ.get(env, "")
+            if not url:
+                raise ConfigurationError(
+                    f"the policy runs some statements with the login in {env}, which is not set "
+                    "in this process"
+                )
+            if database_identity(url) != self.identity:
+                raise ConfigurationError(
+                    f"{env} is {redact_url(url)}, another database than {self.safe_url}: a "
+                    "role's login must reach the same database"
+                )
+        settings = ReadOnlySettings(
+            statement_timeout_s=self.policy.statement_timeout, postgres_role=role
+        )
+        try:
+            engine = open_readonly_engine(url, settings)
+            user = _session_user(engine, self.dialect, role)
+        except Exception as exc:
+            raise DatabaseUnreachable(
+                f"cannot open {redact_url(url)} read-only"
+                f"{f' as role {role}' if role else ''}: {_one_line(exc)}"
+            ) from exc
+        return engine, user
+
     def validator(self, policy: Policy | None = None) -> SqlValidator:
         """The validator for ``policy`` (default: the base policy), in the engine's dialect,
         resolving every reference against the real schema.
@@ -257,7 +316,7 @@ class TargetDatabase:
         errors reach no one but the server log in full (``safety.error_text``)."""
         chosen = policy or self.policy
         return SQLExecutor(
-            self.engine,
+            self.engine_for(chosen),
             row_cap=chosen.row_cap,
             max_result_bytes=chosen.max_result_bytes,
             redact_errors=chosen.protects_columns,
@@ -270,13 +329,14 @@ class TargetDatabase:
         read-only engine, and the level by ``policy``'s ``[risk]`` rules."""
         from orchestrator.features.risk import RiskAssessor
 
-        return RiskAssessor(
-            self.engine, self.dialect, policy or self.policy, self.resolved_schema()
-        )
+        chosen = policy or self.policy
+        return RiskAssessor(self.engine_for(chosen), self.dialect, chosen, self.resolved_schema())
 
     def gate_context(self, policy: Policy | None = None) -> dict[str, object]:
-        """What an approval batch records so that later edits are judged the same way."""
-        return batch_context(self.dialect, policy or self.policy)
+        """What an approval batch records so that later edits are judged the same way, and the
+        login its statements will run as (what the reviewer is shown)."""
+        chosen = policy or self.policy
+        return {**batch_context(self.dialect, chosen), "login": str(self.login_for(chosen))}
 
     def validator_for(self, context: Mapping[str, object]) -> SqlValidator:
         """The validator for edits of a batch: its dialect (which must be this engine's) and the
@@ -290,6 +350,8 @@ class TargetDatabase:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        for engine, _ in self._login_engines.values():
+            engine.dispose()
 
 
 def batch_context(dialect: str, policy: Policy) -> dict[str, object]:
@@ -316,6 +378,35 @@ def validator_without_database(context: Mapping[str, object], default: Policy) -
         str(dialect) if dialect else "sqlite",
         policy=policy_of(context, default).safety_policy(),
     )
+
+
+def _check_login_settings(policy: Policy, dialect: str) -> None:
+    """``database_role`` is a PostgreSQL ``SET ROLE``: refused on other engines at start."""
+    if dialect == "postgres":
+        return
+    named = [("the policy", policy.database_role)] + [
+        (f"roles.{name}", role.database_role) for name, role in policy.roles.items()
+    ]
+    for where, role in named:
+        if role is not None:
+            raise ConfigurationError(
+                f"{where}: database_role switches roles on PostgreSQL only; on {dialect} give "
+                "the role its own login with database_url_env"
+            )
+
+
+def _session_user(engine: Engine, dialect: str, role: str | None = None) -> str:
+    """The user the engine's connections log in as, asked of the server (a URL without a user
+    logs in as the driver's default); empty for a database file. With ``role``, one statement
+    checks that the role can be taken (the engine takes it in every transaction)."""
+    if dialect not in ("postgres", "mysql"):
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1").fetchall()
+        return ""
+    query = "SELECT session_user" if dialect == "postgres" else "SELECT CURRENT_USER()"
+    with engine.connect() as connection:
+        user = connection.exec_driver_sql(query).scalar()
+    return str(user or "")
 
 
 def _everything(table: str, column: str) -> bool:

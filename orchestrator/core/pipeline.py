@@ -41,7 +41,14 @@ from orchestrator.core.checkpoint import (
     StartedCheckpoint,
 )
 from orchestrator.core.database import TargetDatabase
-from orchestrator.core.errors import DatabaseError, LLMError, RunConflict, RunNotFound
+from orchestrator.core.errors import (
+    ConfigurationError,
+    DatabaseError,
+    LLMError,
+    RunConflict,
+    RunNotFound,
+    WrongDatabase,
+)
 from orchestrator.core.lease import Lease, LeaseLost, process_owner
 from orchestrator.core.llm import LLMClient
 from orchestrator.core.pipeline_config import PipelineConfig
@@ -49,7 +56,7 @@ from orchestrator.core.question import PausedAtGate, PendingStatement, QuestionS
 from orchestrator.core.result import RunError, RunResult, RunStatus
 from orchestrator.core.result_rows import ResultRowStore
 from orchestrator.core.run_context import ResultSink, RunContext, no_progress
-from orchestrator.core.run_identity import check_run_database
+from orchestrator.core.run_identity import check_run_database, check_run_login
 from orchestrator.core.runs import RunStore, StoredRun
 from orchestrator.core.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
 from orchestrator.features.memory import ReviewMemory, gate_policy
@@ -228,7 +235,8 @@ class Pipeline:
         ``recover`` starts it if the service stops first. The run keeps the policy of ``role``
         (checked now: an unknown role is refused before anything is recorded)."""
         assert self.run_store is not None
-        policy = self.db.policy_for(role).model_dump(mode="json")
+        chosen = self.db.policy_for(role)
+        policy = chosen.model_dump(mode="json")
         self.run_store.create(
             run_id,
             self.db.safe_url,
@@ -241,6 +249,7 @@ class Pipeline:
             status="queued",
             follow_up_of=follow_up_of,
             schema_fingerprint=self._schema_fingerprint(),
+            login=self.db.login_for(chosen),
         )
 
     def resume(self, run_id: str, *, progress: Progress | None = None) -> list[RunResult]:
@@ -373,8 +382,21 @@ class Pipeline:
     # -- the run -------------------------------------------------------------------------------------
 
     def _check_database(self, stored: StoredRun) -> None:
-        """``WrongDatabase`` unless the run was recorded for this pipeline's database."""
+        """``WrongDatabase`` unless the run was recorded for this pipeline's database, to
+        execute as the login this process would execute it with (under the run's policy)."""
         check_run_database(stored.run_id, stored.target, self.db.identity)
+        if isinstance(stored.checkpoint, FinishedCheckpoint):
+            return  # nothing will execute: its stored results are read back as they are
+        recorded = getattr(stored.checkpoint, "policy", None)
+        policy = Policy.from_data(recorded) if recorded is not None else self.db.policy
+        try:
+            own = self.db.login_for(policy)
+        except ConfigurationError as exc:
+            raise WrongDatabase(
+                f"run {stored.run_id} executes as {stored.login or 'an unrecorded login'}, "
+                f"which this process cannot take ({exc.message}): nothing was run"
+            ) from None
+        check_run_login(stored.run_id, stored.login, own)
 
     def _schema_fingerprint(self) -> str | None:
         """The fingerprint of the schema this process validates against; None when it cannot be
@@ -481,6 +503,7 @@ class Pipeline:
                 lease_s=self.config.lease_s,
                 follow_up_of=follow_up_of,
                 schema_fingerprint=self._schema_fingerprint(),
+                login=self.db.login_for(Policy.from_data(policy) if policy else None),
             )
             return ("running", 1), None
         if stored.status != "queued":

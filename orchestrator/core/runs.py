@@ -8,8 +8,9 @@ approvals store; its schema is the ``runs`` component of the one migration runne
 
 Each run is bound to its database: ``target`` is the database's identity (its URL normalised,
 without credentials: ``orchestrator.core.run_identity``) and ``schema_fingerprint`` the schema its
-statements were validated against. Readers compare both (``Pipeline`` and every background
-picker), so no process runs another database's run.
+statements were validated against; ``login_user``/``login_role`` the database login its
+statements execute as (``DatabaseLogin``). Readers compare them (``Pipeline`` and every
+background picker), so no process runs another database's run, or runs one as another login.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 from approvals.migrations import migrate, state_engine, to_timestamp, write_transaction
 from orchestrator.core.checkpoint import Checkpoint, load_checkpoint
 from orchestrator.core.errors import CheckpointError, RunConflict, RunNotFound
-from orchestrator.core.run_identity import database_identity
+from orchestrator.core.run_identity import DatabaseLogin, database_identity
 
 log = logging.getLogger("sqlgate.runs")
 
@@ -54,6 +55,8 @@ runs = sa.Table(
     sa.Column("follow_up_of", sa.String(64), nullable=True),
     sa.Column("target", sa.Text, nullable=True),
     sa.Column("schema_fingerprint", sa.String(64), nullable=True),
+    sa.Column("login_user", sa.Text, nullable=True),
+    sa.Column("login_role", sa.Text, nullable=True),
 )
 
 
@@ -106,7 +109,43 @@ def _v5(conn: Connection) -> None:
         conn.execute(table.update().where(table.c.run_id == run_id).values(target=target))
 
 
-MIGRATIONS = (_v1, _v2, _v3, _v4, _v5)
+def _v6(conn: Connection) -> None:
+    """The database login a run executes as (user, and the role it switches to). Runs recorded
+    before: a database file has no login; a server URL's user is the login it names; a server
+    URL without a user leaves the login unrecorded (refused on resume: it cannot be known)."""
+    conn.exec_driver_sql("ALTER TABLE sqlgate_runs ADD COLUMN login_user TEXT")
+    conn.exec_driver_sql("ALTER TABLE sqlgate_runs ADD COLUMN login_role TEXT")
+    table = sa.table(
+        "sqlgate_runs", sa.column("run_id"), sa.column("database"), sa.column("login_user")
+    )
+    for run_id, database in conn.execute(sa.select(table.c.run_id, table.c.database)).all():
+        try:
+            login = login_of_url(database)
+        except Exception:  # a URL no engine reads: the run stays unbound, and nobody resumes it
+            continue
+        if login is not None:
+            conn.execute(
+                table.update().where(table.c.run_id == run_id).values(login_user=login.user)
+            )
+
+
+MIGRATIONS = (_v1, _v2, _v3, _v4, _v5, _v6)
+
+
+def login_of_url(url: str) -> DatabaseLogin | None:
+    """The login a URL names on its own: none for a database file (empty user), the URL's user
+    for a server, None when the URL names no user (the driver picks one from its environment).
+
+    Example:
+        >>> login_of_url("postgresql+psycopg://ann:***@db/shop"), login_of_url("sqlite:///a.db")
+        (DatabaseLogin(user='ann', role=None), DatabaseLogin(user='', role=None))
+        >>> login_of_url("postgresql+psycopg://db/shop") is None
+        True
+    """
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() in ("sqlite", "duckdb"):
+        return DatabaseLogin("")
+    return DatabaseLogin(parsed.username) if parsed.username else None
 
 
 def _adopt(conn: Connection) -> int:
@@ -137,6 +176,8 @@ class StoredRun:
     target: str | None = None
     #: The schema the run's statements were validated against, when known.
     schema_fingerprint: str | None = None
+    #: The database login the run's statements execute as; None: not recorded (refused).
+    login: DatabaseLogin | None = None
 
     def lease_expired(self, now: datetime | None = None) -> bool:
         """True when a process held the run and its lease ran out (it stopped or froze)."""
@@ -158,10 +199,12 @@ def new_run_row(
     follow_up_of: str | None = None,
     schema_fingerprint: str | None = None,
     target: str | None = None,
+    login: DatabaseLogin,
 ) -> dict[str, Any]:
-    """The row of a new run (version 1, no lease), bound to the identity of ``database``: every
-    writer of ``runs`` rows goes through here, so none can record a run bound to nothing.
-    ``target`` passes an identity already resolved (many rows for one database)."""
+    """The row of a new run (version 1, no lease), bound to the identity of ``database`` and to
+    the ``login`` its statements will execute as: every writer of ``runs`` rows goes through
+    here, so none can record a run bound to nothing. ``target`` passes an identity already
+    resolved (many rows for one database)."""
     return {
         "run_id": run_id,
         "status": status,
@@ -175,6 +218,8 @@ def new_run_row(
         "follow_up_of": follow_up_of,
         "target": target or database_identity(database),
         "schema_fingerprint": schema_fingerprint,
+        "login_user": login.user,
+        "login_role": login.role,
     }
 
 
@@ -212,11 +257,13 @@ class RunStore:
         lease_s: float | None = None,
         follow_up_of: str | None = None,
         schema_fingerprint: str | None = None,
+        login: DatabaseLogin,
     ) -> int:
         """Record a new run (version 1); with ``owner`` and ``lease_s`` it holds the lease;
         ``follow_up_of`` links a follow-up to the run whose clarifying questions it answers.
         The run is bound to the identity of ``database`` (resolved here, in the recording
-        process) and, when given, to the fingerprint of the schema it is judged on."""
+        process), to the ``login`` it will execute as and, when given, to the fingerprint of
+        the schema it is judged on."""
         self.setup()
         now = _now()
         row = new_run_row(
@@ -228,6 +275,7 @@ class RunStore:
             owner=owner,
             follow_up_of=follow_up_of,
             schema_fingerprint=schema_fingerprint,
+            login=login,
         )
         row["lease_expires_at"] = now + timedelta(seconds=lease_s) if lease_s else None
         with write_transaction(self.engine) as conn:
@@ -368,9 +416,23 @@ class RunStore:
         with self.engine.connect() as conn:
             return [row.run_id for row in conn.execute(query)]
 
+    def waiting_ids(self, *, target: str, limit: int = 200) -> list[str]:
+        """The ids of ``target``'s runs paused at the gate, longest waiting first: a process that
+        comes back looks among them for batches decided while no process listened."""
+        self.setup()
+        query = (
+            sa.select(runs.c.run_id)
+            .where(runs.c.status == "awaiting_approval", runs.c.target == target)
+            .order_by(runs.c.updated_at)
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [row.run_id for row in conn.execute(query)]
+
     def list(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        """Runs, newest change first: id, status, database, owner, lease expiry, takeovers, and
-        the run a follow-up answers (``follow_up_of``)."""
+        """Runs, newest change first: id, status, database, the login it executes as
+        (``login``), owner, lease expiry, takeovers, and the run a follow-up answers
+        (``follow_up_of``)."""
         self.setup()
         query = sa.select(
             runs.c.run_id,
@@ -381,6 +443,8 @@ class RunStore:
             runs.c.lease_expires_at,
             runs.c.takeovers,
             runs.c.follow_up_of,
+            runs.c.login_user,
+            runs.c.login_role,
         )
         if status:
             query = query.where(runs.c.status == status)
@@ -388,7 +452,10 @@ class RunStore:
             rows = conn.execute(query.order_by(runs.c.updated_at.desc()).limit(limit)).all()
         return [
             {
-                **r._mapping,
+                **{k: v for k, v in r._mapping.items() if k not in ("login_user", "login_role")},
+                "login": str(DatabaseLogin(r.login_user, r.login_role))
+                if r.login_user is not None
+                else None,
                 "updated_at": utc(r.updated_at),
                 "lease_expires_at": utc(r.lease_expires_at) if r.lease_expires_at else None,
             }
@@ -414,6 +481,7 @@ def _stored(row: Any) -> StoredRun:
         follow_up_of=row.follow_up_of,
         target=row.target,
         schema_fingerprint=row.schema_fingerprint,
+        login=DatabaseLogin(row.login_user, row.login_role) if row.login_user is not None else None,
     )
 
 

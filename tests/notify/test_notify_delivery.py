@@ -276,7 +276,13 @@ def test_every_event_becomes_its_notification(store, receiver) -> None:
             {"items": [], "statuses": ["answered", "rejected", "answered"], "at": "t"},
         ),
     ]
-    notifier = Notifier(store, [WebhookChannel(receiver.url, SECRET)], base_url="https://s.example")
+    asker = "ann (sub u-ann at https://idp.example)"  # a run's owner, as the service names it
+    notifier = Notifier(
+        store,
+        [WebhookChannel(receiver.url, SECRET)],
+        base_url="https://s.example",
+        asker=lambda run_id: asker if run_id == "run_1" else None,
+    )
     try:
         for event in events:
             notifier.on_event(event)
@@ -293,3 +299,4 @@ def test_every_event_becomes_its_notification(store, receiver) -> None:
         "run_finished": "run finished: 2 answered, 1 rejected: https://s.example/analyst#run=run_1",
     }
     assert len(receiver.received) == 3
+    assert {b["asked_by"] for b in bodies} == {asker}

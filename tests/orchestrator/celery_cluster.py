@@ -18,6 +18,8 @@ import redis
 
 from approvals import ApprovalGate, Approve
 from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.run_identity import DatabaseLogin
+from orchestrator.core.runs import login_of_url
 from orchestrator.core.state_db import StateDatabase
 from orchestrator.interfaces.tasks import QUEUE, enqueue
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
@@ -148,6 +150,7 @@ class Cluster:
             self.database_url,
             StartedCheckpoint(run_id=run_id, questions=questions),
             status="queued",
+            login=login_of_url(self.database_url) or DatabaseLogin(""),
         )
         enqueue(run_id, url=self.broker_url)
 

@@ -14,6 +14,7 @@ import pytest
 
 from orchestrator.core.batches import batch_id_for
 from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.run_identity import DatabaseLogin
 from orchestrator.core.state_db import StateDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,8 +47,12 @@ def test_a_batch_is_recorded_once_with_its_queued_runs_and_found_again(
     state: StateDatabase,
 ) -> None:
     chunks = [["q1", "q2"], ["q3"]]
-    recorded = state.batches.record("batch_abc", "sqlite:///shop.db", chunks, options=OPTIONS)
-    again = state.batches.record("batch_abc", "sqlite:///shop.db", [["other"]], options=OPTIONS)
+    recorded = state.batches.record(
+        "batch_abc", "sqlite:///shop.db", chunks, options=OPTIONS, login=DatabaseLogin("")
+    )
+    again = state.batches.record(
+        "batch_abc", "sqlite:///shop.db", [["other"]], options=OPTIONS, login=DatabaseLogin("")
+    )
 
     assert recorded.created and not again.created
     assert again.runs == recorded.runs and [r.questions for r in again.runs] == chunks
@@ -69,7 +74,13 @@ def test_two_commands_recording_one_batch_at_once_share_one_set_of_runs(
         other = StateDatabase(state.url)  # each its own engine, as another process
         barrier.wait()
         found.append(
-            other.batches.record("batch_race", "sqlite:///shop.db", [["q1"], ["q2"]], options={})
+            other.batches.record(
+                "batch_race",
+                "sqlite:///shop.db",
+                [["q1"], ["q2"]],
+                options={},
+                login=DatabaseLogin(""),
+            )
         )
         other.close()
 

@@ -22,6 +22,7 @@ from approvals import ApprovalGate, ApprovalItem, Approve, TerminalReviewer
 from approvals.terminal_text import UNSAFE_CHARACTERS, json_text, terminal_console, visible
 from orchestrator.core.checkpoint import FinishedCheckpoint, StartedCheckpoint
 from orchestrator.core.result import ClarifyingQuestionOut, RunError, RunResult, RunStatus
+from orchestrator.core.run_identity import DatabaseLogin
 from orchestrator.core.state_db import StateDatabase
 from orchestrator.features.memory import MemoryScope, ReviewMemory
 from orchestrator.interfaces.cli.main import app
@@ -88,7 +89,12 @@ def hostile_state(tmp_path: Path, demo_db: Path, monkeypatch: pytest.MonkeyPatch
         error=RunError(code="execution_failed", message="database said " + HOSTILE),
     )
     state.runs.create(
-        "run_done", db, FinishedCheckpoint(results=[result]), status="finished", owner=HOSTILE
+        "run_done",
+        db,
+        FinishedCheckpoint(results=[result]),
+        status="finished",
+        owner=HOSTILE,
+        login=DatabaseLogin(""),
     )
     state.runs.create(
         "run_" + HOSTILE,
@@ -96,6 +102,7 @@ def hostile_state(tmp_path: Path, demo_db: Path, monkeypatch: pytest.MonkeyPatch
         StartedCheckpoint(run_id="run_x", questions=["purpose " + HOSTILE]),
         status="queued",
         owner="owner " + HOSTILE,
+        login=DatabaseLogin(""),
     )
     memory = ReviewMemory(state.memory)
     scope = MemoryScope.of(db, "sqlite", {"orders": [("order_id", "INTEGER")]}, {})

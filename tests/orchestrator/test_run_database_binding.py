@@ -25,7 +25,7 @@ from orchestrator.core.database import TargetDatabase
 from orchestrator.core.errors import WrongDatabase
 from orchestrator.core.pipeline import Pipeline
 from orchestrator.core.result import WRONG_DATABASE_EXIT, RunStatus
-from orchestrator.core.run_identity import check_run_database, database_identity
+from orchestrator.core.run_identity import DatabaseLogin, check_run_database, database_identity
 from orchestrator.core.runs import RunStore
 from orchestrator.core.state_db import StateDatabase
 from orchestrator.interfaces.cli.main import app
@@ -160,6 +160,7 @@ class TestARunIsBoundToItsDatabase:
             b,
             StartedCheckpoint(run_id="run_queued", questions=questions),
             status="queued",
+            login=DatabaseLogin(""),
         )
         state.runs.create(
             "run_stopped",
@@ -168,6 +169,7 @@ class TestARunIsBoundToItsDatabase:
             status="running",
             owner="dead-process",
             lease_s=0.001,
+            login=DatabaseLogin(""),
         )
         secret = "postgresql+psycopg://ann:***@db.example/sales"
         state.runs.create(
@@ -175,6 +177,7 @@ class TestARunIsBoundToItsDatabase:
             secret,
             StartedCheckpoint(run_id="run_server", questions=questions),
             status="queued",
+            login=DatabaseLogin("ann"),
         )
         before = {r["run_id"]: (r["status"], r["owner"]) for r in state.runs.list()}
         pipeline = harness.pipeline(a, None, stores=(state.approvals, state.runs))
@@ -290,11 +293,16 @@ class TestDatabaseIdentity:
         url = f"sqlite:///{tmp_path / 'state.sqlite'}"
         store = RunStore(url)
         store.create(
-            "run_old", "sqlite:///shop.db", StartedCheckpoint(run_id="run_old", questions=["q"])
+            "run_old",
+            "sqlite:///shop.db",
+            StartedCheckpoint(run_id="run_old", questions=["q"]),
+            login=DatabaseLogin(""),
         )
         import sqlalchemy as sa
 
         with store.engine.begin() as conn:  # as a version-4 database left it
+            conn.execute(sa.text("ALTER TABLE sqlgate_runs DROP COLUMN login_user"))
+            conn.execute(sa.text("ALTER TABLE sqlgate_runs DROP COLUMN login_role"))
             conn.execute(sa.text("UPDATE sqlgate_runs SET target = NULL"))
             conn.execute(sa.text("UPDATE sqlgate_schema SET version = 4 WHERE component = 'runs'"))
             conn.execute(sa.text("ALTER TABLE sqlgate_runs DROP COLUMN schema_fingerprint"))
@@ -302,3 +310,4 @@ class TestDatabaseIdentity:
             conn.execute(sa.text("ALTER TABLE sqlgate_runs DROP COLUMN target"))
         RunStore(url).setup()
         assert RunStore(url).load("run_old").target == database_identity("sqlite:///shop.db")
+        assert RunStore(url).load("run_old").login == DatabaseLogin("")

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from approvals import ApprovalGate, Approve
 from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.run_identity import DatabaseLogin
 from orchestrator.core.runs import runs as runs_table
 from orchestrator.core.state_db import StateDatabase
 from tests.orchestrator.celery_cluster import TimedScript
@@ -255,12 +256,14 @@ def test_runs_recover_reports_a_corrupt_run_and_recovers_the_others_with_sqlgate
             status="running",
             owner="gone:1:abc",
             lease_s=0.001,
+            login=DatabaseLogin(""),
         )
     state.runs.create(
         "run_queued",
         url,
         StartedCheckpoint(run_id="run_queued", questions=[sc.COUNT_QUESTIONS[0]]),
         status="queued",
+        login=DatabaseLogin(""),
     )
     long_ago = datetime.now(UTC) - timedelta(minutes=5)
     with state.engine.begin() as conn:
@@ -371,6 +374,7 @@ def test_runs_recover_sends_a_queued_run_nobody_claimed_to_the_workers(
             "sqlite:///x.db",
             StartedCheckpoint(run_id=run_id, questions=["q"]),
             status="queued",
+            login=DatabaseLogin(""),
         )
     with state.engine.begin() as conn:
         conn.execute(

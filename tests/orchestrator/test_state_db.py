@@ -11,10 +11,11 @@ import sqlalchemy as sa
 
 from approvals import ApprovalBatch, SchemaVersionError, sql_store
 from approvals.migrations import migrate, schema_versions, state_engine
+from orchestrator.core.run_identity import DatabaseLogin
 from orchestrator.core.state_db import StateDatabase, default_state_url
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-LATEST = {"approvals": 4, "memory": 2, "notifications": 1, "results": 1, "runs": 5, "server": 3}
+LATEST = {"approvals": 4, "memory": 2, "notifications": 1, "results": 1, "runs": 6, "server": 3}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -87,6 +88,7 @@ def test_a_follow_up_keeps_its_parent_and_runs_are_searched_literally(state_url:
         "sqlite:///x",
         StartedCheckpoint(run_id="run_c", questions=["q"]),
         follow_up_of="run_a",
+        login=DatabaseLogin(""),
     )
 
     assert server.run("run_c").follow_up_of == "run_a"

@@ -55,7 +55,9 @@ def explore(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         filters = list(q.reasoning.plan.filters)
         if q.reasoning.plan.needs_data_context and filters:
             started = p.clock()
-            explored = DataExplorer(p.db.engine).explore(filters, schema=q.schema)
+            explored = DataExplorer(p.db.engine_for(p.run_policy(ctx))).explore(
+                filters, schema=q.schema
+            )
             q.data_context = explored.render()
             q.note(
                 "DataExplorer",

@@ -1,9 +1,10 @@
 """What a notification says: a small JSON document with a Slack-compatible ``text``.
 
-A message names the event, the run and the batch, counts the statements, gives the highest risk
-and links to the batch on the reviewer page (or the run on the analyst page). It never carries
-result rows, SQL or the question's text: a chat channel is not where data goes, and the link
-needs a token to open.
+A message names the event, the run and the batch, who asked (``asked_by``) and who decided
+(``decided_by``: with an identity provider, their name, subject and issuer), counts the
+statements, gives the highest risk and links to the batch on the reviewer page (or the run on
+the analyst page). It never carries result rows, SQL or the question's text: a chat channel is
+not where data goes, and the link needs a token to open.
 
 Event types: ``batch_created`` (a batch waits for reviewers), ``batch_decided``,
 ``batch_expired``, ``run_finished``.
@@ -36,6 +37,7 @@ def message(
     decided_by: str | None = None,
     statuses: list[str] | None = None,
     action: str | None = None,
+    asked_by: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of one notification (see the module's docstring for what it leaves out)."""
     base = base_url.rstrip("/")
@@ -64,6 +66,7 @@ def message(
         "statements": statements,
         "risk": risk,
         "decided_by": decided_by,
+        "asked_by": asked_by,
         "statuses": statuses,
         "at": at,
     }

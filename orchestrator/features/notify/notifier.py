@@ -146,7 +146,8 @@ class Notifier:
     """Follows events (``on_event``) and delivers them to ``channels`` in the background.
 
     ``store``: the outbox; ``batch_risk(batch_id)``: the highest risk among a batch's pending
-    statements (read in a worker thread); ``sleep(seconds)`` waits between attempts and returns
+    statements (read in a worker thread); ``asker(run_id)``: who asked the run (its owner), named
+    in every message; ``sleep(seconds)`` waits between attempts and returns
     True when the notifier is closing (default: an event's ``wait``).
     """
 
@@ -158,6 +159,7 @@ class Notifier:
         base_url: str,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen)
         batch_risk: Callable[[str], str | None] | None = None,
+        asker: Callable[[str], str | None] | None = None,
         workers: int = 2,
         queue_size: int = 10_000,
         sleep: Callable[[float], bool] | None = None,
@@ -167,6 +169,7 @@ class Notifier:
         self.base_url = base_url
         self.retry = retry
         self.batch_risk = batch_risk
+        self.asker = asker
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._closing = threading.Event()
         self._sleep = sleep or self._closing.wait
@@ -232,6 +235,7 @@ class Notifier:
             decided_by=data.get("decided_by"),
             statuses=data.get("statuses") if kind == "run_finished" else None,
             action=data.get("action"),
+            asked_by=self.asker(event.run_id) if self.asker is not None else None,
         )
         for channel in self.channels:
             delivery = self.store.claim(

@@ -159,7 +159,8 @@ def show(
     batch_id: Annotated[str, typer.Argument(help="The batch id (from `approvals list`).")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Every statement of a batch: the question, the highlighted SQL and the validator's findings."""
+    """Every statement of a batch: the question, the highlighted SQL and the validator's findings,
+    and the database login its SQL runs as."""
     from approvals import BatchNotFound, TerminalReviewer
 
     approvals, _ = stores()
@@ -174,6 +175,9 @@ def show(
     console = terminal_console()
     TerminalReviewer(console=console).show(record.batch)
     console.print(f"status: [bold]{record.status}[/]")
+    login = record.batch.context.get("login")
+    if login is not None:  # the database login (and role) the approved SQL will run as
+        console.print(f"runs as: [bold]{escape(str(login))}[/]")
 
 
 @approvals_app.command()

@@ -94,6 +94,7 @@ def run_distributed(
             db or settings.db or "", statement_timeout_s=timeout or settings.statement_timeout_s
         )
         database_url = target.safe_url
+        login = target.login_for()
         target.dispose()
         state = StateDatabase()
         state.setup()
@@ -111,7 +112,9 @@ def run_distributed(
             if not chunks:
                 err.print(f"every question already has a final result in {out}; nothing to ask.")
                 return DistributedOutcome(batch_id, 0)
-            recorded = state.batches.record(batch_id, database_url, chunks, options=options)
+            recorded = state.batches.record(
+                batch_id, database_url, chunks, options=options, login=login
+            )
     except SqlgateError as exc:
         fail_with(exc)
     asked = sum(len(r.questions) for r in recorded.runs)

@@ -4,6 +4,7 @@ SQLGATE_DB / --db              the database agents ask about (opened read-only)
 SQLGATE_STATE_URL              the state database: approvals, run checkpoints, runs and events,
                                shared with ``sqlgate serve`` and ``sqlgate approvals``
 SQLGATE_TOKENS_FILE / SQLGATE_TOKENS   bearer tokens with roles, for the HTTP transport
+SQLGATE_OIDC_FILE              the identity provider whose JWTs are accepted too, and claims -> roles
 SQLGATE_REVIEWER_URL           the reviewer page agents point people to (e.g. the /reviewer page of
                                ``sqlgate serve``); else they are given the ``sqlgate approvals`` command
 SQLGATE_MCP_ACTOR              who stdio runs belong to (default: the login name)
@@ -22,6 +23,7 @@ from orchestrator.core.errors import ConfigurationError
 from orchestrator.core.llm import LLMSettings
 from orchestrator.core.pipeline import PipelineConfig
 from orchestrator.interfaces.server.auth import TokenRegistry
+from orchestrator.interfaces.server.identity import IdentityProvider, identity_from_env
 from safety import Policy
 
 REVIEWER_URL_ENV = "SQLGATE_REVIEWER_URL"
@@ -49,6 +51,8 @@ class McpConfig:
     limiter: Any = None
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     tokens: TokenRegistry | None = None
+    #: The organisation's identity provider (``SQLGATE_OIDC_FILE``), for the HTTP transport.
+    identity: IdentityProvider | None = None
     actor: str = field(default_factory=_login)
     reviewer_url: str | None = None
     #: Ask the human at the client (MCP elicitation) to review, when their token may decide.
@@ -101,7 +105,8 @@ class McpConfig:
             tokens = TokenRegistry.from_file(tokens_file)
         elif need_tokens:
             tokens = TokenRegistry.from_env(env)
-        if need_tokens and (tokens is None or len(tokens) == 0):
+        identity = identity_from_env(env) if need_tokens else None
+        if need_tokens and (tokens is None or len(tokens) == 0) and identity is None:
             raise ConfigurationError(
                 "the HTTP transport needs bearer tokens: set SQLGATE_TOKENS_FILE (or SQLGATE_TOKENS) "
                 'to a JSON list of {"token": ..., "actor": ..., "role": "analyst" | "reviewer" | "admin"}'
@@ -114,6 +119,7 @@ class McpConfig:
             limiter=build_limiter(settings, mode="wait" if wait else "fail_fast"),
             pipeline=pipeline,
             tokens=tokens,
+            identity=identity,
             actor=env.get(ACTOR_ENV) or _login(),
             reviewer_url=reviewer_url or env.get(REVIEWER_URL_ENV) or None,
             elicit=elicit,

@@ -5,7 +5,8 @@ Runs go through ``RunService`` like those of ``sqlgate serve``: they pause at th
 and a decision from anywhere (the reviewer page, ``sqlgate approvals decide``, another server
 sharing the state database) resumes them: the ``EventHub`` reads the approvals audit log and
 tells the run service. Tools wait on the hub, never on a thread, so a long ``wait_for_run`` holds
-no worker.
+no worker. The run service's recovery loop runs here too: a run whose process stopped, or whose
+batch was decided while no server of its database and login was up, goes on once one is.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from orchestrator.interfaces.mcp.template_tools import (
 from orchestrator.interfaces.mcp.views import RowsPage, RunReport, run_report
 from orchestrator.interfaces.server.events import Cursor, EventHub, EventSource
 from orchestrator.interfaces.server.runner import RunService, shared_pipeline
+from safety import Policy
 
 #: Run states in which nothing more happens without a person (or at all).
 RESTING = frozenset({"awaiting_approval", "finished", "failed"})
@@ -120,8 +122,11 @@ class McpService:
         self._started = False
 
     async def start(self) -> None:
+        """Follow the state database's events, and recover this database's runs as ``serve``
+        does: stopped ones, and those decided while no process of this login listened."""
         if not self._started:
             await self.hub.start()
+            self.runs.start_recovery()
             self._started = True
 
     async def stop(self) -> None:
@@ -137,11 +142,23 @@ class McpService:
         return self.state.run(run_id)
 
     def report(self, row: RunRow) -> RunReport:
+        runs_as = own = None
+        try:
+            stored = self.state_db.runs.load(row.run_id)
+        except SqlgateError:  # not recorded yet (queued in this process) or unreadable
+            stored = None
+        if stored is not None and stored.login is not None:
+            runs_as = str(stored.login)
+            policy = getattr(stored.checkpoint, "policy", None)
+            with contextlib.suppress(SqlgateError):
+                own = str(self.database.login_for(Policy.from_data(policy) if policy else None))
         return run_report(
             row,
             self.approvals,
             reviewer_url=self.config.reviewer_url,
             max_rows=self.config.max_rows,
+            runs_as=runs_as,
+            own_login=own,
         )
 
     def own_runs(self, owner: str, *, status: str | None, limit: int, offset: int) -> list[RunRow]:

@@ -112,6 +112,12 @@ def outcome(report: RunReport, *, waiting_is_error: bool) -> RunReport:
             run=run,
         )
     if report.status == "awaiting_approval":
+        if (
+            waiting_is_error
+            and report.error is not None
+            and report.error.code == "awaiting_execution"
+        ):
+            raise ToolRefusal("awaiting_execution", report.error.message, run=run)
         if waiting_is_error:
             review = report.review
             where = review.reviewer_url or review.command if review else "sqlgate approvals list"
@@ -193,7 +199,7 @@ class SqlgateTools:
                 "invalid_input",
                 f"a question has {longest} characters; the limit is {limit}",
             )
-        run_id, cursor = await self.service.submit(asked, principal.actor, principal.role.value)
+        run_id, cursor = await self.service.submit(asked, principal.actor, principal.policy_section)
         return await self._first_answer(ctx, principal, run_id, cursor)
 
     async def submit_sql(
@@ -244,7 +250,7 @@ class SqlgateTools:
             for i in range(1, len(given) + 1)
         ]
         run_id, cursor = await self.service.submit(
-            purposes, principal.actor, principal.role.value, statements=given
+            purposes, principal.actor, principal.policy_section, statements=given
         )
         return await self._first_answer(ctx, principal, run_id, cursor)
 
@@ -360,7 +366,7 @@ class SqlgateTools:
         except ClarificationError as exc:
             raise ToolRefusal("invalid_input", exc.message) from None
         new_id, cursor = await self.service.submit(
-            [text], principal.actor, principal.role.value, follow_up_of=run_id
+            [text], principal.actor, principal.policy_section, follow_up_of=run_id
         )
         return await self._first_answer(ctx, principal, new_id, cursor)
 
@@ -428,7 +434,7 @@ class SqlgateTools:
         code `unsafe` and the validator's reason. Passing validation does not approve anything."""
         principal = principal_of(ctx, self.service)
         database = self.service.database
-        policy = database.policy_for(database.section_for(principal.role.value))
+        policy = database.policy_for(database.section_for(principal.policy_section))
         result = self.service.pipeline.validator(policy).validate(sql)
         findings = [f.model_dump(mode="json") for f in result.findings]
         refusal = result.refusal
@@ -544,7 +550,7 @@ class SqlgateTools:
             f"published by {tool.published_by}",
         )
         run_id, cursor = await self.service.submit(
-            [purpose], principal.actor, principal.role.value, statements=[sql]
+            [purpose], principal.actor, principal.policy_section, statements=[sql]
         )
         return await self._first_answer(ctx, principal, run_id, cursor)
 

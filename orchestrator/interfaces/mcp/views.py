@@ -116,7 +116,14 @@ class RunReport(BaseModel):
     review: ReviewPlace | None = Field(
         default=None, description="Where a person reviews the waiting SQL"
     )
-    error: ErrorInfo | None = Field(default=None, description="Why the run failed (failed)")
+    error: ErrorInfo | None = Field(
+        default=None,
+        description="Why the run failed (failed), or why a decided run has not gone on yet",
+    )
+    runs_as: str | None = Field(
+        default=None,
+        description="The database login (user, and role) the run's SQL executes as",
+    )
 
 
 class RunSummary(BaseModel):
@@ -280,9 +287,17 @@ def _question(
 
 
 def run_report(
-    row: RunRow, approvals: ApprovalStore, *, reviewer_url: str | None, max_rows: int
+    row: RunRow,
+    approvals: ApprovalStore,
+    *,
+    reviewer_url: str | None,
+    max_rows: int,
+    runs_as: str | None = None,
+    own_login: str | None = None,
 ) -> RunReport:
-    """The report of one run from the service's row and the approvals store."""
+    """The report of one run from the service's row and the approvals store. ``runs_as`` is
+    the login the run executes as, ``own_login`` the one this server would execute it with: a
+    run whose batch was decided but which still waits says which process it waits for."""
     cache: dict[str, BatchRecord | None] = {}
     questions = [
         _question(f"q{i}", r, approvals, cache, max_rows)
@@ -307,6 +322,22 @@ def run_report(
             ]
         review = review_place(row.batch_id, reviewer_url)
     error = None
+    decided = (
+        _batch(approvals, row.batch_id, cache)
+        if row.status == "awaiting_approval" and row.batch_id
+        else None
+    )
+    if decided is not None and decided.status != "pending" and own_login != runs_as:
+        # decided, and this server may not execute it: say who can (its own runs it goes on
+        # with by itself, a moment after the decision)
+        by = decided.outcome.decided_by if decided.outcome is not None else None
+        error = ErrorInfo(
+            code="awaiting_execution",
+            message=f"batch {row.batch_id} was {decided.status}{f' by {by}' if by else ''}; "
+            f"the run goes on once a sqlgate process of its database that logs in as "
+            f"{runs_as or 'its recorded login'} takes it (this server logs in as "
+            f"{own_login or 'another login'}, so it leaves the run alone)",
+        )
     if row.error:
         error = ErrorInfo(
             code=str(row.error.get("code", "server_error")),
@@ -319,4 +350,5 @@ def run_report(
         waiting=waiting,
         review=review,
         error=error,
+        runs_as=runs_as,
     )

@@ -34,12 +34,14 @@ from fastapi.staticfiles import StaticFiles
 from orchestrator.interfaces.server import (
     routes_batches,
     routes_events,
+    routes_identity,
     routes_memory,
     routes_metrics,
     routes_notifications,
     routes_pages,
     routes_runs,
     routes_service,
+    routes_signin,
 )
 from orchestrator.interfaces.server.config import ServerConfig
 from orchestrator.interfaces.server.error_handlers import install_error_handlers
@@ -55,6 +57,8 @@ ROUTERS = (
     routes_metrics.router,
     routes_notifications.router,
     routes_pages.router,
+    routes_identity.router,
+    routes_signin.router,
 )
 
 

@@ -31,7 +31,7 @@ import hmac
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -71,10 +71,26 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
 
 @dataclass(frozen=True)
 class Principal:
-    """The caller a token stands for."""
+    """The caller a token stands for.
+
+    From the identity provider (``orchestrator.interfaces.server.identity``): ``subject`` and
+    ``issuer`` of the token (the ``actor`` names both), its text ``claims``, and the policy
+    section (``policy_role``) the claims mapping gave. A static token has none of these.
+    """
 
     actor: str
     role: Role
+    policy_role: str | None = field(default=None, repr=False)
+    subject: str | None = field(default=None, repr=False)
+    issuer: str | None = field(default=None, repr=False)
+    #: The token's top-level text claims (``orchestrator.interfaces.auth.flat_claims``).
+    claims: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False, hash=False)
+
+    @property
+    def policy_section(self) -> str:
+        """The ``[roles.<name>]`` section the caller's questions are asked under, when the
+        policy has it: the mapped one, else the one named like the role."""
+        return self.policy_role or self.role.value
 
     def may(self, permission: str) -> bool:
         return self.role in PERMISSIONS[permission]

@@ -5,6 +5,8 @@ SQLGATE_POLICY / --policy  what questions may read; [roles.analyst] etc. narrow 
 SQLGATE_STATE_URL          state database shared by every server process (default: SQLite file
                            in the state folder); approvals, run checkpoints, run events
 SQLGATE_TOKENS_FILE / SQLGATE_TOKENS   bearer tokens with roles (see ``orchestrator.interfaces.server.auth``)
+SQLGATE_OIDC_FILE                      the identity provider whose JWTs are accepted too, and claims
+                                       -> roles (see ``orchestrator.interfaces.auth.settings``)
 OPENAI_BASE_URL, OPENAI_API_KEY, SQLGATE_MODEL, SQLGATE_RATE_LIMIT, ...   as for ``sqlgate ask``
 SQLGATE_SERVER_WORKERS     runs executed at once per process (default 4)
 SQLGATE_MAX_BODY_BYTES     largest request body accepted, in bytes (default 1 MiB); larger: 413
@@ -24,6 +26,7 @@ from orchestrator.core.llm import LLMSettings
 from orchestrator.core.pipeline import PipelineConfig
 from orchestrator.features.notify.notifier import NotificationSettings
 from orchestrator.interfaces.server.auth import TokenRegistry
+from orchestrator.interfaces.server.identity import IdentityProvider, identity_from_env
 from safety import Policy
 
 
@@ -34,6 +37,8 @@ class ServerConfig:
     database_url: str
     state_url: str
     tokens: TokenRegistry
+    #: The organisation's identity provider (``SQLGATE_OIDC_FILE``), beside the static tokens.
+    identity: IdentityProvider | None = None
     llm: LLMSettings = field(default_factory=LLMSettings)
     limiter: Any = None
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
@@ -73,15 +78,18 @@ class ServerConfig:
         tokens = (
             TokenRegistry.from_file(tokens_file) if tokens_file else TokenRegistry.from_env(env)
         )
-        if len(tokens) == 0:
+        identity = identity_from_env(env)
+        if len(tokens) == 0 and identity is None:
             raise ConfigurationError(
                 "no tokens configured: set SQLGATE_TOKENS_FILE (or SQLGATE_TOKENS) to a JSON list of "
-                '{"token": ..., "actor": ..., "role": "analyst" | "reviewer" | "admin"}'
+                '{"token": ..., "actor": ..., "role": "analyst" | "reviewer" | "admin"}, or '
+                "SQLGATE_OIDC_FILE to an identity-provider file"
             )
         return cls(
             database_url=settings.db,
             state_url=env.get("SQLGATE_STATE_URL") or state_url(),
             tokens=tokens,
+            identity=identity,
             llm=settings.llm,
             limiter=build_limiter(settings, mode="wait"),
             pipeline=settings.pipeline,

@@ -57,7 +57,7 @@ def error_response(
     body: dict[str, Any] = {"code": code, "message": message}
     body.update({k: v for k, v in extra.items() if v is not None})
     if status == 401:
-        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+        headers = {"WWW-Authenticate": "Bearer", **(headers or {})}
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
@@ -65,9 +65,21 @@ def approval_status(exc: ApprovalError) -> int:
     return next(status for kind, status in APPROVAL_STATUS if isinstance(exc, kind))
 
 
-async def _server_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _server_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServerError)
-    return error_response(exc.status, exc.code, exc.message)
+    headers = None
+    if exc.status == 401 and request.app.state.service.tokens.provider is not None:
+        from orchestrator.interfaces.server.identity import (
+            PROTECTED_RESOURCE_PATH,
+            www_authenticate,
+        )
+
+        metadata = str(request.base_url).rstrip("/") + PROTECTED_RESOURCE_PATH
+        sent = request.headers.get("authorization") is not None  # RFC 6750: no error without one
+        headers = {
+            "WWW-Authenticate": www_authenticate(metadata, "invalid_token" if sent else None)
+        }
+    return error_response(exc.status, exc.code, exc.message, headers=headers)
 
 
 async def _run_not_found(_request: Request, exc: Exception) -> JSONResponse:

@@ -11,7 +11,11 @@
           ├── InvalidClarification  invalid_clarification  422  (answers that fit no question asked)
           ├── MemoryItemNotFound    memory_not_found       404  (no such example, note or template)
           ├── PayloadTooLarge       payload_too_large      413  (the body is over the size limit)
-          └── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
+          ├── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
+          ├── NoIdentityProvider    not_found              404  (protected-resource metadata, static tokens only)
+          ├── SignInUnavailable     sign_in_unavailable    404  (no [web] sign-in configured)
+          ├── SignInFailed          sign_in_failed         400  (an unknown, used or refused sign-in)
+          └── ProviderDown          identity_provider_unavailable  503  (the provider cannot be read)
 
 The orchestrator's own errors keep their codes too: ``orchestrator.core.errors.RunNotFound`` (no such
 run, or not the caller's) is answered 404 ``run_not_found``. Errors of the approvals package keep
@@ -80,3 +84,23 @@ class PayloadTooLarge(ServerError):
 class TokenConfigError(ServerError):
     code = "token_config_error"
     status = 500
+
+
+class NoIdentityProvider(ServerError):
+    code = "not_found"
+    status = 404
+
+
+class SignInUnavailable(ServerError):
+    code = "sign_in_unavailable"
+    status = 404
+
+
+class SignInFailed(ServerError):
+    code = "sign_in_failed"
+    status = 400
+
+
+class ProviderDown(ServerError):
+    code = "identity_provider_unavailable"
+    status = 503

@@ -88,6 +88,7 @@ def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict
         item["sql_pretty"] = pretty_sql(item["sql"], dialect)
     run = service.state.run(record.batch.run_id)
     data["asked_by"] = run.owner if run is not None else None
+    data["runs_as"] = record.batch.context.get("login")  # the database login the SQL runs as
     data["asked_at"] = run.created_at if run is not None else None
     data["corrections"] = _corrections(service, record, dialect)
     assumed = _assumptions(run.results if run is not None else None)

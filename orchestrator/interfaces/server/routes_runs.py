@@ -39,7 +39,7 @@ router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, route_class=
 def submit_run(body: AskRequest, principal: Caller, service: ServiceDep) -> RunAccepted:
     """Ask one question or many. The run starts in the background; follow it on /events."""
     questions = body.all()
-    run_id = service.runs.submit(questions, principal.actor, principal.role.value)
+    run_id = service.runs.submit(questions, principal.actor, principal.policy_section)
     return RunAccepted(run_id=run_id, status="queued", questions=questions)
 
 
@@ -127,7 +127,7 @@ def clarify_run(
     except ClarificationError as exc:
         raise InvalidClarification(exc.message) from exc
     new_id = service.runs.submit(
-        [question], principal.actor, principal.role.value, follow_up_of=run_id
+        [question], principal.actor, principal.policy_section, follow_up_of=run_id
     )
     return RunAccepted(run_id=new_id, status="queued", questions=[question], follow_up_of=run_id)
 

@@ -26,6 +26,12 @@ def health(request: Request, service: ServiceDep) -> dict[str, Any]:
 
 
 @router.get("/me", responses=ERRORS, openapi_extra=needs("identify"))
-def me(principal: Caller) -> dict[str, str]:
-    """The actor and role of the token."""
-    return {"actor": principal.actor, "role": str(principal.role)}
+def me(principal: Caller) -> dict[str, str | None]:
+    """The actor and role of the token; for the identity provider's tokens, also its subject
+    and issuer and the policy section the caller's questions get."""
+    me: dict[str, str | None] = {"actor": principal.actor, "role": str(principal.role)}
+    if principal.subject is not None:
+        me.update(
+            subject=principal.subject, issuer=principal.issuer, policy_role=principal.policy_role
+        )
+    return me

@@ -20,7 +20,7 @@ from typing import Any
 from approvals import ApprovalStore, BatchNotFound
 from orchestrator.core.checkpoint import PausedCheckpoint
 from orchestrator.core.database import TargetDatabase
-from orchestrator.core.errors import RunConflict, RunNotFound, WrongDatabase
+from orchestrator.core.errors import CheckpointError, RunConflict, RunNotFound, WrongDatabase
 from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline, PipelineConfig
 from orchestrator.core.result import RunResult, RunStatus
@@ -199,16 +199,36 @@ class RunService:
 
     def recover(self) -> list[str]:
         """Hand every stopped run of this database (expired lease, or queued and never
-        started) to a worker; other databases' runs are left to their own processes."""
-        stale = self.run_store.expired(
-            queued_for_s=self.pipeline.config.lease_s, target=self.pipeline.db.identity
-        )
+        started) to a worker, and resume every run paused at the gate whose batch was decided
+        while no process listened (this one was down); other databases' runs are left to their
+        own processes, and runs of another login are left by the pipeline's check."""
+        target = self.pipeline.db.identity
+        stale = self.run_store.expired(queued_for_s=self.pipeline.config.lease_s, target=target)
         for stored in stale:
             if self.dispatch is not None:
                 self.dispatch(stored.run_id)
             else:
                 self._pool.submit(self._guarded, stored.run_id, self._recover, stored.run_id)
-        return [s.run_id for s in stale]
+        decided = [
+            run_id
+            for run_id in self.run_store.waiting_ids(target=target)
+            if self.state.owner_of(run_id) is not None and self._decided_while_paused(run_id)
+        ]
+        for run_id in decided:
+            self.resume_soon(run_id)
+        return [s.run_id for s in stale] + decided
+
+    def _decided_while_paused(self, run_id: str) -> bool:
+        try:
+            stored = self.run_store.load(run_id)
+        except (RunNotFound, CheckpointError):
+            return False
+        checkpoint = stored.checkpoint
+        return (
+            stored.status == "awaiting_approval"
+            and isinstance(checkpoint, PausedCheckpoint)
+            and not self._undecided(checkpoint.batch_id)
+        )
 
     def _recover(self, run_id: str) -> None:
         try:

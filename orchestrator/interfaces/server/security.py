@@ -200,17 +200,44 @@ def needs(permission: str) -> dict[str, Any]:
     return {PERMISSION_KEY: permission}
 
 
+#: The cookie of a page's sign-in session (``routes_signin``): a random id, HttpOnly.
+SESSION_COOKIE = "sqlgate_session"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 def authenticate(request: Request) -> Principal:
-    """The request's principal (cached on ``request.state``); ``Unauthenticated`` otherwise."""
+    """The request's principal (cached on ``request.state``); ``Unauthenticated`` otherwise.
+
+    A bearer token wins; without one, a sign-in session cookie. A request authenticated by the
+    cookie that changes something must come from this service's own origin (its ``Origin``
+    header, or ``Sec-Fetch-Site: same-origin``): another site cannot act with the cookie."""
     known = getattr(request.state, "principal", None)
     if isinstance(known, Principal):
         return known
     header = request.headers.get("authorization")
-    if not header:
-        raise Unauthenticated("an Authorization: Bearer <token> header is required")
-    principal: Principal = request.app.state.service.tokens.authenticate(header)
+    service = request.app.state.service
+    principal: Principal
+    if header:
+        principal = service.tokens.authenticate(header)
+    else:
+        secret = request.cookies.get(SESSION_COOKIE)
+        found = service.web_sessions.principal(secret) if secret else None
+        if found is None:
+            raise Unauthenticated("an Authorization: Bearer <token> header is required")
+        if request.method not in _SAFE_METHODS and not _same_origin(request):
+            raise Unauthenticated(
+                "a signed-in session acts only from this service's own pages (Origin differs)"
+            )
+        principal = found
     request.state.principal = principal
     return principal
+
+
+def _same_origin(request: Request) -> bool:
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin.rstrip("/") == str(request.base_url).rstrip("/")
+    return request.headers.get("sec-fetch-site") == "same-origin"
 
 
 class GuardedRoute(APIRoute):

@@ -13,10 +13,11 @@ from orchestrator.core.runs import RunStore
 from orchestrator.core.server_state import ServerState
 from orchestrator.features.memory import memory_for
 from orchestrator.features.notify.notifier import Notifier
-from orchestrator.interfaces.server.auth import TokenRegistry
 from orchestrator.interfaces.server.config import ServerConfig
 from orchestrator.interfaces.server.events import EventHub, EventSource, ServerEvent
+from orchestrator.interfaces.server.identity import Authenticator
 from orchestrator.interfaces.server.runner import RunService, shared_pipeline
+from orchestrator.interfaces.server.web_sessions import WebSessions
 from orchestrator.interfaces.tasks import broker_url, enqueue
 from safety import SqlValidator
 
@@ -30,9 +31,12 @@ class Service:
 
         telemetry.enabled()  # traces asked for but not installed: refused at start, not per run
         self.config = config
-        self.tokens: TokenRegistry = config.tokens
+        self.tokens = Authenticator(config.tokens, config.identity)
+        if config.identity is not None:
+            config.identity.check_policy_sections(config.policy.roles)
         self.state_db = StateDatabase(config.state_url)
         self.state_db.setup()
+        self.web_sessions = WebSessions(self.state_db.engine)
         self.approvals: SqlApprovalStore = self.state_db.approvals
         self.run_store: RunStore = self.state_db.runs
         self.state: ServerState = self.state_db.server
@@ -82,6 +86,7 @@ class Service:
             base_url=config.notifications.base_url,
             retry=config.notifications.retry,
             batch_risk=self._batch_risk,
+            asker=self.state.owner_of,
         )
         self.hub.listeners.append(self.notifier.on_event)
         self.runs.start_recovery()

@@ -15,7 +15,8 @@ const sqlgate = (() => {
   }
 
   const token = () => localStorage.getItem(KEY) || "";
-  const headers = (extra = {}) => ({ Authorization: `Bearer ${token()}`, ...extra });
+  // Without a token the browser's sign-in session (an HttpOnly cookie) speaks for the page.
+  const headers = (extra = {}) => (token() ? { Authorization: `Bearer ${token()}`, ...extra } : { ...extra });
 
   async function api(method, path, body, extra = {}) {
     const init = { method, headers: headers(extra) };
@@ -115,9 +116,12 @@ const sqlgate = (() => {
     document.getElementById("use-token").addEventListener("click", () => {
       localStorage.setItem(KEY, input.value.trim()); location.reload();
     });
-    // Sign out: the token leaves this browser's storage; the page starts over without it.
-    document.getElementById("sign-out").addEventListener("click", () => {
-      localStorage.removeItem(KEY); input.value = ""; location.replace(location.pathname);
+    // Sign out: the token leaves this browser's storage, the sign-in session ends; the page
+    // starts over without them.
+    document.getElementById("sign-out").addEventListener("click", async () => {
+      localStorage.removeItem(KEY); input.value = "";
+      await fetch("/auth/logout", { method: "POST" });
+      location.replace(location.pathname);
     });
     if (offered) {
       notice.textContent = "This link carries a different token from the one this browser is signed in with; the page still uses yours. ";
@@ -128,8 +132,19 @@ const sqlgate = (() => {
       notice.appendChild(use);
       notice.hidden = false;
     }
-    if (!token()) { refuse("Paste your token above and press Use to sign in."); return; }
     const me = await api("GET", "/me");
+    if (!token() && !me.ok) {
+      refuse("Paste your token above and press Use to sign in.");
+      const config = await api("GET", "/auth/config");
+      if (config.ok && config.data.sign_in) {
+        const link = document.createElement("a");
+        link.href = `/auth/login?next=${encodeURIComponent(location.pathname)}`;
+        link.dataset.testid = "organisation-sign-in";
+        link.textContent = "Or sign in with your organisation's account";
+        notice.append(" ", link);
+      }
+      return;
+    }
     if (!me.ok) {
       const why = me.data && me.data.error ? me.data.error.message : `HTTP ${me.status}`;
       refuse(`This token was not accepted (${why}). Paste a valid token above, or ask an admin for one.`);

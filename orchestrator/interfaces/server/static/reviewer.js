@@ -260,7 +260,8 @@
   function headerOf(card, record) {
     const batch = record.batch;
     card.querySelector(".asked").textContent =
-      `asked by ${record.asked_by || "?"} ${record.asked_at ? `${ago(record.asked_at)} (${when(record.asked_at)})` : ""} · run ${batch.run_id} · cycle ${batch.cycle}`;
+      `asked by ${record.asked_by || "?"} ${record.asked_at ? `${ago(record.asked_at)} (${when(record.asked_at)})` : ""} · run ${batch.run_id} · cycle ${batch.cycle}` +
+      (record.runs_as ? ` · runs as ${record.runs_as}` : "");
     const deadline = card.querySelector(".deadline");
     if (batch.deadline) { deadline.dataset.at = batch.deadline; deadline.textContent = countdown(batch.deadline); }
     else { deadline.textContent = "no deadline"; deadline.classList.add("none"); }
