@@ -33,6 +33,7 @@ HEAVY = (
     "celery",
     "kombu",
     "httpx",
+    "httpx2",
 )
 
 
