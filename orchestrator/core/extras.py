@@ -10,6 +10,7 @@ The base install serves SQLite (and ``sqlgate demo``); everything else is an ext
     pip install 'sqlgate[server]'     sqlgate serve (FastAPI, uvicorn)
     pip install 'sqlgate[mcp]'        sqlgate mcp
     pip install 'sqlgate[celery]'     sqlgate worker, batch --distributed, resume on workers
+    pip install 'sqlgate[otel]'       OpenTelemetry traces exported by OTLP
     pip install 'sqlgate[all]'        every one of them
 
 Example:
@@ -43,6 +44,7 @@ EXTRA_OF_MODULE = {
     "mcp_types": "mcp",
     "celery": "celery",
     "kombu": "celery",
+    "opentelemetry": "otel",
 }
 
 #: SQLAlchemy's words for a dialect whose plugin did not load (``NoSuchModuleError``).
