@@ -21,10 +21,11 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
+from sqlglot.schema import Schema
 
 from agents.descriptions import Descriptions
 from agents.linking import ValueIndex, ValueLimits
@@ -145,6 +146,9 @@ class TargetDatabase:
         self._validators: dict[str, SqlValidator] = {}
         self._validators_of: DatabaseSchema | None = None
         self._validators_lock = threading.Lock()
+        self._resolver: (
+            tuple[DatabaseSchema, Schema | Mapping[str, Sequence[str]] | None] | None
+        ) = None
         self.value_limits = value_limits
         self._values: tuple[Mapping[str, TableInfo], ValueIndex] | None = None
         self._values_lock = threading.Lock()
@@ -168,6 +172,19 @@ class TargetDatabase:
                         f"cannot read the schema of {self.safe_url}: {_one_line(exc)}"
                     ) from exc
             return self._resolved
+
+    def column_resolver(self) -> Schema | Mapping[str, Sequence[str]] | None:
+        """sqlglot's schema of the real tables, which resolves the columns a statement reads
+        (``columns_read``): built once per schema read and shared by every statement of every
+        run, since building it costs as much as the schema is large. The plain mapping when
+        sqlglot refuses the schema (a table without columns): no column is then resolved."""
+        from orchestrator.features.risk import resolver_for
+
+        schema = self.resolved_schema()
+        with self._validators_lock:
+            if self._resolver is None or self._resolver[0] is not schema:
+                self._resolver = (schema, resolver_for(schema, self.dialect))
+            return self._resolver[1]
 
     def schema_fingerprint(self, refresh: bool = False) -> str:
         """The fingerprint of the schema validators resolve against (``refresh``: read it again
@@ -271,7 +288,11 @@ class TargetDatabase:
         from orchestrator.features.risk import RiskAssessor
 
         return RiskAssessor(
-            self.engine, self.dialect, policy or self.policy, self.resolved_schema()
+            self.engine,
+            self.dialect,
+            policy or self.policy,
+            self.resolved_schema(),
+            resolver=self.column_resolver(),
         )
 
     def gate_context(self, policy: Policy | None = None) -> dict[str, object]:

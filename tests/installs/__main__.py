@@ -442,9 +442,15 @@ def check_own_command(venv: Venv, db: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("installs", nargs="*", default=list(INSTALLS), choices=INSTALLS)
+    parser.add_argument(
+        "installs", nargs="*", metavar="INSTALL", help=f"some of {', '.join(INSTALLS)} (all)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the virtual environments")
     args = parser.parse_args()
+    unknown = set(args.installs) - set(INSTALLS)
+    if unknown:
+        parser.error(f"no such install: {', '.join(sorted(unknown))}")
+    args.installs = args.installs or list(INSTALLS)
 
     from orchestrator.features.demo.database import build_demo_database
 
