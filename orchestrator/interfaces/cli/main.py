@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from orchestrator.core.errors import SqlgateError, StateDatabaseError
-from orchestrator.core.result import RunResult
 from orchestrator.interfaces.cli.common import (
     BaseUrlOpt,
     DbOpt,
@@ -56,6 +55,7 @@ from orchestrator.interfaces.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from orchestrator.core.result import RunResult
     from orchestrator.core.result_rows import ResultRowStore
 
 app = typer.Typer(
