@@ -361,33 +361,46 @@ def check_celery(venv: Venv, db: str) -> str | None:
     if not broker:
         return "SQLGATE_TEST_REDIS_URL is not set"
     env = {**venv.env, "SQLGATE_BROKER_URL": broker}
-    worker = subprocess.Popen(
-        [venv.sqlgate, "worker", "--concurrency", "1", "--loglevel", "WARNING"],
+    log = venv.work / "worker.log"
+    with log.open("wb") as sink:
+        worker = subprocess.Popen(
+            [venv.sqlgate, "worker", "--concurrency", "1", "--loglevel", "INFO"],
+            cwd=venv.work,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    questions = venv.work / "distributed.txt"
+    questions.write_text("\n".join(BATCH) + "\n")
+    out = venv.work / "distributed.jsonl"
+    args = [str(questions), "--db", db, "--distributed", "--yes", "--out", str(out)]
+    batch = subprocess.Popen(
+        [venv.sqlgate, "batch", *args],
         cwd=venv.work,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
-        questions = venv.work / "distributed.txt"
-        questions.write_text("\n".join(BATCH) + "\n")
-        out = venv.work / "distributed.jsonl"
-        venv.run(
-            "batch",
-            str(questions),
-            "--db",
-            db,
-            "--distributed",
-            "--yes",
-            "--out",
-            str(out),
-            env={"SQLGATE_BROKER_URL": broker},
-            timeout=180,
-        )
+        deadline = time.monotonic() + 300
+        while batch.poll() is None:
+            if worker.poll() is not None:
+                raise CheckFailed(f"the worker stopped:\n{log.read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise CheckFailed(
+                    f"no answer in 300 s; the worker said:\n{log.read_text()[-2000:]}"
+                )
+            time.sleep(0.5)
+        said = batch.stderr.read() if batch.stderr else ""
+        if batch.returncode != 0 or "Traceback" in said:
+            raise CheckFailed(f"batch --distributed exited {batch.returncode}:\n{said[-2000:]}")
         assert _statuses(out) == ["answered"] * len(BATCH), _statuses(out)
     finally:
-        worker.terminate()
-        worker.wait(timeout=60)
+        for process in (batch, worker):
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=60)
     return None
 
 
