@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -504,9 +505,13 @@ def main() -> int:
             print(f"kept in {where}")
         else:
             shutil.rmtree(where, ignore_errors=True)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = used.ru_utime + used.ru_stime + children.ru_utime + children.ru_stime
     print(
         f"installs checked: {len(args.installs)}, failed checks: {failed}, "
-        f"{time.monotonic() - started:.1f} s"
+        f"{time.monotonic() - started:.1f} s ({cpu:.1f} s of CPU; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
     )
     return 1 if failed else 0
 
