@@ -8,8 +8,10 @@ them) and, beside them, empty tables merged from Spider's schemas (``spider_dev/
 a table's name prefixed with its database's where two share it):
 
 - the demo alone (7 tables);
-- the 20 Spider dev databases (81 tables) and the demo's: 88 tables;
-- all 166 Spider databases (876 tables) and the demo's: 883 tables.
+- the 20 Spider dev databases (80 tables) and the demo's: 87 tables;
+- all 166 Spider databases (873 tables) and the demo's: 880 tables.
+
+(Spider lists 81 and 876; its ``sqlite_sequence`` entries are SQLite's own and are left out.)
 
 On each, ``python -m orchestrator.cli batch --yes`` answers ``--questions`` distinct questions
 (k = 10) from the scripted server (``_harness.ScriptedModel``: instant replies, NOT a model);
