@@ -100,11 +100,15 @@ def _pip(*args: str) -> None:
     # Without PYTHONPATH: a source tree on it (and its sqlgate.egg-info) would pass for an
     # installed sqlgate.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet", *args],
-        check=True,
         env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
+    if done.returncode != 0:  # pip's output is shown only then: its warnings are noise here
+        raise CheckFailed(f"pip {' '.join(args[:2])} failed:\n{done.stderr[-3000:]}")
 
 
 def build_wheelhouse(target: Path) -> Path:
@@ -478,7 +482,12 @@ def main() -> int:
         with ScriptedLLMServer(ScenarioScript(SCENARIOS)) as model:
             for install in args.installs:
                 began = time.monotonic()
-                path = make_venv(install, wheelhouse, where)
+                try:
+                    path = make_venv(install, wheelhouse, where)
+                except CheckFailed as exc:
+                    failed += 1
+                    print(f"{install}: FAILED to install: {exc}", flush=True)
+                    continue
                 work = where / f"work-{install}"
                 work.mkdir()
                 db = f"sqlite:///{build_demo_database(work / 'shop.db')}"
