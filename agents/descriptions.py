@@ -38,7 +38,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field
 
 from agents.errors import DescriptionsError
@@ -115,6 +114,8 @@ class Descriptions(BaseModel):
 
 def load_descriptions(path: str | Path) -> Descriptions:
     """The descriptions in ``path`` (YAML, dbt ``schema.yml`` or dbt ``manifest.json``)."""
+    import yaml  # only when a descriptions file is given
+
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")

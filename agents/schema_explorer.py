@@ -239,6 +239,9 @@ class SchemaExplorer:
             self.cache_key += f"#values={self.sample_values}"
         if descriptions is not None:
             self.cache_key += f"#descriptions={descriptions.fingerprint()}"
+        self._fk_links: (
+            tuple[dict[str, TableInfo], dict[str, set[str]], dict[str, set[str]]] | None
+        ) = None
 
     def tables(self, refresh: bool = False) -> dict[str, TableInfo]:
         """Every table and view, keyed by name (read from the database on first use)."""
@@ -301,12 +304,11 @@ class SchemaExplorer:
         extra: set[str] = set()
         if neighbours:
             wanted = set(requested)
-            for info in everything.values():
-                for fk in info.foreign_keys:
-                    if info.name in wanted and fk.referred_table in everything:
-                        extra.add(fk.referred_table)
-                    if incoming and fk.referred_table in wanted:
-                        extra.add(info.name)
+            refers_to, referred_by = self._links(everything)
+            for name in wanted:
+                extra |= refers_to.get(name, set())
+                if incoming:
+                    extra |= referred_by.get(name, set())
             extra -= wanted
         added = sorted(extra)
         return SchemaContext(
@@ -317,6 +319,24 @@ class SchemaExplorer:
             neighbours=added,
             unknown_tables=unknown,
         )
+
+    def _links(
+        self, everything: dict[str, TableInfo]
+    ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """The foreign keys of ``everything`` as (tables each refers to, tables referring to
+        each): built once per schema read, not per question (a walk over every key)."""
+        cached = self._fk_links
+        if cached is not None and cached[0] is everything:
+            return cached[1], cached[2]
+        refers_to: dict[str, set[str]] = {}
+        referred_by: dict[str, set[str]] = {}
+        for info in everything.values():
+            for fk in info.foreign_keys:
+                if fk.referred_table in everything:
+                    refers_to.setdefault(info.name, set()).add(fk.referred_table)
+                referred_by.setdefault(fk.referred_table, set()).add(info.name)
+        self._fk_links = (everything, refers_to, referred_by)
+        return refers_to, referred_by
 
     def _read(self) -> dict[str, TableInfo]:
         try:

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from pydantic import TypeAdapter
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine
 
 from .migrations import migrate, schema_version, state_engine, to_timestamp, write_transaction
@@ -469,6 +468,8 @@ class SqlApprovalStore(ApprovalStore):
             return {}
         wanted = json.dumps(list(dict.fromkeys(call_ids)))
         if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB  # not loaded for other engines
+
             ids = sa.select(sa.func.jsonb_array_elements_text(sa.cast(sa.literal(wanted), JSONB)))
         else:
             ids = sa.select(sa.column("value")).select_from(sa.func.json_each(sa.literal(wanted)))

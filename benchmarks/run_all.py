@@ -95,6 +95,13 @@ BENCHMARKS = [
         other=True,
     ),
     Benchmark(
+        "batch_cpu",
+        "batch_cpu.py",
+        "CPU per question of a batch on 7, 87 and 880 tables; start-up beside import openai",
+        quick=["--questions", "100"],
+        other=True,
+    ),
+    Benchmark(
         "ratelimit",
         "ratelimit_bench.py",
         "sliding-window limiter overhead and exactness",

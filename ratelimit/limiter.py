@@ -41,6 +41,8 @@ class Grant(NamedTuple):
     stamp: float
     requests: int
     tokens: int
+    #: Seconds the request was held back by the limit: it slept, or queued behind a request
+    #: that did. 0 when it was admitted at once (the backend's round trip is no wait).
     waited: float = 0.0
 
 
@@ -126,6 +128,9 @@ class SlidingWindowLimiter:
         self.mode: Mode = mode
         self.max_wait = float(max_wait)
         self._line = WaitingLine()
+        #: Refusals of waiting requests so far (each followed by a sleep): a request that saw
+        #: none while it queued and asked was never held back by the limit.
+        self._refusals = 0
         self._unit_charge = Charge(1, 0)
         check_charge_fits(self.limits, self._unit_charge)
         self._clock = clock
@@ -168,7 +173,7 @@ class SlidingWindowLimiter:
             if verdict.granted:
                 return self._grant(verdict, charge, 0.0)
             raise RateLimitExceeded(verdict.retry_after, self.limit, self.window)
-        started = self._timer()
+        started, refusals = self._timer(), self._refusals
         if not self._line.join(timeout=self.max_wait):
             raise self._still_queued()
         try:
@@ -177,8 +182,9 @@ class SlidingWindowLimiter:
                 verdict = self.backend.acquire(self.key, self._enforced, charge, self._clock)
                 waited = max(slept, self._timer() - started)
                 if verdict.granted:
-                    return self._grant(verdict, charge, waited)
+                    return self._grant(verdict, charge, self._held(waited, refusals))
                 self._refuse_unless_waiting(verdict, waited)
+                self._refusals += 1
                 if self.on_wait is not None:
                     self.on_wait(verdict.retry_after)
                 self._sleep(verdict.retry_after)
@@ -209,7 +215,7 @@ class SlidingWindowLimiter:
             if verdict.granted:
                 return self._grant(verdict, charge, 0.0)
             raise RateLimitExceeded(verdict.retry_after, self.limit, self.window)
-        started = self._timer()
+        started, refusals = self._timer(), self._refusals
         if not await self._line.ajoin(timeout=self.max_wait):
             raise self._still_queued()
         try:
@@ -220,8 +226,9 @@ class SlidingWindowLimiter:
                 )
                 waited = max(slept, self._timer() - started)
                 if verdict.granted:
-                    return self._grant(verdict, charge, waited)
+                    return self._grant(verdict, charge, self._held(waited, refusals))
                 self._refuse_unless_waiting(verdict, waited)
+                self._refusals += 1
                 if self.on_wait is not None:
                     self.on_wait(verdict.retry_after)
                 await self._asleep(verdict.retry_after)
@@ -243,6 +250,11 @@ class SlidingWindowLimiter:
         charge = Charge(cost, tokens)
         check_charge_fits(self.limits, charge)
         return charge
+
+    def _held(self, elapsed: float, refusals_before: int) -> float:
+        """``elapsed`` when the limit held the request back (it, or one ahead of it in the
+        line, was refused since it arrived), else 0."""
+        return elapsed if self._refusals != refusals_before else 0.0
 
     def _grant(self, verdict: Verdict, charge: Charge, waited: float) -> Grant:
         if verdict.grant_id is None:  # pragma: no cover - a backend's contract

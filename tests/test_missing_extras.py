@@ -103,6 +103,22 @@ CASES = [
         id="mcp",
     ),
     pytest.param(
+        EVERY_EXTRA,
+        ["mcp", "--db", "sqlite:///{tmp}/x.db"],
+        {},
+        "sqlgate mcp needs the mcp extra",
+        "mcp",
+        id="mcp-without-server",
+    ),
+    pytest.param(
+        "fastapi,uvicorn,starlette",
+        ["mcp", "--db", "sqlite:///{tmp}/x.db", "--transport", "http"],
+        {},
+        "sqlgate mcp needs the mcp extra",
+        "mcp",
+        id="mcp-http-without-server",
+    ),
+    pytest.param(
         "celery,kombu",
         ["worker"],
         {"SQLGATE_BROKER_URL": "redis://127.0.0.1:1/0"},

@@ -33,6 +33,7 @@ HEAVY = (
     "celery",
     "kombu",
     "httpx",
+    "httpx2",
 )
 
 
@@ -79,6 +80,13 @@ def test_importing_the_command_line_loads_no_heavy_package() -> None:
 @pytest.mark.parametrize("args", [("--version",), ("--help",), ("ask", "--help")])
 def test_version_and_help_load_no_heavy_package(args: tuple[str, ...]) -> None:
     assert _loaded_after(_cli(*args)) & set(HEAVY) == set()
+
+
+@pytest.mark.parametrize("args", [("--help",), ("batch", "--help"), ("ask", "--help")])
+def test_help_loads_no_result_model(args: tuple[str, ...]) -> None:
+    """The result model and the model client's module (with tenacity) are for runs."""
+    modules = _modules_after(_cli(*args))
+    assert modules & {"orchestrator.core.result", "orchestrator.core.llm", "tenacity"} == set()
 
 
 def test_validate_loads_the_validator_but_not_the_model_or_the_servers() -> None:

@@ -27,10 +27,11 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
+from sqlglot.schema import Schema
 
 from agents.descriptions import Descriptions
 from agents.linking import ValueIndex, ValueLimits
@@ -155,6 +156,9 @@ class TargetDatabase:
         self._validators: dict[str, SqlValidator] = {}
         self._validators_of: DatabaseSchema | None = None
         self._validators_lock = threading.Lock()
+        self._resolver: (
+            tuple[DatabaseSchema, Schema | Mapping[str, Sequence[str]] | None] | None
+        ) = None
         self.value_limits = value_limits
         self._values: tuple[Mapping[str, TableInfo], ValueIndex] | None = None
         self._values_lock = threading.Lock()
@@ -178,6 +182,19 @@ class TargetDatabase:
                         f"cannot read the schema of {self.safe_url}: {_one_line(exc)}"
                     ) from exc
             return self._resolved
+
+    def column_resolver(self) -> Schema | Mapping[str, Sequence[str]] | None:
+        """sqlglot's schema of the real tables, which resolves the columns a statement reads
+        (``columns_read``): built once per schema read and shared by every statement of every
+        run, since building it costs as much as the schema is large. The plain mapping when
+        sqlglot refuses the schema (a table without columns): no column is then resolved."""
+        from orchestrator.features.risk import resolver_for
+
+        schema = self.resolved_schema()
+        with self._validators_lock:
+            if self._resolver is None or self._resolver[0] is not schema:
+                self._resolver = (schema, resolver_for(schema, self.dialect))
+            return self._resolver[1]
 
     def schema_fingerprint(self, refresh: bool = False) -> str:
         """The fingerprint of the schema validators resolve against (``refresh``: read it again
@@ -330,7 +347,13 @@ class TargetDatabase:
         from orchestrator.features.risk import RiskAssessor
 
         chosen = policy or self.policy
-        return RiskAssessor(self.engine_for(chosen), self.dialect, chosen, self.resolved_schema())
+        return RiskAssessor(
+            self.engine_for(chosen),
+            self.dialect,
+            chosen,
+            self.resolved_schema(),
+            resolver=self.column_resolver(),
+        )
 
     def gate_context(self, policy: Policy | None = None) -> dict[str, object]:
         """What an approval batch records so that later edits are judged the same way, and the

@@ -11,6 +11,7 @@ The base install serves SQLite (and ``sqlgate demo``); everything else is an ext
     pip install 'sqlgate[mcp]'        sqlgate mcp
     pip install 'sqlgate[celery]'     sqlgate worker, batch --distributed, resume on workers
     pip install 'sqlgate[eval]'       sqlgate eval --record (VCR.py cassettes) and its pytest fixture
+    pip install 'sqlgate[otel]'       OpenTelemetry traces exported by OTLP
     pip install 'sqlgate[all]'        every one of them
 
 Example:
@@ -27,7 +28,14 @@ from typing import TypeVar
 
 from orchestrator.core.errors import MissingExtra
 
-__all__ = ["EXTRA_OF_MODULE", "MissingExtra", "install_command", "missing_extra", "needing"]
+__all__ = [
+    "EXTRA_OF_MODULE",
+    "INCLUDED_EXTRAS",
+    "MissingExtra",
+    "install_command",
+    "missing_extra",
+    "needing",
+]
 
 #: The top-level module an extra brings, and that extra.
 EXTRA_OF_MODULE = {
@@ -40,12 +48,19 @@ EXTRA_OF_MODULE = {
     "fastapi": "server",
     "uvicorn": "server",
     "starlette": "server",
+    "jwt": "server",
+    "httpx": "server",
     "mcp": "mcp",
     "mcp_types": "mcp",
     "celery": "celery",
     "kombu": "celery",
     "vcr": "eval",
+    "pytest": "eval",
+    "opentelemetry": "otel",
 }
+
+#: Extras that bring others: a command of the first that misses one of the others names the first.
+INCLUDED_EXTRAS = {"mcp": frozenset({"mcp", "server"})}
 
 #: SQLAlchemy's words for a dialect whose plugin did not load (``NoSuchModuleError``).
 _DIALECT_EXTRA = {"duckdb": "duckdb", "postgresql": "postgres", "mysql": "mysql"}
@@ -77,12 +92,19 @@ def missing_extra(exc: BaseException) -> str | None:
     return None
 
 
-def needing(what: str, load: Callable[[], T]) -> T:
-    """``load()``; when it fails for want of an extra, ``MissingExtra`` saying what needs it."""
+def needing(what: str, load: Callable[[], T], *, extra: str | None = None) -> T:
+    """``load()``; when it fails for want of an extra, ``MissingExtra`` saying what needs it.
+
+    ``extra``: the extra of the command itself; a missing module of an extra it brings
+    (``INCLUDED_EXTRAS``) is then reported as the command's, so one install is named, not the
+    parts one at a time.
+    """
     try:
         return load()
     except Exception as exc:
-        extra = missing_extra(exc)
-        if extra is None:
+        missing = missing_extra(exc)
+        if missing is None:
             raise
-        raise MissingExtra(what, extra) from exc
+        if extra is not None and missing in INCLUDED_EXTRAS.get(extra, frozenset({extra})):
+            missing = extra
+        raise MissingExtra(what, missing) from exc

@@ -105,10 +105,19 @@ def _otlp_tracer() -> Any:
 
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):  # the program set none: sqlgate sets its own
-        provider = TracerProvider(resource=Resource.create({"service.name": "sqlgate"}))
+        provider = TracerProvider(resource=_resource(Resource))
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         trace.set_tracer_provider(provider)
     return provider.get_tracer(TRACER_NAME)
+
+
+def _resource(resource_class: Any) -> Any:
+    """The SDK's resource from the standard variables (``OTEL_SERVICE_NAME``,
+    ``OTEL_RESOURCE_ATTRIBUTES``), named ``sqlgate`` when they name no service."""
+    detected = resource_class.create()
+    if str(detected.attributes.get("service.name", "")).startswith("unknown_service"):
+        return detected.merge(resource_class({"service.name": "sqlgate"}))
+    return detected
 
 
 def use_tracer_provider(provider: Any | None) -> None:

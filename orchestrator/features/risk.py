@@ -16,20 +16,21 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import sqlglot
 from sqlalchemy.engine import Engine
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.schema import Schema
 
 from approvals import ApprovalItem, RiskApproval, RiskLevel, StatementRisk
 from approvals.risk import higher
 from orchestrator.features.explain import PlanEstimate, explain
-from orchestrator.features.memory.fingerprint import columns_read
+from orchestrator.features.memory.fingerprint import columns_read, resolver_schema
 from safety import DatabaseSchema, NameRules, Policy, RiskRules
 
-__all__ = ["RiskAssessor", "level_of", "risk_approval"]
+__all__ = ["RiskAssessor", "level_of", "resolver_for", "risk_approval"]
 
 Explain = Callable[[Engine, str, str], PlanEstimate]
 
@@ -45,7 +46,8 @@ class RiskAssessor:
 
     ``explain`` is the planner seam (``orchestrator.features.explain.explain``); ``schema`` resolves
     column references (None: unresolved references count as possibly sensitive when the policy
-    names sensitive columns).
+    names sensitive columns), through ``resolver``: its sqlglot schema, shared by every run on
+    the database (``TargetDatabase.column_resolver``), or built here once when not given.
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class RiskAssessor:
         policy: Policy,
         schema: DatabaseSchema | None = None,
         *,
+        resolver: Schema | Mapping[str, Sequence[str]] | None = None,
         explain: Explain = explain,
     ) -> None:
         self.engine = engine
@@ -62,6 +65,7 @@ class RiskAssessor:
         self.policy = policy
         self.schema = schema
         self._explain = explain
+        self._resolver = resolver if resolver is not None else resolver_for(schema, dialect)
         self._sensitive = NameRules.from_policy(denied_columns=policy.risk.sensitive_columns)
 
     def __call__(self, item: ApprovalItem) -> StatementRisk:
@@ -71,7 +75,7 @@ class RiskAssessor:
         plan = PlanEstimate(
             rows=plan.rows, full_scans=scans, summary=plan.summary, error=plan.error
         )
-        _, columns = columns_read(item.sql, self.dialect, self._plain_schema())
+        _, columns = columns_read(item.sql, self.dialect, self._resolver)
         default = self.schema.default_schema if self.schema else None
         if columns is None:
             sensitive = ["(columns not resolved)"] if self.policy.risk.sensitive_columns else []
@@ -102,10 +106,19 @@ class RiskAssessor:
         table, _, name = column.partition(".")
         return self._sensitive.column_verdict(default, table, name, default) is not None
 
-    def _plain_schema(self) -> dict[str, list[str]] | None:
-        if self.schema is None:
-            return None
-        return {name.split(".")[-1]: cols for name, cols in self.schema.tables.items()}
+
+def resolver_for(
+    schema: DatabaseSchema | None, dialect: str
+) -> Schema | Mapping[str, Sequence[str]] | None:
+    """``columns_read``'s schema of ``schema``: sqlglot's, or the mapping itself when sqlglot
+    refuses it (then no column is resolved, and sensitive columns are not ruled out)."""
+    if schema is None:
+        return None
+    plain = {name.split(".")[-1]: cols for name, cols in schema.tables.items()}
+    try:
+        return resolver_schema(plain, dialect)
+    except SqlglotError:
+        return plain
 
 
 def level_of(

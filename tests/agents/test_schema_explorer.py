@@ -57,6 +57,19 @@ def test_explore_adds_neighbours_in_both_directions(shop_engine: sa.Engine) -> N
     assert ctx.unknown_tables == []
 
 
+def test_explore_outgoing_only_and_again_after_a_new_read(shop_engine: sa.Engine) -> None:
+    explorer = SchemaExplorer(shop_engine)
+    assert explorer.explore(["customer"], incoming=False).neighbours == ["region"]
+    assert explorer.explore(["purchase"], incoming=False).neighbours == ["customer"]
+    with shop_engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE loyalty (id INTEGER PRIMARY KEY, customer_id INTEGER, "
+            "FOREIGN KEY (customer_id) REFERENCES customer (customer_id))"
+        )
+    explorer.tables(refresh=True)
+    assert explorer.explore(["customer"]).neighbours == ["loyalty", "purchase", "region"]
+
+
 def test_explore_without_neighbours(shop_sqlite: sa.Engine) -> None:
     ctx = SchemaExplorer(shop_sqlite).explore(["customer"], neighbours=False)
     assert [t.name for t in ctx.tables] == ["customer"]

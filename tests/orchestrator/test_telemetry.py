@@ -257,7 +257,7 @@ def _probe(tmp_path: Path, **env: str) -> dict:
     environ = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("OTEL_EXPORTER_OTLP_ENDPOINT", "SQLGATE_OTEL")
+        if k not in ("OTEL_EXPORTER_OTLP_ENDPOINT", "SQLGATE_OTEL", "OTEL_SERVICE_NAME")
     }
     environ.update(env)
     done = subprocess.run(
@@ -278,9 +278,10 @@ def test_when_off_sqlgate_never_imports_opentelemetry(tmp_path):
 
 
 class _Collector(http.server.BaseHTTPRequestHandler):
-    """A local OTLP/HTTP receiver: keeps every span name it is sent."""
+    """A local OTLP/HTTP receiver: keeps every span name it is sent, and the service names."""
 
     received: list[tuple[str, list[str]]] = []
+    services: set[str] = set()
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -297,6 +298,12 @@ class _Collector(http.server.BaseHTTPRequestHandler):
             for span in scope.spans
         ]
         self.received.append((self.path, names))
+        self.services.update(
+            attribute.value.string_value
+            for resource in request.resource_spans
+            for attribute in resource.resource.attributes
+            if attribute.key == "service.name"
+        )
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.send_header("Content-Length", "0")
@@ -306,16 +313,21 @@ class _Collector(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_the_environment_turns_traces_on_and_they_reach_the_collector_by_otlp(tmp_path):
+def _collect(tmp_path: Path, **env: str) -> dict:
     _Collector.received = []
+    _Collector.services = set()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-        found = _probe(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
+        return _probe(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, **env)
     finally:
         server.shutdown()
+
+
+def test_the_environment_turns_traces_on_and_they_reach_the_collector_by_otlp(tmp_path):
+    found = _collect(tmp_path)
     assert found["status"] == "answered" and found["enabled"] is True
     assert found["imports"]  # this time sqlgate imported it
     assert found["provider"] == {"provider": "TracerProvider", "exporters": ["OTLPSpanExporter"]}
@@ -325,3 +337,10 @@ def test_the_environment_turns_traces_on_and_they_reach_the_collector_by_otlp(tm
     assert paths == {"/v1/traces"}
     assert names.count("sqlgate.run") == 1 and names.count("chat sqlgate-scripted-demo") == 3
     assert {"sqlgate.validate", "sqlgate.approval", "sqlgate.execute"} <= set(names)
+    assert _Collector.services == {"sqlgate"}  # no service named in the environment
+
+
+def test_the_service_is_named_by_otel_service_name(tmp_path):
+    found = _collect(tmp_path, OTEL_SERVICE_NAME="analytics-gate")
+    assert found["status"] == "answered" and _Collector.received
+    assert _Collector.services == {"analytics-gate"}

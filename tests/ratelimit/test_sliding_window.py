@@ -295,3 +295,21 @@ def test_negative_costs_and_pauses_are_refused(clock):
         lim.pause(-1)
     with pytest.raises(LimiterConfigError):
         lim.pause(math.nan)
+
+
+def test_a_request_admitted_at_once_did_not_wait(clock):
+    """Only a refusal makes a wait: the backend's own round trip is not one."""
+    lim = limiter(clock, limit=2, window=60.0, mode="wait")
+    slow_backend = lim.backend.acquire
+
+    def acquire(*args, **kwargs):
+        clock.advance(0.002)  # a shared backend's round trip
+        return slow_backend(*args, **kwargs)
+
+    lim.backend.acquire = acquire  # type: ignore[method-assign]
+    assert lim.acquire().waited == 0.0
+    assert lim.acquire().waited == 0.0
+    held = lim.acquire()
+    assert held.waited > 59.0
+    clock.advance(120)
+    assert lim.acquire().waited == 0.0

@@ -17,7 +17,7 @@ from email.message import EmailMessage
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 
 from orchestrator.features.notify.signing import (
     DELIVERY_HEADER,
@@ -69,13 +69,13 @@ class WebhookChannel:
         url: str,
         secret: str,
         *,
-        client: httpx.Client | None = None,
+        client: httpx2.Client | None = None,
         timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._url = url
         self._secret = secret
-        self._client = client or httpx.Client(timeout=timeout, follow_redirects=False)
+        self._client = client or httpx2.Client(timeout=timeout, follow_redirects=False)
         self._clock = clock
         self.label = webhook_label(url)
 
@@ -95,7 +95,7 @@ class WebhookChannel:
         }
         try:
             response = self._client.post(self._url, content=body, headers=headers)
-        except httpx.HTTPError as exc:  # the message may name the URL: keep only the kind
+        except httpx2.HTTPError as exc:  # the message may name the URL: keep only the kind
             raise DeliveryFailed(f"no answer ({type(exc).__name__})", retry=True) from None
         if response.status_code >= 300:
             retry = response.status_code == 429 or response.status_code >= 500

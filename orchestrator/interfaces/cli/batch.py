@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from orchestrator.core.errors import SqlgateError
-from orchestrator.core.result import BATCH_INCOMPLETE_EXIT, BATCH_OK_STATUSES, RunResult, RunStatus
 from orchestrator.interfaces.cli.common import (
     BaseUrlOpt,
     DbOpt,
@@ -28,6 +27,9 @@ from orchestrator.interfaces.cli.common import (
     reviewer_actor,
     reviewer_for,
 )
+
+if TYPE_CHECKING:  # the result model loads pydantic and the model client: not for --help
+    from orchestrator.core.result import RunResult, RunStatus
 
 
 def batch(
@@ -93,6 +95,7 @@ def batch(
     """
     from orchestrator.core.batch_io import ResultWriter, pending_questions, read_questions
     from orchestrator.core.pipeline import Pipeline, PipelineConfig
+    from orchestrator.core.result import RunStatus
     from orchestrator.features.memory import memory_for
 
     try:
@@ -205,6 +208,8 @@ def summary(records: list[RunResult], out: Path, model_calls: int) -> str:
 def batch_exit_code(statuses: list[RunStatus]) -> int:
     """0 when every question ended answered or needing clarification, else
     ``BATCH_INCOMPLETE_EXIT``."""
+    from orchestrator.core.result import BATCH_INCOMPLETE_EXIT, BATCH_OK_STATUSES
+
     return 0 if all(s in BATCH_OK_STATUSES for s in statuses) else BATCH_INCOMPLETE_EXIT
 
 
@@ -223,6 +228,7 @@ def _distributed(
     """``--distributed``: the batch is recorded in the state database and its runs go to the
     workers; this process decides and writes each run's results from its record."""
     from orchestrator.core.batch_io import FINAL_STATUSES
+    from orchestrator.core.result import RunStatus
     from orchestrator.interfaces.cli.batch_distributed import run_distributed
 
     final = {s.value for s in FINAL_STATUSES}

@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
 
 from approvals.terminal_text import json_text, terminal_console
 from orchestrator.core.errors import SqlgateError
-from orchestrator.core.result import RunResult
+
+if TYPE_CHECKING:  # the result model loads pydantic and the model client: not for --help
+    from orchestrator.core.result import RunResult
 
 err = terminal_console(stderr=True)
 

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from orchestrator.core.errors import SqlgateError, StateDatabaseError
-from orchestrator.core.result import RunResult
 from orchestrator.interfaces.cli.common import (
     BaseUrlOpt,
     DbOpt,
@@ -58,6 +57,7 @@ from orchestrator.interfaces.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from orchestrator.core.result import RunResult
     from orchestrator.core.result_rows import ResultRowStore
 
 app = typer.Typer(

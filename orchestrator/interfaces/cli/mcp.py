@@ -67,7 +67,7 @@ def mcp(
     from orchestrator.core.extras import needing
 
     try:
-        mcp_config = needing("sqlgate mcp", _mcp_config)
+        mcp_config = needing("sqlgate mcp", _mcp_config, extra="mcp")
         config = mcp_config.from_env(
             db=db,
             wait=wait,
@@ -79,9 +79,11 @@ def mcp(
             policy_file=str(policy) if policy else None,
         )
         if mode == "http":
-            needing("sqlgate mcp --transport http", _serve_http)(config, host=host, port=port)
+            needing("sqlgate mcp --transport http", _serve_http, extra="mcp")(
+                config, host=host, port=port
+            )
         else:
-            needing("sqlgate mcp", _run_stdio)(config)
+            needing("sqlgate mcp", _run_stdio, extra="mcp")(config)
     except SqlgateError as exc:
         fail(exc.message, error_code=exc.code)
 
