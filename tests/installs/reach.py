@@ -30,7 +30,18 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGES = ("orchestrator", "agents", "safety", "ratelimit", "approvals")
 #: The installs a user can choose: the base and each extra alone (``all`` and the development
 #: extras ``test`` and ``bench`` are unions or tools, not stacks).
-INSTALLS = ("base", "postgres", "mysql", "duckdb", "redis", "server", "mcp", "celery", "otel", "eval")
+INSTALLS = (
+    "base",
+    "postgres",
+    "mysql",
+    "duckdb",
+    "redis",
+    "server",
+    "mcp",
+    "celery",
+    "otel",
+    "eval",
+)
 
 #: Modules that belong to an extra, by name prefix; every other module is the base install's.
 EXTRA_MODULES = {
