@@ -35,6 +35,7 @@ from itertools import zip_longest
 from pydantic import BaseModel, Field
 
 from agents.linking import SchemaIndex, Synonyms, Usage, ValueIndex, ValueMatch
+from agents.linking.claims import closing_facts, closing_line
 from agents.linking.values import Readable
 from agents.schema_explorer import TableInfo
 
@@ -230,13 +231,15 @@ def build_catalogue(
     per_question: list[list[str]] = []
     rest: list[list[str]] = []
     found_values: list[ValueMatch] = []
-    unmatched = 0
+    unmatched = weak = 0
     for question in questions:
         matches = values.matches(question, readable) if values is not None else []
         found_values.extend(m for m in matches if m.whole)
         best = ranked.scored(question, max(max_tables, 0) + CANDIDATES, matches=matches)
         if not best:
             unmatched += 1
+        elif not ranked.confident(question, matches=matches):
+            weak += 1
         names = [name for name, _ in best]
         head = names[: max(max_tables, 0)]
         bridges = [b for b in ranked.bridges(head[:_BRIDGED]) if b not in head[:_BRIDGED]]
@@ -264,26 +267,50 @@ def build_catalogue(
                 continue
             shown[name] = None
             used += cost
-    candidates = [n for row in zip_longest(*rest) for n in row if n is not None]
-    candidates += _neighbour_names(ranked, list(shown), len(tables))
+    neighbours = _neighbour_names(ranked, list(shown), len(tables))
+    ranked_rest = [n for row in zip_longest(*rest) for n in row if n is not None]
+    # the shown tables' foreign-key neighbours first: a plan joins them more often than it
+    # needs a lower-ranked look-alike, and the closing line can then say none was left out
+    candidates = neighbours + ranked_rest
     if unmatched == len(questions):
         candidates = ranked.overview(max_named * factor)
+    elif weak == len(questions):
+        # only short forms or shared first letters matched: a guess, so a map of the schema
+        # comes along, and the closing line says which words match nothing
+        candidates = candidates + ranked.overview(max_named * factor)
     named = _fit_names(candidates, set(shown), max_named * factor, whole_budget - used)
-    unlisted = len(tables) - len(shown) - len(named)
     parts = [
         tables[name].catalogue_line() if name in full else tables[name].compact_line()
         for name in shown
     ]
-    if named:
-        prefix = OVERVIEW_LINE_PREFIX if unmatched == len(questions) else NAMES_LINE_PREFIX
-        parts.append(prefix.format(count=len(named)) + _grouped_names(named))
     listed = set(shown) | set(named)
     told_lines = [_told(m) for m in told if m.table in listed]
-    if told_lines:
-        parts.append(VALUES_LINE_PREFIX + "; ".join(told_lines))
-    if unlisted:
-        parts.append(UNLISTED_RULE.format(count=unlisted))
-    text = "\n".join(parts)
+    near = set(neighbours)
+
+    def closing(named_now: list[str]) -> str:
+        if len(tables) - len(shown) - len(named_now) <= 0:
+            return ""
+        facts = closing_facts(
+            questions, tables, list(shown), named_now, postings=ranked.word_postings,
+            neighbours=near,
+        )  # fmt: skip
+        return closing_line(facts)
+
+    def names_line(named_now: list[str]) -> list[str]:
+        if not named_now:
+            return []
+        prefix = OVERVIEW_LINE_PREFIX if unmatched == len(questions) else NAMES_LINE_PREFIX
+        return [prefix.format(count=len(named_now)) + _grouped_names(named_now)]
+
+    values_part = [VALUES_LINE_PREFIX + "; ".join(told_lines)] if told_lines else []
+    last = closing(named)
+    text = "\n".join([*parts, *names_line(named), *values_part, *([last] if last else [])])
+    # the closing line's length depends on what it has to say: names give way to it
+    while named and len(text) > max_chars * factor:
+        named = named[: max(len(named) - max(len(named) // 8, 1), 0)]
+        last = closing(named)
+        text = "\n".join([*parts, *names_line(named), *values_part, *([last] if last else [])])
+    unlisted = len(tables) - len(shown) - len(named)
     return Catalogue(
         text=text,
         whole_schema=False,
