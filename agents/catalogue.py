@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 
 from agents.linking import SchemaIndex, Synonyms, Usage, ValueIndex, ValueMatch
 from agents.linking.claims import closing_facts, closing_line
+from agents.linking.terms import identifier_terms
 from agents.linking.values import Readable
 from agents.schema_explorer import TableInfo
 
@@ -249,6 +250,7 @@ def build_catalogue(
         for name, score in best:
             scores[name] = max(scores.get(name, 0.0), score)
     factor = 1 if len(questions) <= 1 else BATCH_FACTOR
+    wanted = {term for question in questions for term in ranked.question_terms(question)}
     unlisted_line = len(UNLISTED_RULE) + 8
     told = _values_told(found_values, set(scores))
     told_line = len(VALUES_LINE_PREFIX) + sum(len(_told(m)) + 2 for m in told) if told else 0
@@ -261,13 +263,18 @@ def build_catalogue(
         for name in row:
             if name is None or name in shown or len(shown) >= cap:
                 continue
-            line = tables[name].catalogue_line() if name in full else tables[name].compact_line()
+            line = _line(tables[name], name in full, wanted)
             cost = len(line) + 1
             if shown and used + cost > budget:
                 continue
             shown[name] = None
             used += cost
     neighbours = _neighbour_names(ranked, list(shown), len(tables))
+    # and two foreign keys from each question's best tables: the far end of a join path
+    seeds = [name for head in per_question for name in head[:_TWO_HOP_SEEDS] if name in shown]
+    near_set = set(neighbours) | set(shown)
+    neighbours += [n for n in _neighbour_names(ranked, neighbours_of(ranked, seeds), len(tables))
+                   if n not in near_set]  # fmt: skip
     ranked_rest = [n for row in zip_longest(*rest) for n in row if n is not None]
     # the shown tables' foreign-key neighbours first: a plan joins them more often than it
     # needs a lower-ranked look-alike, and the closing line can then say none was left out
@@ -279,13 +286,10 @@ def build_catalogue(
         # comes along, and the closing line says which words match nothing
         candidates = candidates + ranked.overview(max_named * factor)
     named = _fit_names(candidates, set(shown), max_named * factor, whole_budget - used)
-    parts = [
-        tables[name].catalogue_line() if name in full else tables[name].compact_line()
-        for name in shown
-    ]
+    parts = [_line(tables[name], name in full, wanted) for name in shown]
     listed = set(shown) | set(named)
     told_lines = [_told(m) for m in told if m.table in listed]
-    near = set(neighbours)
+    near = set(_neighbour_names(ranked, list(shown), len(tables)))
 
     def closing(named_now: list[str]) -> str:
         if len(tables) - len(shown) - len(named_now) <= 0:
@@ -325,6 +329,46 @@ def build_catalogue(
 
 #: The best tables of a question between which join tables are looked for.
 _BRIDGED = 4
+#: The best tables of a question whose tables two foreign keys away are named.
+_TWO_HOP_SEEDS = 2
+
+#: A table with more columns than this is shown with its keys, the columns the question's words
+#: reach and its first few others, then a count of the rest (Batch 2 sees the planned tables
+#: whole).
+WIDE_TABLE_COLUMNS = 14
+#: Columns of a wide table shown besides its keys and the columns the question names.
+WIDE_TABLE_KEPT = 6
+
+
+def neighbours_of(index: SchemaIndex, names: Sequence[str]) -> list[str]:
+    """The tables one foreign key from any of ``names`` (not ``names`` themselves), in order."""
+    inside = set(names)
+    out: dict[str, None] = {}
+    for name in names:
+        for other in index.neighbours(name):
+            if other not in inside:
+                out[other] = None
+    return list(out)
+
+
+def _line(info: TableInfo, typed: bool, wanted: set[str]) -> str:
+    """A table's catalogue line: with its columns' types when ``typed``; a wide table keeps
+    its keys, the columns whose words are in ``wanted`` and its first few others, then says how
+    many more it has."""
+    columns = info.columns
+    if len(columns) <= WIDE_TABLE_COLUMNS:
+        return info.catalogue_line() if typed else info.compact_line()
+    keys = set(info.primary_key) | {c for fk in info.foreign_keys for c in fk.columns}
+    named = [
+        c.name
+        for c in columns
+        if c.name in keys or c.primary_key or wanted.intersection(identifier_terms(c.name))
+    ]
+    others = [c.name for c in columns if c.name not in named][:WIDE_TABLE_KEPT]
+    kept = set(named) | set(others)
+    shown = [c for c in columns if c.name in kept]
+    text = ", ".join(f"{c.name} {c.type}".rstrip() if typed else c.name for c in shown)
+    return f"{info.name}({text}, ... {len(columns) - len(shown)} more columns)"
 
 
 def _confident(per_question: list[list[str]], scores: dict[str, float], limit: int) -> set[str]:

@@ -122,11 +122,13 @@ class Outcome:
         self.shares: list[float] = []
         self.requests: list[float] = []
         self.truthful: list[bool] = []
+        self.counts: list[int] = []
 
     def add(
         self, gold: set[str], shown: set[str], named: set[str], share: float, request: float
     ) -> None:
         self.complete.append(gold <= shown)
+        self.counts.append(len(shown))
         self.listed.append(gold <= shown | named)
         self.found += len(gold & shown)
         self.needed += len(gold)
@@ -138,6 +140,7 @@ class Outcome:
         return (
             f"  {label}: every needed table shown {sum(self.complete)}/{len(self.complete)} = "
             f"{sum(self.complete) / n:.1%} (shown or named {sum(self.listed) / n:.1%}); "
+            f"tables shown mean {statistics.mean(self.counts or [0]):.1f}; "
             f"per-table recall {self.found / max(self.needed, 1):.1%}; catalogue share mean "
             f"{statistics.mean(self.shares or [0]):.1%}; request share mean "
             f"{statistics.mean(self.requests or [0]):.1%} max {max(self.requests or [0]):.1%}"

@@ -10,7 +10,9 @@ fact computed from the schema, never a guess of the ranker:
   comment (``table_words``: the same stems the ranker reads, no synonyms or short forms), and
   which words those are;
 - which of the question's words no table or column of the whole database has: what they name
-  may be anywhere (a person, a title), so no "nothing else matches" is claimed then.
+  may be anywhere (a person, a title), so no "nothing else matches" is claimed then (words of
+  what is done with the data, ``OPERATION_WORDS`` such as "greater" or "sorted", are not
+  listed there, and are still counted when a left-out table has them).
 
 ``closing_line`` writes the line from ``ClosingFacts``; ``check_closing`` reads a catalogue's
 text back, recomputes the facts from the schema alone and returns what is false in it.
@@ -53,6 +55,18 @@ NOTHING_ELSE = "none shares a foreign key with the tables above or matches the q
 #: The names line of a question that matches nothing starts with this (a claim checked too).
 OVERVIEW_START = "-- nothing in the question matches a table"
 _TAIL = "a plan may still name any table of the database."
+#: Words of what a question asks to do with the data (compare, count, sort), not of what it is
+#: about: no table needs to have them, so a question using them is not called thin evidence.
+OPERATION_WORDS = frozenset(
+    """
+greater less larger smaller largest smallest biggest highest lowest least fewer more most top
+bottom average mean total sum count number maximum minimum max min sort sorted order ordered
+ascending descending alphabetical alphabetically different distinct unique each every both
+first last equal equals exceed exceeds above below between than times percentage percent
+respectively corresponding along whose also ever never
+""".split()
+)
+
 #: Words listed in a statement at most; more are counted ("and 3 more").
 _WORDS_SHOWN = 6
 
@@ -136,7 +150,8 @@ def closing_facts(
     for term, spelled in _question_words(questions).items():
         holders = posted.get(term)
         if not holders:
-            unknown.append(spelled)
+            if spelled not in OPERATION_WORDS:
+                unknown.append(spelled)
             continue
         left = holders - listed
         if left:

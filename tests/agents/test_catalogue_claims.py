@@ -132,3 +132,32 @@ def test_closing_line_true_on_merged_spider_schema() -> None:
         if problems:
             false.append((" | ".join(questions), problems))
     assert len(false) <= 0.01 * (len(cases) + 10), false[:5]
+
+
+def test_only_weak_short_forms_bring_a_map_of_the_schema() -> None:
+    tables = {
+        f"part{i}_ledger": table(f"part{i}_ledger", f"part{i}_ledger_id", "quux_total")
+        for i in range(150)
+    }
+    # ``cust`` is a naming pattern here (two identifiers), so "customers" may reach it, weakly
+    tables["sale"] = table("sale", "sale_id", "cust_code", "cust_region")
+    index = SchemaIndex(tables)
+    assert not index.confident("Which customers bought from Roni?")
+    assert index.rank("Which customers bought from Roni?")[:1] == ["sale"]
+    cat = build_catalogue(["Which customers bought from Roni?"], tables, index=index)
+    assert "sale" in cat.shown
+    # not three tables and a claim that nothing else matches: the map of the schema comes along
+    assert len(cat.named) >= 10
+    assert "'customers'" in cat.text and "'roni'" in cat.text
+    assert check_closing(cat.text, ["Which customers bought from Roni?"], tables, cat.shown,
+                         cat.named) == []  # fmt: skip
+
+
+def test_a_spelled_short_form_stands_only_for_its_own_words() -> None:
+    tables = filler(50)
+    tables["apartment"] = table("apartment", "apt_id", "apt_number")
+    tables["booking"] = table("booking", "booking_id", "apt_id", fks={"apt_id": "apartment"})
+    index = SchemaIndex(tables)
+    assert index.rank("List apartments in alphabetical order")[:2] == ["apartment", "booking"]
+    assert index.rank("Which bookings are alphabetical?")[:1] == ["booking"]
+    assert "apartment" not in index.rank("alphabetical listing please")
