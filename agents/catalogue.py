@@ -338,6 +338,8 @@ _TWO_HOP_SEEDS = 2
 WIDE_TABLE_COLUMNS = 14
 #: Columns of a wide table shown besides its keys and the columns the question names.
 WIDE_TABLE_KEPT = 6
+#: A wide table is shown whole unless at least this many of its columns would be left out.
+WIDE_TABLE_HIDDEN_MIN = 4
 
 
 def neighbours_of(index: SchemaIndex, names: Sequence[str]) -> list[str]:
@@ -366,6 +368,8 @@ def _line(info: TableInfo, typed: bool, wanted: set[str]) -> str:
     ]
     others = [c.name for c in columns if c.name not in named][:WIDE_TABLE_KEPT]
     kept = set(named) | set(others)
+    if len(columns) - len(kept) < WIDE_TABLE_HIDDEN_MIN:  # hiding so few saves nothing
+        return info.catalogue_line() if typed else info.compact_line()
     shown = [c for c in columns if c.name in kept]
     text = ", ".join(f"{c.name} {c.type}".rstrip() if typed else c.name for c in shown)
     return f"{info.name}({text}, ... {len(columns) - len(shown)} more columns)"
