@@ -3,10 +3,11 @@
 A small schema is shown whole, one line per table. Above ``LARGE_SCHEMA_TABLES`` tables each
 question's best-ranked tables (``agents.linking.SchemaIndex``) are shown with their columns, the
 join tables on a path between them come along, and one line names more tables without their
-columns (the next-ranked, then those one foreign key from the shown ones); every other table is
-only counted, and the text says so, so the model knows it may still plan with a table it was not
-shown. The values a question names (``agents.linking.ValueIndex``) count for the tables holding
-them, and a line tells the planner which column holds which value. When nothing in a question
+columns (the shown ones' foreign-key neighbours, the tables two keys from the best ones, then the
+next-ranked); every other table is only counted, and the closing line says what is true of them
+(``agents.linking.claims``), so the model knows what it was not shown and that it may still plan
+with any table. The values a question names (``agents.linking.ValueIndex``) count for the tables
+holding them, and a line tells the planner which column holds which value. When nothing in a question
 matches the schema, the names line is a map of the schema (the most connected table of each of
 its parts) instead of the same few hubs for every such question.
 
@@ -59,9 +60,11 @@ __all__ = [
 #: planned tables and what they refer to. At or below it, the whole schema goes in every prompt.
 LARGE_SCHEMA_TABLES = 40
 
-#: Tables shown with their columns per question in a large schema's catalogue. Measured by
-#: benchmarks/schema_linking.py on 875 merged public tables: 30 keeps every needed table shown for
-#: about 97 % of questions while the request stays near a tenth of the whole-schema request.
+#: Tables shown with their columns per question in a large schema's catalogue, at most. The
+#: character budget (``DEFAULT_MAX_CHARS``) usually binds first: on the 875-table merged Spider
+#: schema (benchmarks/schema_linking.py) a catalogue shows about 51 tables on average and every
+#: needed table for 99.4 % of the dev questions, at about 11.4 % of the whole-schema request;
+#: this cap only stops a schema of very narrow tables from filling the budget with weak matches.
 DEFAULT_MAX_TABLES = 60
 
 #: Characters of one question's catalogue at most (table lines, names, values and the closing
@@ -97,7 +100,8 @@ OVERVIEW_LINE_PREFIX = (
 )
 #: The values line tells the planner where a value the question names is stored.
 VALUES_LINE_PREFIX = "-- values named in the question: "
-#: The rule stated under a pruned catalogue, so the model knows what else it may plan with.
+#: The strongest closing line (``agents.linking.claims.closing_line`` writes it only when it is
+#: true); its length is what the budget sets aside for the closing line.
 UNLISTED_RULE = (
     "-- {count} other tables are not listed: none shares a foreign key with the tables above or "
     "matches the question's words; a plan may still name any table of the database."
