@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 
 from agents.linking import SchemaIndex, Synonyms, Usage, ValueIndex, ValueMatch
 from agents.linking.claims import closing_facts, closing_line
-from agents.linking.terms import identifier_terms
+from agents.linking.terms import identifier_terms, stem
 from agents.linking.values import Readable
 from agents.schema_explorer import TableInfo
 
@@ -239,6 +239,10 @@ def build_catalogue(
     unmatched = weak = 0
     for question in questions:
         matches = values.matches(question, readable) if values is not None else []
+        if values is not None and values.wide:
+            # what no table, column or indexed value covers may be in a column too large to
+            # index: looked up in the database, under the policy and a time budget
+            matches = matches + values.search(question, readable, known=_covered(ranked, matches))
         found_values.extend(m for m in matches if m.whole)
         best = ranked.scored(question, max(max_tables, 0) + CANDIDATES, matches=matches)
         if not best:
@@ -329,6 +333,16 @@ def build_catalogue(
         unlisted=unlisted,
         ranking_ms=(clock() - started) * 1000.0,
     )
+
+
+def _covered(index: SchemaIndex, matches: Sequence[ValueMatch]) -> Callable[[str], bool]:
+    """Whether a question's word is covered: a schema word, or part of a value already found."""
+    found = {word for m in matches if m.whole for word in m.phrase.split()}
+
+    def covered(word: str) -> bool:
+        return word in found or stem(word) in index.vocabulary
+
+    return covered
 
 
 #: The best tables of a question between which join tables are looked for.
