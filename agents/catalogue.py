@@ -3,10 +3,11 @@
 A small schema is shown whole, one line per table. Above ``LARGE_SCHEMA_TABLES`` tables each
 question's best-ranked tables (``agents.linking.SchemaIndex``) are shown with their columns, the
 join tables on a path between them come along, and one line names more tables without their
-columns (the next-ranked, then those one foreign key from the shown ones); every other table is
-only counted, and the text says so, so the model knows it may still plan with a table it was not
-shown. The values a question names (``agents.linking.ValueIndex``) count for the tables holding
-them, and a line tells the planner which column holds which value. When nothing in a question
+columns (the shown ones' foreign-key neighbours, the tables two keys from the best ones, then the
+next-ranked); every other table is only counted, and the closing line says what is true of them
+(``agents.linking.claims``), so the model knows what it was not shown and that it may still plan
+with any table. The values a question names (``agents.linking.ValueIndex``) count for the tables
+holding them, and a line tells the planner which column holds which value. When nothing in a question
 matches the schema, the names line is a map of the schema (the most connected table of each of
 its parts) instead of the same few hubs for every such question.
 
@@ -35,6 +36,8 @@ from itertools import zip_longest
 from pydantic import BaseModel, Field
 
 from agents.linking import SchemaIndex, Synonyms, Usage, ValueIndex, ValueMatch
+from agents.linking.claims import closing_facts, closing_line
+from agents.linking.terms import identifier_terms, stem
 from agents.linking.values import Readable
 from agents.schema_explorer import TableInfo
 
@@ -57,9 +60,11 @@ __all__ = [
 #: planned tables and what they refer to. At or below it, the whole schema goes in every prompt.
 LARGE_SCHEMA_TABLES = 40
 
-#: Tables shown with their columns per question in a large schema's catalogue. Measured by
-#: benchmarks/schema_linking.py on 875 merged public tables: 30 keeps every needed table shown for
-#: about 97 % of questions while the request stays near a tenth of the whole-schema request.
+#: Tables shown with their columns per question in a large schema's catalogue, at most. The
+#: character budget (``DEFAULT_MAX_CHARS``) usually binds first: on the 875-table merged Spider
+#: schema (benchmarks/schema_linking.py) a catalogue shows about 51 tables on average and every
+#: needed table for 99.4 % of the dev questions, at about 11.4 % of the whole-schema request;
+#: this cap only stops a schema of very narrow tables from filling the budget with weak matches.
 DEFAULT_MAX_TABLES = 60
 
 #: Characters of one question's catalogue at most (table lines, names, values and the closing
@@ -95,7 +100,8 @@ OVERVIEW_LINE_PREFIX = (
 )
 #: The values line tells the planner where a value the question names is stored.
 VALUES_LINE_PREFIX = "-- values named in the question: "
-#: The rule stated under a pruned catalogue, so the model knows what else it may plan with.
+#: The strongest closing line (``agents.linking.claims.closing_line`` writes it only when it is
+#: true); its length is what the budget sets aside for the closing line.
 UNLISTED_RULE = (
     "-- {count} other tables are not listed: none shares a foreign key with the tables above or "
     "matches the question's words; a plan may still name any table of the database."
@@ -230,13 +236,19 @@ def build_catalogue(
     per_question: list[list[str]] = []
     rest: list[list[str]] = []
     found_values: list[ValueMatch] = []
-    unmatched = 0
+    unmatched = weak = 0
     for question in questions:
         matches = values.matches(question, readable) if values is not None else []
+        if values is not None and values.wide:
+            # what no table, column or indexed value covers may be in a column too large to
+            # index: looked up in the database, under the policy and a time budget
+            matches = matches + values.search(question, readable, known=_covered(ranked, matches))
         found_values.extend(m for m in matches if m.whole)
         best = ranked.scored(question, max(max_tables, 0) + CANDIDATES, matches=matches)
         if not best:
             unmatched += 1
+        elif not ranked.confident(question, matches=matches):
+            weak += 1
         names = [name for name, _ in best]
         head = names[: max(max_tables, 0)]
         bridges = [b for b in ranked.bridges(head[:_BRIDGED]) if b not in head[:_BRIDGED]]
@@ -246,6 +258,7 @@ def build_catalogue(
         for name, score in best:
             scores[name] = max(scores.get(name, 0.0), score)
     factor = 1 if len(questions) <= 1 else BATCH_FACTOR
+    wanted = {term for question in questions for term in ranked.question_terms(question)}
     unlisted_line = len(UNLISTED_RULE) + 8
     told = _values_told(found_values, set(scores))
     told_line = len(VALUES_LINE_PREFIX) + sum(len(_told(m)) + 2 for m in told) if told else 0
@@ -258,32 +271,58 @@ def build_catalogue(
         for name in row:
             if name is None or name in shown or len(shown) >= cap:
                 continue
-            line = tables[name].catalogue_line() if name in full else tables[name].compact_line()
+            line = _line(tables[name], name in full, wanted)
             cost = len(line) + 1
             if shown and used + cost > budget:
                 continue
             shown[name] = None
             used += cost
-    candidates = [n for row in zip_longest(*rest) for n in row if n is not None]
-    candidates += _neighbour_names(ranked, list(shown), len(tables))
+    neighbours = _neighbour_names(ranked, list(shown), len(tables))
+    # and two foreign keys from each question's best tables: the far end of a join path
+    seeds = [name for head in per_question for name in head[:_TWO_HOP_SEEDS] if name in shown]
+    near_set = set(neighbours) | set(shown)
+    neighbours += [n for n in _neighbour_names(ranked, neighbours_of(ranked, seeds), len(tables))
+                   if n not in near_set]  # fmt: skip
+    ranked_rest = [n for row in zip_longest(*rest) for n in row if n is not None]
+    # the shown tables' foreign-key neighbours first: a plan joins them more often than it
+    # needs a lower-ranked look-alike, and the closing line can then say none was left out
+    candidates = neighbours + ranked_rest
     if unmatched == len(questions):
         candidates = ranked.overview(max_named * factor)
+    elif weak == len(questions):
+        # only short forms or shared first letters matched: a guess, so a map of the schema
+        # comes along, and the closing line says which words match nothing
+        candidates = candidates + ranked.overview(max_named * factor)
     named = _fit_names(candidates, set(shown), max_named * factor, whole_budget - used)
-    unlisted = len(tables) - len(shown) - len(named)
-    parts = [
-        tables[name].catalogue_line() if name in full else tables[name].compact_line()
-        for name in shown
-    ]
-    if named:
-        prefix = OVERVIEW_LINE_PREFIX if unmatched == len(questions) else NAMES_LINE_PREFIX
-        parts.append(prefix.format(count=len(named)) + _grouped_names(named))
+    parts = [_line(tables[name], name in full, wanted) for name in shown]
     listed = set(shown) | set(named)
     told_lines = [_told(m) for m in told if m.table in listed]
-    if told_lines:
-        parts.append(VALUES_LINE_PREFIX + "; ".join(told_lines))
-    if unlisted:
-        parts.append(UNLISTED_RULE.format(count=unlisted))
-    text = "\n".join(parts)
+    near = set(_neighbour_names(ranked, list(shown), len(tables)))
+
+    def closing(named_now: list[str]) -> str:
+        if len(tables) - len(shown) - len(named_now) <= 0:
+            return ""
+        facts = closing_facts(
+            questions, tables, list(shown), named_now, postings=ranked.word_postings,
+            neighbours=near,
+        )  # fmt: skip
+        return closing_line(facts)
+
+    def names_line(named_now: list[str]) -> list[str]:
+        if not named_now:
+            return []
+        prefix = OVERVIEW_LINE_PREFIX if unmatched == len(questions) else NAMES_LINE_PREFIX
+        return [prefix.format(count=len(named_now)) + _grouped_names(named_now)]
+
+    values_part = [VALUES_LINE_PREFIX + "; ".join(told_lines)] if told_lines else []
+    last = closing(named)
+    text = "\n".join([*parts, *names_line(named), *values_part, *([last] if last else [])])
+    # the closing line's length depends on what it has to say: names give way to it
+    while named and len(text) > max_chars * factor:
+        named = named[: max(len(named) - max(len(named) // 8, 1), 0)]
+        last = closing(named)
+        text = "\n".join([*parts, *names_line(named), *values_part, *([last] if last else [])])
+    unlisted = len(tables) - len(shown) - len(named)
     return Catalogue(
         text=text,
         whole_schema=False,
@@ -296,8 +335,62 @@ def build_catalogue(
     )
 
 
+def _covered(index: SchemaIndex, matches: Sequence[ValueMatch]) -> Callable[[str], bool]:
+    """Whether a question's word is covered: a schema word, or part of a value already found."""
+    found = {word for m in matches if m.whole for word in m.phrase.split()}
+
+    def covered(word: str) -> bool:
+        return word in found or stem(word) in index.vocabulary
+
+    return covered
+
+
 #: The best tables of a question between which join tables are looked for.
 _BRIDGED = 4
+#: The best tables of a question whose tables two foreign keys away are named.
+_TWO_HOP_SEEDS = 2
+
+#: A table with more columns than this is shown with its keys, the columns the question's words
+#: reach and its first few others, then a count of the rest (Batch 2 sees the planned tables
+#: whole).
+WIDE_TABLE_COLUMNS = 14
+#: Columns of a wide table shown besides its keys and the columns the question names.
+WIDE_TABLE_KEPT = 6
+#: A wide table is shown whole unless at least this many of its columns would be left out.
+WIDE_TABLE_HIDDEN_MIN = 4
+
+
+def neighbours_of(index: SchemaIndex, names: Sequence[str]) -> list[str]:
+    """The tables one foreign key from any of ``names`` (not ``names`` themselves), in order."""
+    inside = set(names)
+    out: dict[str, None] = {}
+    for name in names:
+        for other in index.neighbours(name):
+            if other not in inside:
+                out[other] = None
+    return list(out)
+
+
+def _line(info: TableInfo, typed: bool, wanted: set[str]) -> str:
+    """A table's catalogue line: with its columns' types when ``typed``; a wide table keeps
+    its keys, the columns whose words are in ``wanted`` and its first few others, then says how
+    many more it has."""
+    columns = info.columns
+    if len(columns) <= WIDE_TABLE_COLUMNS:
+        return info.catalogue_line() if typed else info.compact_line()
+    keys = set(info.primary_key) | {c for fk in info.foreign_keys for c in fk.columns}
+    named = [
+        c.name
+        for c in columns
+        if c.name in keys or c.primary_key or wanted.intersection(identifier_terms(c.name))
+    ]
+    others = [c.name for c in columns if c.name not in named][:WIDE_TABLE_KEPT]
+    kept = set(named) | set(others)
+    if len(columns) - len(kept) < WIDE_TABLE_HIDDEN_MIN:  # hiding so few saves nothing
+        return info.catalogue_line() if typed else info.compact_line()
+    shown = [c for c in columns if c.name in kept]
+    text = ", ".join(f"{c.name} {c.type}".rstrip() if typed else c.name for c in shown)
+    return f"{info.name}({text}, ... {len(columns) - len(shown)} more columns)"
 
 
 def _confident(per_question: list[list[str]], scores: dict[str, float], limit: int) -> set[str]:

@@ -23,6 +23,7 @@ reached by a value link and by no word of the table's name or columns.
 from __future__ import annotations
 
 import csv
+import hashlib
 import itertools
 import json
 import re
@@ -81,6 +82,26 @@ class Corpus:
     cases: list[Case]
     values: dict[tuple[str, str], list[str]]
     note: str
+
+
+#: Share of databases kept out of tuning, chosen by a seeded hash of the database's name.
+HELD_OUT_SHARE = 0.2
+HELD_OUT_SEED = "sqlgate-linking-held-out-1"
+
+
+def held_out(database: str) -> bool:
+    """True for the fixed ~20 % of databases (Spider train databases, text2sql-data sets) that
+    tuning never looks at: the first 32 bits of sha256(seed:name) below 20 % of their range."""
+    digest = hashlib.sha256(f"{HELD_OUT_SEED}:{database}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") < HELD_OUT_SHARE * 2**32
+
+
+def part(corpus: Corpus, which: str) -> Corpus:
+    """The corpus with only the questions of the tuning part, the held-out part, or all."""
+    if which == "all":
+        return corpus
+    keep = [c for c in corpus.cases if held_out(c.database) == (which == "held-out")]
+    return Corpus(f"{corpus.name} ({which})", corpus.tables, keep, corpus.values, corpus.note)
 
 
 # -- Spider ------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python benchmarks/schema_linking.py [--spider-split dev|train] [--no-values]
          [--only spider,text2sql,erp,scale] [--misses N] [--sample N]
+         [--part tune|held-out|all] [--questions N]
 
 Corpora (``benchmarks/_linking_corpora.py``): every Spider schema merged into one catalogue of
 about 875 tables, asked the Spider *dev* questions (the report; ``--spider-split train`` gives
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import random
 import statistics
 import subprocess
 import sys
@@ -40,10 +42,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import sqlalchemy as sa  # noqa: E402
-from _linking_corpora import Case, Corpus, spider, text2sql  # noqa: E402
+from _linking_corpora import Case, Corpus, part, spider, text2sql  # noqa: E402
 
 from agents.catalogue import DEFAULT_MAX_TABLES, build_catalogue  # noqa: E402
 from agents.linking import SchemaIndex, words  # noqa: E402
+from agents.linking.claims import check_closing, word_postings  # noqa: E402
 from agents.llm_batch import QuestionInput  # noqa: E402
 from agents.reasoning import ReasoningAgent  # noqa: E402
 from agents.schema_explorer import SchemaExplorer, TableInfo  # noqa: E402
@@ -118,11 +121,14 @@ class Outcome:
         self.found = self.needed = 0
         self.shares: list[float] = []
         self.requests: list[float] = []
+        self.truthful: list[bool] = []
+        self.counts: list[int] = []
 
     def add(
         self, gold: set[str], shown: set[str], named: set[str], share: float, request: float
     ) -> None:
         self.complete.append(gold <= shown)
+        self.counts.append(len(shown))
         self.listed.append(gold <= shown | named)
         self.found += len(gold & shown)
         self.needed += len(gold)
@@ -134,9 +140,16 @@ class Outcome:
         return (
             f"  {label}: every needed table shown {sum(self.complete)}/{len(self.complete)} = "
             f"{sum(self.complete) / n:.1%} (shown or named {sum(self.listed) / n:.1%}); "
+            f"tables shown mean {statistics.mean(self.counts or [0]):.1f}; "
             f"per-table recall {self.found / max(self.needed, 1):.1%}; catalogue share mean "
             f"{statistics.mean(self.shares or [0]):.1%}; request share mean "
             f"{statistics.mean(self.requests or [0]):.1%} max {max(self.requests or [0]):.1%}"
+            + (
+                f"; closing line true {sum(self.truthful)}/{len(self.truthful)} = "
+                f"{sum(self.truthful) / len(self.truthful):.1%}"
+                if self.truthful
+                else ""
+            )
         )
 
 
@@ -145,6 +158,7 @@ def evaluate(corpus: Corpus, *, values: bool, misses: int, sample: int, baseline
     started = time.perf_counter()
     index = SchemaIndex(tables)
     index_ms = (time.perf_counter() - started) * 1000
+    postings = word_postings(tables)  # what the closing line's claims are checked against
     started = time.perf_counter()
     value_index = None
     if values:
@@ -178,6 +192,7 @@ def evaluate(corpus: Corpus, *, values: bool, misses: int, sample: int, baseline
     bm25 = BM25(tables) if baseline else None
     whole_requests: dict[str, int] = {}
     missed: list[tuple[Case, list[str], list[str]]] = []
+    false_lines: list[tuple[str, list[str]]] = []
     for case in corpus.cases:
         cat = catalogue([case.question])
         whole_request = whole_requests.get(case.question) or request_chars([case.question], whole)
@@ -186,6 +201,12 @@ def evaluate(corpus: Corpus, *, values: bool, misses: int, sample: int, baseline
         share = len(cat.text) / len(whole)
         request = request_chars([case.question], cat.text) / whole_request
         ours.add(case.gold, shown, named, share, request)
+        problems = check_closing(
+            cat.text, [case.question], tables, cat.shown, cat.named, postings=postings
+        )
+        ours.truthful.append(not problems)
+        if problems and len(false_lines) < misses:
+            false_lines.append((case.question, problems))
         per_db.setdefault(case.database, Outcome()).add(case.gold, shown, named, share, request)
         if case.value_only:
             only.add(case.gold, shown, named, share, request)
@@ -214,6 +235,8 @@ def evaluate(corpus: Corpus, *, values: bool, misses: int, sample: int, baseline
             print(f"    {name}: {sum(outcome.complete)}/{n} = {sum(outcome.complete) / n:.1%}")
     for case, lost, top in missed[:misses]:
         print(f"    miss: {case.question!r} needs {lost}; top {top}")
+    for question, problems in false_lines:
+        print(f"    false closing line: {question!r}: {problems}")
 
     batch = Outcome()
     chunks = [corpus.cases[i : i + BATCH] for i in range(0, len(corpus.cases), BATCH)]
@@ -264,15 +287,33 @@ def main() -> None:
     parser.add_argument("--only", default="spider,text2sql,erp", help="sections, comma-separated")
     parser.add_argument("--misses", type=int, default=0, help="print this many missed questions")
     parser.add_argument("--sample", type=int, default=2000, help="questions timed (and batched)")
+    parser.add_argument(
+        "--part",
+        choices=("tune", "held-out", "all"),
+        default="all",
+        help="questions of the tuning databases, of the held-out ~20 %% (_linking_corpora."
+        "held_out), or all",
+    )
+    parser.add_argument(
+        "--questions", type=int, default=0, help="a seeded random subset of this many questions"
+    )
     args = parser.parse_args()
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     only = set(args.only.split(","))
+
+    def chosen(corpus: Corpus) -> Corpus:
+        corpus = part(corpus, args.part)
+        if 0 < args.questions < len(corpus.cases):
+            cases = random.Random(0).sample(corpus.cases, args.questions)
+            corpus = Corpus(corpus.name, corpus.tables, cases, corpus.values, corpus.note)
+        return corpus
+
     if "spider" in only:
-        evaluate(spider(args.spider_split), values=not args.no_values, misses=args.misses,
+        evaluate(chosen(spider(args.spider_split)), values=not args.no_values, misses=args.misses,
                  sample=args.sample, baseline=True)  # fmt: skip
         print()
     if "text2sql" in only:
-        evaluate(text2sql(), values=not args.no_values, misses=args.misses, sample=args.sample,
+        evaluate(chosen(text2sql()), values=not args.no_values, misses=args.misses, sample=args.sample,
                  baseline=False)  # fmt: skip
         print()
     if "erp" in only:

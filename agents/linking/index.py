@@ -36,6 +36,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from agents.linking.claims import word_postings
 from agents.linking.derivation import abbreviates, derived_keys, related
 from agents.linking.synonyms import DEFAULT_SYNONYMS, Synonyms
 from agents.linking.terms import (
@@ -47,7 +48,12 @@ from agents.linking.terms import (
     words,
 )
 from agents.linking.values import ValueMatch
-from agents.linking.vocabulary import ABBREVIATION_MAX_CHARS, Usage, learned_expansions
+from agents.linking.vocabulary import (
+    ABBREVIATION_MAX_CHARS,
+    Usage,
+    learned_expansions,
+    short_forms,
+)
 from agents.schema_explorer import TableInfo
 
 __all__ = ["EvidenceWeights", "SchemaIndex"]
@@ -111,6 +117,7 @@ class SchemaIndex:
         self.synonyms = DEFAULT_SYNONYMS if synonyms is None else synonyms
         self.usage = usage or Usage()
         self.expansions = learned_expansions(tables)
+        self.short_forms = short_forms(tables)
         self.position = position = {name: i for i, name in enumerate(self.names)}
         # short identifier words (possible abbreviations) and every identifier word, raw -> stem
         # possible abbreviations: raw word -> its stem, and the vowel-less ones by first letter
@@ -149,6 +156,9 @@ class SchemaIndex:
         self.receivers = [tuple(r) for r in receivers]
         self.degree = [len(s) for s in shares]
         self._component = self._components()
+        #: stem -> tables whose names, columns or comments have it (what catalogues' claims
+        #: about left-out tables are checked against)
+        self.word_postings = word_postings(tables)
 
     # -- building --------------------------------------------------------------------------
 
@@ -170,11 +180,17 @@ class SchemaIndex:
                 if len(raw) >= FUZZY_PREFIX:
                     self._prefixes.setdefault(raw[:FUZZY_PREFIX], set()).add(term)
                 if 3 <= len(raw) <= ABBREVIATION_MAX_CHARS and raw.isalpha():
-                    self._short[raw] = term
-                    if not any(ch in "aeiou" for ch in raw[1:]):
-                        skeletons = self._skeletons.setdefault(raw[0], [])
-                        if (raw, term) not in skeletons:
-                            skeletons.append((raw, term))
+                    # a short form stands for a longer word only with the schema's support:
+                    # the longer words it abbreviates around it, or a naming pattern
+                    spelled = self.short_forms.spelled.get(raw)
+                    if spelled:
+                        put(sorted(spelled), weight * w.abbreviated)
+                    elif raw in self.short_forms.patterned:
+                        self._short[raw] = term
+                        if not any(ch in "aeiou" for ch in raw[1:]):
+                            skeletons = self._skeletons.setdefault(raw[0], [])
+                            if (raw, term) not in skeletons:
+                                skeletons.append((raw, term))
                 elif len(raw) > ABBREVIATION_MAX_CHARS and not compound_parts(raw):
                     # a run of letters the word list cannot split (``useracct``): its first
                     # word may still be asked for (``users``)
@@ -379,6 +395,19 @@ class SchemaIndex:
                     bonus[i] = max(bonus.get(i, 0.0), w.coherence * total[seed])
         for i, gain in bonus.items():
             total[i] += gain
+
+    def confident(self, question: str, *, matches: Sequence[ValueMatch] = ()) -> bool:
+        """True when a word of ``question`` reaches the schema whole (exactly, through a
+        synonym or one derivational suffix away) or it names a whole stored value; False when
+        only short forms or shared first letters do: a guess, not evidence."""
+        if any(m.whole for m in matches):
+            return True
+        floor = min(self.weights.derived, 1.0)
+        return any(
+            factor >= floor
+            for _, candidates in self._units(question, fuzzy=False)
+            for _, factor in candidates
+        )
 
     def rank(
         self, question: str, limit: int | None = None, *, matches: Sequence[ValueMatch] = ()

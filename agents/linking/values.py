@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from agents.linking.lookup import phrases_to_search, search_columns
 from agents.linking.terms import STOPWORDS
 from agents.schema_explorer import TableInfo
 
@@ -61,6 +62,7 @@ class ValueLimits:
     max_chars: int = 60  # longer values are text, not names
     total: int = 750_000  # values across the whole index at most (one a column at least)
     max_age_s: float | None = None  # values older than this are read again on refresh
+    search_s: float = 0.25  # ask-time search of the columns with more values, per question
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class _TableEntry:
     signature: tuple[tuple[str, str], ...]
     read_at: float
     columns: list[_Column] = field(default_factory=list)
+    wide: list[str] = field(default_factory=list)  # label columns with too many values to keep
 
 
 def normalize_value(text: str) -> str:
@@ -123,8 +126,12 @@ class ValueIndex:
         limits: ValueLimits,
         *,
         skipped: int = 0,
+        engine: sa.Engine | None = None,
+        db_schema: str | None = None,
     ) -> None:
         self.limits = limits
+        self._engine = engine  # searched at ask time for the wide columns' values
+        self._db_schema = db_schema
         self._tables = dict(tables)
         self.skipped = skipped  # columns left out: too many distinct values, or the total reached
         self._columns: list[_Column] = [c for e in self._tables.values() for c in e.columns]
@@ -264,10 +271,11 @@ class ValueIndex:
                     )
                     if found is None:
                         skipped += 1
+                        entries[name].wide.append(column)  # searched at ask time instead
                     elif found:
                         entries[name].columns.append(_Column(name, column, found))
         kept.update(entries)
-        return ValueIndex(kept, limits, skipped=skipped)
+        return ValueIndex(kept, limits, skipped=skipped, engine=engine, db_schema=db_schema)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -279,6 +287,53 @@ class ValueIndex:
     def __len__(self) -> int:
         """Values indexed."""
         return sum(len(c.values) for c in self._columns)
+
+    @property
+    def wide(self) -> list[tuple[str, str]]:
+        """(table, column) of the label columns with too many values to keep: searched in the
+        database at ask time (``search``)."""
+        return [(t, c) for t, entry in self._tables.items() for c in entry.wide]
+
+    def search(
+        self,
+        question: str,
+        readable: Readable | None = None,
+        *,
+        known: Callable[[str], bool],
+        budget_s: float | None = None,
+    ) -> list[ValueMatch]:
+        """The question's phrases that no schema word covers (``known`` says which words are
+        covered), looked up in the wide columns ``readable`` allows, in the database, within
+        ``budget_s`` (default ``limits.search_s``); see ``agents.linking.lookup``. Nothing
+        without an engine (an index from ``from_values``)."""
+        if self._engine is None:
+            return []
+        columns = [(t, c) for t, c in self.wide if readable is None or readable(t, c)]
+        if not columns:
+            return []
+        phrases = phrases_to_search(normalize_value(question), known)
+        hits = search_columns(
+            self._engine,
+            columns,
+            phrases,
+            budget_s=self.limits.search_s if budget_s is None else budget_s,
+            db_schema=self._db_schema,
+            normalize=normalize_value,
+        )
+        holders: dict[str, set[str]] = {}
+        for table, _, _, phrase in hits:
+            holders.setdefault(phrase, set()).add(table)
+        return [
+            ValueMatch(
+                table,
+                column,
+                value,
+                phrase,
+                True,
+                (1.0 + 0.5 * (len(phrase.split()) - 1)) / math.log2(1.0 + len(holders[phrase])),
+            )
+            for table, column, value, phrase in hits
+        ]
 
     def matches(self, question: str, readable: Readable | None = None) -> list[ValueMatch]:
         """The question's phrases found among the values, strongest first.

@@ -28,10 +28,76 @@ from agents.linking.derivation import abbreviates
 from agents.linking.terms import STOPWORDS, stem, words
 from agents.schema_explorer import TableInfo
 
-__all__ = ["Usage", "learned_expansions"]
+__all__ = ["ShortForms", "Usage", "learned_expansions", "short_forms"]
 
 #: An identifier word this long or shorter may be an abbreviation.
 ABBREVIATION_MAX_CHARS = 6
+#: A short word used in at least this many different multi-word identifiers is a naming pattern
+#: of the schema (``cust_id``, ``cust_name``), so it may stand for a question's longer word.
+PATTERN_MIN_IDENTIFIERS = 2
+
+
+class ShortForms:
+    """Which short identifier words may stand for a question's longer word, and for which.
+
+    A short word (3 to ``ABBREVIATION_MAX_CHARS`` letters) may stand for a longer one only with
+    support from the schema:
+
+    - ``spelled``: a longer word of its own table or of a table one foreign key away that it
+      abbreviates (``apt_id`` in ``Apartments``, ``sec_id`` beside ``section``): it stands for
+      those words only, so "alphabetical" never reaches ``apt`` nor "second" ``sec``;
+    - ``patterned``: no such word, but the schema writes it in several multi-word identifiers
+      (``cust_id``, ``cust_name``): a naming pattern, so it may stand for a question word it
+      abbreviates, below a whole word.
+
+    A short word with neither (a lone ``Str`` or ``Mar`` column) stands only for itself;
+    comments (``learned_expansions``), synonyms and reviewed questions reach it their own way.
+    """
+
+    def __init__(self, spelled: dict[str, set[str]], patterned: set[str]) -> None:
+        self.spelled = spelled
+        self.patterned = frozenset(patterned)
+
+
+def short_forms(tables: Mapping[str, TableInfo]) -> ShortForms:
+    """The supported short forms of ``tables`` (see ``ShortForms``)."""
+    own: dict[str, set[str]] = {}  # table -> its identifier words (unstemmed)
+    shorts: dict[str, set[str]] = {}  # short word -> the tables using it
+    uses: dict[str, set[str]] = {}  # short word -> multi-word identifiers having it
+    for name, info in tables.items():
+        found = own.setdefault(name, set())
+        texts = [info.name, *(c.name for c in info.columns)]
+        if info.comment:
+            texts.append(info.comment)
+        for text in texts:
+            parts = [w for w in words(text) if w.isalpha()]
+            found.update(parts)
+            for part in parts:
+                if 3 <= len(part) <= ABBREVIATION_MAX_CHARS:
+                    shorts.setdefault(part, set()).add(name)
+                    if len(parts) > 1:
+                        uses.setdefault(part, set()).add(text.lower())
+    near: dict[str, set[str]] = {name: {name} for name in tables}
+    for name, info in tables.items():
+        for fk in info.foreign_keys:
+            if fk.referred_table in near:
+                near[name].add(fk.referred_table)
+                near[fk.referred_table].add(name)
+    spelled: dict[str, set[str]] = {}
+    patterned: set[str] = set()
+    for short, users in shorts.items():
+        longer = {
+            stem(word)
+            for user in users
+            for other in near[user]
+            for word in own[other]
+            if word != short and stem(word) != stem(short) and abbreviates(short, word)
+        }
+        if longer:
+            spelled[short] = longer
+        elif len(uses.get(short, ())) >= PATTERN_MIN_IDENTIFIERS:
+            patterned.add(short)
+    return ShortForms(spelled, patterned)
 
 
 def learned_expansions(tables: Mapping[str, TableInfo]) -> dict[str, list[str]]:
