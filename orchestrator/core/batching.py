@@ -8,8 +8,8 @@ from typing import Any
 from agents.llm_agent import LLMAgent
 from agents.llm_batch import QuestionInput, split_results
 from orchestrator.core.errors import LLMError
-from orchestrator.core.llm import LLMCall, LLMClient
-from orchestrator.core.question import QuestionState
+from orchestrator.core.llm import LLMCall, LLMClient, TokenUsage
+from orchestrator.core.question import QuestionState, share
 from orchestrator.core.result import RunError, RunStatus
 
 #: ``progress(stage, done, total)``: the stage's name and how many of its questions are done.
@@ -108,13 +108,24 @@ class BatchedCalls:
                 yield q, split.by_id[q.qid], (call, index)
         if not unanswered:
             return
+        message = "the model's reply did not answer this question"
+        for position, q in enumerate(chunk):
+            if q in unanswered:
+                tokens = TokenUsage(
+                    prompt=share(call.tokens.prompt, len(chunk), position),
+                    completion=share(call.tokens.completion, len(chunk), position),
+                )
+                q.trace_failed_call(
+                    agent,
+                    index,
+                    tokens,
+                    call.duration_ms,
+                    len(chunk),
+                    f"invalid_model_output: {message}",
+                )
         if len(chunk) == 1:
             chunk[0].finish(
-                RunStatus.LLM_ERROR,
-                RunError(
-                    code="invalid_model_output",
-                    message="the model's reply did not answer this question",
-                ),
+                RunStatus.LLM_ERROR, RunError(code="invalid_model_output", message=message)
             )
         elif len(unanswered) == len(chunk):
             yield from self._halves(agent, chunk, build, prepared)  # as if the call had failed

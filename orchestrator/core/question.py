@@ -175,6 +175,21 @@ class QuestionState:
             completion=share(exc.completion_tokens, shared_by, position),
         )
         self.tokens = self.tokens + tokens
+        self.trace_failed_call(
+            agent, index, tokens, exc.duration_ms, shared_by, f"{exc.code}: {redact(exc.message)}"
+        )
+
+    def trace_failed_call(
+        self,
+        agent: LLMAgent[Any],
+        index: int,
+        tokens: TokenUsage,
+        duration_ms: float,
+        shared_by: int,
+        outcome: str,
+    ) -> None:
+        """A trace entry (``ok: false``) per logical agent of a call that gave this question
+        nothing: failed, or answered other questions only."""
         for name in agent.agents:
             self.trace.append(
                 TraceEntry(
@@ -182,9 +197,9 @@ class QuestionState:
                     batch=agent.batch,
                     llm_call=index,
                     tokens=tokens,
-                    duration_ms=round(exc.duration_ms, 3),
+                    duration_ms=round(duration_ms, 3),
                     input_summary=short(f"{shared_by} question(s) in the call"),
-                    output_summary=short(f"{exc.code}: {redact(exc.message)}"),
+                    output_summary=short(outcome),
                     ok=False,
                 )
             )
