@@ -357,9 +357,10 @@ class LLMClient:
         try:
             return retrying(self._attempt, agent, messages, requests, max_tokens)
         except openai.APITimeoutError as exc:
+            tries = "on its one try" if attempts == 1 else f"on each of {attempts} tries"
             raise LLMTimeout(
                 f"the model endpoint did not answer within {self.settings.timeout_s:g} s "
-                f"(SQLGATE_LLM_TIMEOUT) in {_times(attempts)}"
+                f"(SQLGATE_LLM_TIMEOUT) {tries}"
             ) from exc
         except transient as exc:
             raise LLMUnavailable(
