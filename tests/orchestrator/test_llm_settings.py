@@ -355,3 +355,77 @@ def test_a_reply_that_leaves_some_out_asks_those_alone(serve) -> None:
 
     assert len(got) == 5 and [len(_ids(r)) for r in server.requests] == [5, 1]
     assert sum(q.http_requests for q in qs) == 2
+
+
+def test_the_metrics_count_the_tokens_of_a_failed_call(serve) -> None:
+    from orchestrator.core import metrics
+
+    server = serve(
+        ScriptedReply("not json", prompt_tokens=700, completion_tokens=30),
+        ScriptedReply("nor this", prompt_tokens=800, completion_tokens=40),
+    )
+    before = (
+        metrics.llm_tokens_total.value(type="input"),
+        metrics.llm_tokens_total.value(type="output"),
+        metrics.llm_calls_total.value(agent="SQLBatch", result="invalid_model_output"),
+    )
+
+    with pytest.raises(LLMOutputInvalid):
+        _client(server).call(SQLGenerator(), MESSAGES)
+
+    assert metrics.llm_tokens_total.value(type="input") - before[0] == 1500
+    assert metrics.llm_tokens_total.value(type="output") - before[1] == 70
+    assert (
+        metrics.llm_calls_total.value(agent="SQLBatch", result="invalid_model_output") - before[2]
+        == 1
+    )
+
+
+# -- a whole run: what a failed run reports ---------------------------------------------------
+
+
+def _pipeline(server: ScriptedLLMServer, demo_db: Path, **settings: Any) -> Any:
+    from approvals import ApproveAll
+    from orchestrator.core.database import TargetDatabase
+    from orchestrator.core.pipeline import Pipeline, PipelineConfig
+
+    return Pipeline(
+        TargetDatabase(f"sqlite:///{demo_db}"),
+        _client(server, **settings),
+        ApproveAll(),
+        config=PipelineConfig(k=10),
+    )
+
+
+def test_a_failed_run_reports_the_tokens_requests_and_trace_of_its_failed_call(
+    serve, demo_db: Path
+) -> None:
+    server = serve(
+        ScriptedReply("not json", prompt_tokens=1724, completion_tokens=375),
+        ScriptedReply("still not", prompt_tokens=2148, completion_tokens=384),
+    )
+
+    result = _pipeline(server, demo_db).ask("How many orders are there?")
+
+    assert result.status.value == "llm_error" and result.error.code == "invalid_model_output"
+    assert (result.tokens.prompt, result.tokens.completion) == (1724 + 2148, 375 + 384)
+    assert result.http_requests == 2 and result.llm_calls == 1
+    assert [(t.agent, t.ok) for t in result.trace] == [
+        ("IntentAnalyzer", False),
+        ("ClarificationAgent", False),
+        ("QueryDecomposer", False),
+        ("QueryPlanner", False),
+    ]
+    assert result.trace[0].tokens.prompt == 1724 + 2148
+
+
+def test_a_run_cut_at_the_token_cap_says_so_after_one_request(serve, demo_db: Path) -> None:
+    server = serve(ScriptedReply('{"results": [{"question_id": "q1", "in', finish_reason="length"))
+
+    result = _pipeline(server, demo_db, max_tokens_by_agent={"reasoning": 12}).ask(
+        "How many orders are there?"
+    )
+
+    assert result.status.value == "llm_error" and result.error.code == "model_output_cut"
+    assert "12-token cap" in result.error.message and "reasoning=N" in result.error.message
+    assert len(server.requests) == 1 and server.requests[0]["max_tokens"] == 12
