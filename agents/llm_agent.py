@@ -17,6 +17,10 @@ from agents.errors import AgentOutputError
 
 OutputT = TypeVar("OutputT", bound=BaseModel)
 
+#: Every LLM agent's ``setting`` name, in pipeline order (settings such as
+#: ``SQLGATE_LLM_MAX_TOKENS=sql=400`` are checked against these).
+AGENT_SETTINGS = ("reasoning", "sql", "correction", "answer")
+
 
 def _invalid(schema_name: str, detail: str) -> AgentOutputError:
     error = AgentOutputError(f"the model's reply is not a valid {schema_name}: {detail}")
@@ -41,10 +45,12 @@ class LLMAgent(Generic[OutputT]):
     """Base class of the batches that call a model.
 
     Subclasses set ``agents`` (the logical agent names this call serves), ``batch`` (1-4),
-    ``output_model`` and implement ``build_messages``.
+    ``setting`` (the name a person uses for it in settings, e.g. ``sql`` in
+    ``SQLGATE_LLM_MAX_TOKENS=sql=400``), ``output_model`` and implement ``build_messages``.
     """
 
     agents: ClassVar[tuple[str, ...]]
+    setting: ClassVar[str]
     batch: ClassVar[int]
     output_model: ClassVar[type[BaseModel]]
     instructions: ClassVar[str]
@@ -75,13 +81,23 @@ class LLMAgent(Generic[OutputT]):
 
 
 def _strip_code_fence(text: str) -> str:
-    """Some servers wrap JSON in a Markdown fence even in JSON mode; take what is inside."""
+    r"""Some servers wrap JSON in a Markdown fence even in JSON mode; take what is inside: up to
+    the closing fence (what follows it is talk), or to the end when the reply was cut before it.
+
+    Example:
+        >>> _strip_code_fence('```json\n{"a": 1}')
+        '{"a": 1}'
+    """
     stripped = text.strip()
-    if stripped.startswith("```"):
-        lines = stripped.splitlines()
-        if len(lines) >= 2 and lines[-1].strip() == "```":
-            return "\n".join(lines[1:-1])
-    return stripped
+    if not stripped.startswith("```"):
+        return stripped
+    if "\n" not in stripped:  # ```{"a": 1}``` on one line
+        return stripped.lstrip("`").removeprefix("json").rstrip("`").strip()
+    lines = stripped.splitlines()[1:]  # the opening fence line, with its language tag
+    for end, line in enumerate(lines):
+        if line.strip().startswith("```"):
+            return "\n".join(lines[:end]).strip()
+    return "\n".join(lines).strip()
 
 
 def _first_errors(exc: ValidationError, limit: int = 3) -> str:

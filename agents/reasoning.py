@@ -111,6 +111,7 @@ class ReasoningBatch(BaseModel):
 class ReasoningAgent(LLMAgent[ReasoningBatch]):
     """Classify, clarify, decompose and plan one or several questions against a catalogue."""
 
+    setting: ClassVar[str] = "reasoning"
     agents: ClassVar[tuple[str, ...]] = (
         "IntentAnalyzer",
         "ClarificationAgent",

@@ -49,6 +49,7 @@ def render_preview(columns: list[str], rows: list[list[Any]], row_count: int) ->
 class ResponseSynthesizer(LLMAgent[AnswerBatch]):
     """Write each final answer from the question, the SQL and a result preview, or the failure."""
 
+    setting: ClassVar[str] = "answer"
     agents: ClassVar[tuple[str, ...]] = ("ResponseSynthesizer",)
     batch: ClassVar[int] = 4
     output_model: ClassVar[type[BaseModel]] = AnswerBatch

@@ -25,6 +25,7 @@ class CorrectionBatch(BaseModel):
 class SelfCorrection(LLMAgent[CorrectionBatch]):
     """One correction attempt per question; the orchestrator allows at most two per question."""
 
+    setting: ClassVar[str] = "correction"
     agents: ClassVar[tuple[str, ...]] = ("SelfCorrection",)
     batch: ClassVar[int] = 3
     output_model: ClassVar[type[BaseModel]] = CorrectionBatch

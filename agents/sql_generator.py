@@ -45,6 +45,7 @@ def render_plan(reasoning: ReasoningOutput) -> str:
 class SQLGenerator(LLMAgent[SQLBatch]):
     """Turn each question's plan plus the explored schema (and sample values) into SQL."""
 
+    setting: ClassVar[str] = "sql"
     agents: ClassVar[tuple[str, ...]] = ("SQLGenerator",)
     batch: ClassVar[int] = 2
     output_model: ClassVar[type[BaseModel]] = SQLBatch

@@ -16,6 +16,12 @@ SQLGATE_APPROVAL_TTL     seconds a deferred approval batch may wait before it is
 SQLGATE_APPROVAL_QUORUM  distinct reviewers a deferred batch needs (default 1)
 SQLGATE_LEASE       seconds a process's claim on a run lasts unrenewed (default 30): a stopped
                     process's runs are taken over after this
+SQLGATE_LLM_TIMEOUT seconds one model request may take (default 60)
+SQLGATE_LLM_ATTEMPTS tries of one model request on connection errors, timeouts, 429 and 5xx
+                    (default 4)
+SQLGATE_LLM_MAX_TOKENS  reply tokens per question of a call: N, or per agent
+                    ``reasoning=N,sql=N,correction=N,answer=N`` (N first for the others);
+                    default: no cap sent (the server's own)
 SQLGATE_DESCRIPTIONS  a descriptions file (sqlgate YAML, dbt schema.yml or manifest.json) adding
                     table and column descriptions to what the database's comments say
 """
@@ -71,6 +77,99 @@ def parse_rate(text: str) -> tuple[int, float]:
     return count, window
 
 
+def parse_llm_timeout(text: str, name: str = "SQLGATE_LLM_TIMEOUT") -> float:
+    """Seconds one model request may take: a positive number.
+
+    Example:
+        >>> parse_llm_timeout("2.5")
+        2.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigurationError(f"{name} must be a positive number of seconds, not {text!r}")
+    return value
+
+
+def parse_llm_attempts(text: str, name: str = "SQLGATE_LLM_ATTEMPTS") -> int:
+    """Tries of one model request: a whole number of at least 1.
+
+    Example:
+        >>> parse_llm_attempts("1")
+        1
+    """
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ConfigurationError(f"{name} must be a whole number of at least 1, not {text!r}")
+    return int(text)
+
+
+def parse_max_tokens(
+    text: str, name: str = "SQLGATE_LLM_MAX_TOKENS"
+) -> tuple[int | None, dict[str, int]]:
+    """``"400"`` -> (400, {}); ``"600,sql=300"`` -> (600, {"sql": 300}): reply tokens per
+    question of a call, for every agent, and per agent by its setting name.
+
+    Example:
+        >>> parse_max_tokens("reasoning=500, answer=200")
+        (None, {'reasoning': 500, 'answer': 200})
+    """
+    from agents.llm_agent import AGENT_SETTINGS
+
+    default: int | None = None
+    by_agent: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        agent, _, number = part.rpartition("=")
+        agent = agent.strip()
+        if (
+            not number.strip().isdigit()
+            or int(number) < 1
+            or (agent and agent not in AGENT_SETTINGS)
+        ):
+            raise ConfigurationError(
+                f"{name} must be a whole number of tokens of at least 1, or AGENT=N pairs with "
+                f"AGENT one of {', '.join(AGENT_SETTINGS)}, separated by commas; not {text!r}"
+            )
+        if agent:
+            by_agent[agent] = int(number)
+        else:
+            default = int(number)
+    return default, by_agent
+
+
+def llm_settings_from(
+    env: Mapping[str, str],
+    *,
+    timeout: str | None = None,
+    attempts: str | None = None,
+    max_tokens: str | None = None,
+) -> LLMSettings:
+    """The model settings from the environment, with the command line's values over them
+    (``timeout`` etc. are the options' text, named ``--llm-timeout`` etc. in errors)."""
+    key = env.get("OPENAI_API_KEY")
+    settings = LLMSettings(
+        model=env.get("SQLGATE_MODEL") or "gpt-4o-mini",
+        base_url=env.get("OPENAI_BASE_URL") or None,
+        api_key=SecretStr(key) if key else None,
+    )
+    for option, variable, value in (
+        ("--llm-timeout", "SQLGATE_LLM_TIMEOUT", timeout),
+        ("--llm-attempts", "SQLGATE_LLM_ATTEMPTS", attempts),
+        ("--llm-max-tokens", "SQLGATE_LLM_MAX_TOKENS", max_tokens),
+    ):
+        name, text = (option, value) if value is not None else (variable, env.get(variable))
+        if text is None or (text.strip() == "" and value is None):
+            continue
+        if variable == "SQLGATE_LLM_TIMEOUT":
+            settings.timeout_s = parse_llm_timeout(text, name)
+        elif variable == "SQLGATE_LLM_ATTEMPTS":
+            settings.max_attempts = parse_llm_attempts(text, name)
+        else:
+            settings.max_tokens, settings.max_tokens_by_agent = parse_max_tokens(text, name)
+    return settings
+
+
 class Settings(BaseModel):
     db: str | None = None
     llm: LLMSettings = Field(default_factory=LLMSettings)
@@ -112,7 +211,7 @@ class Settings(BaseModel):
                 "SQLGATE_APPROVAL_TTL and SQLGATE_LEASE must be positive numbers of seconds and "
                 "SQLGATE_APPROVAL_QUORUM a whole number of at least 1"
             ) from exc
-        key = env.get("OPENAI_API_KEY")
+        llm = llm_settings_from(env)
         tokens = env.get("SQLGATE_TOKEN_LIMIT")
         if tokens is not None and not tokens.strip().isdigit():
             raise ConfigurationError(
@@ -120,11 +219,7 @@ class Settings(BaseModel):
             )
         return cls(
             db=env.get("SQLGATE_DB") or None,
-            llm=LLMSettings(
-                model=env.get("SQLGATE_MODEL") or "gpt-4o-mini",
-                base_url=env.get("OPENAI_BASE_URL") or None,
-                api_key=SecretStr(key) if key else None,
-            ),
+            llm=llm,
             rate_limit=limit,
             rate_window_s=window,
             statement_timeout_s=timeout,

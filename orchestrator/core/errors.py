@@ -13,9 +13,11 @@
      │    ├── DatabaseURLInvalid   invalid_database_url
      │    └── DatabaseUnreachable  database_unreachable
      └── LLMError
-          ├── LLMUnavailable       llm_unavailable       (connection, timeout, 429/5xx after retries)
+          ├── LLMUnavailable       llm_unavailable       (connection, 429/5xx after retries)
+          │    └── LLMTimeout      llm_timeout           (no reply within SQLGATE_LLM_TIMEOUT, every try)
           ├── LLMRequestRejected   llm_request_rejected  (401, 403, 404, 400 ...: not retried)
           ├── LLMOutputInvalid     invalid_model_output  (invalid JSON, also after one repair)
+          │    └── LLMOutputCut    model_output_cut      (the reply stopped at max_tokens)
           └── ReplayError          replay_error          (a cassette unreadable, a replay off script)
                └── ReplayMiss      replay_miss           (no recorded reply for a request)
 
@@ -96,7 +98,9 @@ class DialectMismatch(DatabaseError):
 
 
 class LLMError(SqlgateError):
-    """A logical model call failed; it still cost ``http_requests`` and had a ``call_index``.
+    """A logical model call failed; it still cost ``http_requests`` and the tokens the server
+    reported for the replies it did send (``prompt_tokens``, ``completion_tokens``), and had a
+    ``call_index``.
 
     ``ends_run`` is True when every later call would fail the same way (the endpoint is down
     after all retries, or it refuses our key or model): the run then stops at once, every
@@ -106,6 +110,9 @@ class LLMError(SqlgateError):
     code = "llm_error"
     call_index: int | None = None
     http_requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration_ms: float = 0.0
     ends_run: bool = False
 
 
@@ -114,12 +121,25 @@ class LLMUnavailable(LLMError):
     ends_run = True
 
 
+class LLMTimeout(LLMUnavailable):
+    """No reply came within the request timeout, on every attempt."""
+
+    code = "llm_timeout"
+
+
 class LLMRequestRejected(LLMError):
     code = "llm_request_rejected"
 
 
 class LLMOutputInvalid(LLMError):
     code = "invalid_model_output"
+
+
+class LLMOutputCut(LLMOutputInvalid):
+    """The reply stopped at its token cap (``finish_reason: length``) before it was whole: asking
+    to repair it would be cut the same way, so it is not asked."""
+
+    code = "model_output_cut"
 
 
 class ReplayError(LLMError):

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, Field, SecretStr
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -26,13 +26,17 @@ from agents.llm_agent import AgentOutputError, LLMAgent, json_schema
 from orchestrator.core import telemetry
 from orchestrator.core.errors import (
     LLMError,
+    LLMOutputCut,
     LLMOutputInvalid,
     LLMRequestRejected,
+    LLMTimeout,
     LLMUnavailable,
 )
 
 if TYPE_CHECKING:
     import openai
+
+    from orchestrator.core.json_mode_memory import JsonModeMemory
 
 #: Real model requests are allowed unless a test suite turns this off (tests replay cassettes).
 ALLOW_MODEL_REQUESTS = True
@@ -52,6 +56,15 @@ def transient_errors() -> tuple[type[Exception], ...]:
 
 
 class LLMSettings(BaseModel):
+    """How the model is asked: endpoint, model, and what one request may take.
+
+    ``timeout_s`` bounds each HTTP request (``SQLGATE_LLM_TIMEOUT``), ``max_attempts`` the tries
+    of one request on transient errors (``SQLGATE_LLM_ATTEMPTS``). ``max_tokens`` caps the reply
+    per question of a call (``SQLGATE_LLM_MAX_TOKENS``; a batched call of three questions asks
+    for three times as many); ``max_tokens_by_agent`` overrides it per agent setting name
+    (``reasoning``, ``sql``, ``correction``, ``answer``). None sends no cap: the server's own.
+    """
+
     model: str = "gpt-4o-mini"
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -59,6 +72,18 @@ class LLMSettings(BaseModel):
     max_attempts: int = 4
     max_backoff_s: float = 60.0
     temperature: float = 0.0
+    max_tokens: int | None = None
+    max_tokens_by_agent: dict[str, int] = Field(default_factory=dict)
+
+    def max_tokens_for(self, setting: str, questions: int = 1) -> int | None:
+        """The ``max_tokens`` to send for a call of agent ``setting`` carrying ``questions``.
+
+        Example:
+            >>> LLMSettings(max_tokens=300, max_tokens_by_agent={"sql": 200}).max_tokens_for("sql", 2)
+            400
+        """
+        cap = self.max_tokens_by_agent.get(setting, self.max_tokens)
+        return None if cap is None else cap * max(1, questions)
 
 
 class TokenUsage(BaseModel):
@@ -90,9 +115,11 @@ class LLMCall(BaseModel):
 COMPLETION_ESTIMATE = 800
 
 
-def estimate_tokens(messages: list[dict[str, str]]) -> int:
-    """A request's tokens before it is sent: about four characters a token, plus the reply."""
-    return sum(len(m.get("content") or "") for m in messages) // 4 + COMPLETION_ESTIMATE
+def estimate_tokens(messages: list[dict[str, str]], max_tokens: int | None = None) -> int:
+    """A request's tokens before it is sent: about four characters a token, plus the reply (at
+    most ``max_tokens`` when a cap is sent)."""
+    reply = COMPLETION_ESTIMATE if max_tokens is None else min(max_tokens, COMPLETION_ESTIMATE)
+    return sum(len(m.get("content") or "") for m in messages) // 4 + reply
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
@@ -113,12 +140,23 @@ def retry_after_seconds(exc: BaseException) -> float | None:
 
 
 class _Requests:
-    """HTTP requests made for one logical call (retries and the repair included)."""
+    """What one logical call cost so far: HTTP requests (retries and the repair included) and
+    the tokens the server reported for the replies it sent, valid or not."""
 
-    __slots__ = ("count",)
+    __slots__ = ("count", "tokens")
 
     def __init__(self) -> None:
         self.count = 0
+        self.tokens = TokenUsage()
+
+
+class _Reply:
+    """One chat completion's content, and whether the token cap cut it."""
+
+    __slots__ = ("content", "cut")
+
+    def __init__(self, content: str | None, cut: bool) -> None:
+        self.content, self.cut = content, cut
 
 
 class LLMClient:
@@ -126,7 +164,9 @@ class LLMClient:
 
     ``limiter`` is a ``ratelimit.SlidingWindowLimiter`` (requests, and tokens when configured),
     acquired before every HTTP attempt; ``sleep`` is what tenacity waits with (inject a virtual
-    clock's sleep in tests and replays).
+    clock's sleep in tests and replays). ``json_mode_memory`` (a ``JsonModeMemory``), when given,
+    remembers across processes that the endpoint refuses json_schema, so later processes start
+    in JSON mode instead of learning it again with a refused request.
     """
 
     def __init__(
@@ -137,6 +177,7 @@ class LLMClient:
         http_client: Any | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.perf_counter,
+        json_mode_memory: JsonModeMemory | None = None,
     ) -> None:
         if not ALLOW_MODEL_REQUESTS and http_client is None:
             raise RuntimeError(
@@ -157,7 +198,11 @@ class LLMClient:
             timeout=settings.timeout_s,
             http_client=http_client,
         )
-        self._json_schema_supported = True
+        self._json_mode_memory = json_mode_memory
+        self._json_schema_supported = not (
+            json_mode_memory is not None
+            and json_mode_memory.refuses_json_schema(str(self._client.base_url), settings.model)
+        )
         self._lock = threading.Lock()
         self.calls = 0  # logical calls over the client's life, every run together
         self.http_requests = 0
@@ -165,12 +210,21 @@ class LLMClient:
         self.on_retry: Callable[[str], object] | None = None
 
     def call(
-        self, agent: LLMAgent[Any], messages: list[dict[str, str]], *, index: int = 0
+        self,
+        agent: LLMAgent[Any],
+        messages: list[dict[str, str]],
+        *,
+        index: int = 0,
+        questions: int = 1,
+        repair: bool = True,
     ) -> tuple[Any, LLMCall]:
-        """One logical call: request, parse, and at most one repair request on an invalid reply.
+        """One logical call: request, parse, and (unless ``repair`` is False) at most one repair
+        request on an invalid reply; never one for a reply the token cap cut.
 
         ``index`` is the call's number within its run (the caller's count: one client serves
-        many runs at once, each counting its own calls).
+        many runs at once, each counting its own calls); ``questions`` how many questions the
+        messages carry (the token cap is per question). A failed call raises an ``LLMError``
+        that carries what it cost: requests and the tokens of every reply the server sent.
         """
         with self._lock:
             self.calls += 1
@@ -178,11 +232,23 @@ class LLMClient:
         requests = _Requests()
         with telemetry.llm_call(self.settings.model, agent.schema_name) as span:
             try:
-                output, call = self._call(agent, messages, started, requests, index)
+                output, call = self._call(
+                    agent, messages, started, requests, index, questions, repair
+                )
             except LLMError as exc:
                 exc.call_index = index
                 exc.http_requests = requests.count
-                telemetry.llm_call_ended(span, agent.schema_name, requests.count, error=exc.code)
+                exc.prompt_tokens = requests.tokens.prompt
+                exc.completion_tokens = requests.tokens.completion
+                exc.duration_ms = (self._clock() - started) * 1000.0
+                telemetry.llm_call_ended(
+                    span,
+                    agent.schema_name,
+                    requests.count,
+                    input_tokens=requests.tokens.prompt,
+                    output_tokens=requests.tokens.completion,
+                    error=exc.code,
+                )
                 raise
             telemetry.llm_call_ended(
                 span,
@@ -201,33 +267,43 @@ class LLMClient:
         started: float,
         requests: _Requests,
         index: int,
+        questions: int,
+        repair: bool,
     ) -> tuple[Any, LLMCall]:
-        text, tokens = self._complete(agent, messages, requests)
+        max_tokens = self.settings.max_tokens_for(agent.setting, questions)
+        reply = self._complete(agent, messages, requests, max_tokens)
         repaired = False
         try:
-            output = agent.parse(text)
+            output = agent.parse(reply.content)
         except AgentOutputError as first:
+            if reply.cut:
+                raise _cut(agent, max_tokens) from first  # a repair would be cut the same way
+            if not repair:
+                raise LLMOutputInvalid(
+                    f"the model returned an invalid {agent.schema_name}: {first.detail}"
+                ) from first
             repaired = True
-            repair = messages + [
-                {"role": "assistant", "content": text or ""},
+            again = messages + [
+                {"role": "assistant", "content": reply.content or ""},
                 {
                     "role": "user",
                     "content": f"That reply is not valid: {first.detail}. "
                     "Reply again with only the corrected JSON object.",
                 },
             ]
-            text, more = self._complete(agent, repair, requests)
-            tokens = tokens + more
+            reply = self._complete(agent, again, requests, max_tokens)
             try:
-                output = agent.parse(text)
+                output = agent.parse(reply.content)
             except AgentOutputError as second:
+                if reply.cut:
+                    raise _cut(agent, max_tokens) from second
                 raise LLMOutputInvalid(
                     f"the model returned an invalid {agent.schema_name} twice: {second.detail}"
                 ) from second
         call = LLMCall(
             index=index,
             schema_name=agent.schema_name,
-            tokens=tokens,
+            tokens=requests.tokens,
             http_requests=requests.count,
             repaired=repaired,
             duration_ms=(self._clock() - started) * 1000.0,
@@ -237,38 +313,58 @@ class LLMClient:
     # -- one request, with retries -------------------------------------------------------------
 
     def _complete(
-        self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
-    ) -> tuple[str | None, TokenUsage]:
+        self,
+        agent: LLMAgent[Any],
+        messages: list[dict[str, str]],
+        requests: _Requests,
+        max_tokens: int | None,
+    ) -> _Reply:
         import openai
 
         try:
-            return self._retrying(agent, messages, requests)
+            return self._retrying(agent, messages, requests, max_tokens)
         except openai.BadRequestError as exc:
             if self._json_schema_supported and _mentions_response_format(exc):
-                # The server has no json_schema support: fall back to JSON mode for good.
+                # The server has no json_schema support: fall back to JSON mode for good, and
+                # let later processes know.
                 self._json_schema_supported = False
-                return self._retrying(agent, messages, requests)
+                if self._json_mode_memory is not None:
+                    self._json_mode_memory.remember_refusal(
+                        str(self._client.base_url), self.settings.model
+                    )
+                return self._complete(agent, messages, requests, max_tokens)
             raise LLMRequestRejected(_describe(exc)) from exc
 
     def _retrying(
-        self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
-    ) -> tuple[str | None, TokenUsage]:
+        self,
+        agent: LLMAgent[Any],
+        messages: list[dict[str, str]],
+        requests: _Requests,
+        max_tokens: int | None,
+    ) -> _Reply:
         import openai
 
         transient = self._transient
+        attempts = self.settings.max_attempts
         retrying = Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, transient)),
-            stop=stop_after_attempt(self.settings.max_attempts),
+            stop=stop_after_attempt(attempts),
             wait=self._wait,
             sleep=self._sleep,
             before_sleep=self._tell_retry,
             reraise=True,
         )
         try:
-            return retrying(self._attempt, agent, messages, requests)
+            return retrying(self._attempt, agent, messages, requests, max_tokens)
+        except openai.APITimeoutError as exc:
+            tries = "on its one try" if attempts == 1 else f"on each of {attempts} tries"
+            raise LLMTimeout(
+                f"the model endpoint did not answer within {self.settings.timeout_s:g} s "
+                f"(SQLGATE_LLM_TIMEOUT) {tries}"
+            ) from exc
         except transient as exc:
             raise LLMUnavailable(
-                f"the model endpoint failed {self.settings.max_attempts} times: {_describe(exc)}"
+                f"the model endpoint failed {_times(attempts)}: {_describe(exc)}"
             ) from exc
         except openai.BadRequestError:
             raise
@@ -298,13 +394,20 @@ class LLMClient:
         return wait_exponential_jitter(initial=1.0, max=self.settings.max_backoff_s)(state)
 
     def _attempt(
-        self, agent: LLMAgent[Any], messages: list[dict[str, str]], requests: _Requests
-    ) -> tuple[str | None, TokenUsage]:
+        self,
+        agent: LLMAgent[Any],
+        messages: list[dict[str, str]],
+        requests: _Requests,
+        max_tokens: int | None,
+    ) -> _Reply:
         import openai
 
-        grant = self.limiter.acquire(tokens=estimate_tokens(messages))
+        grant = self.limiter.acquire(tokens=estimate_tokens(messages, max_tokens))
         if getattr(grant, "waited", 0.0) > 0:
             telemetry.limiter_waited(grant.waited)
+        # No cap unless one is set: the server's own limit is the honest default, and a guessed
+        # cap would cut long replies on large schemas.
+        cap: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
         try:
             # The agents' messages are plain role/content dicts and the response format a dict
             # built from the output model: both are what the SDK's TypedDicts describe.
@@ -313,6 +416,7 @@ class LLMClient:
                 messages=cast(Any, messages),
                 temperature=self.settings.temperature,
                 response_format=cast(Any, self._response_format(agent)),
+                **cap,
             )
         except openai.APIConnectionError as exc:
             if never_sent(exc):
@@ -334,13 +438,15 @@ class LLMClient:
             prompt=getattr(usage, "prompt_tokens", 0) or 0,
             completion=getattr(usage, "completion_tokens", 0) or 0,
         )
+        requests.tokens = requests.tokens + tokens
         if tokens.total:
             self.limiter.correct(grant, tokens.total)  # the estimate, replaced by what was used
-        content = completion.choices[0].message.content if completion.choices else None
-        telemetry.llm_response(
-            completion.model, completion.choices[0].finish_reason if completion.choices else None
+        choice = completion.choices[0] if completion.choices else None
+        finish_reason = choice.finish_reason if choice is not None else None
+        telemetry.llm_response(completion.model, finish_reason)
+        return _Reply(
+            choice.message.content if choice is not None else None, finish_reason == "length"
         )
-        return content, tokens
 
     def _count(self, requests: _Requests) -> None:
         """One HTTP request reached the endpoint (or may have: it was sent)."""
@@ -365,6 +471,24 @@ class LLMClient:
                 "strict": False,
             },
         }
+
+
+def _cut(agent: LLMAgent[Any], max_tokens: int | None) -> LLMOutputCut:
+    """The sentence for a reply that stopped at its token cap before it was whole."""
+    if max_tokens is not None:
+        return LLMOutputCut(
+            f"the model's {agent.schema_name} reply was cut at the {max_tokens}-token cap before "
+            f"it was complete; raise SQLGATE_LLM_MAX_TOKENS ({agent.setting}=N) or ask fewer "
+            "questions per call"
+        )
+    return LLMOutputCut(
+        f"the model's {agent.schema_name} reply was cut by the server's token limit before it "
+        "was complete; set a larger SQLGATE_LLM_MAX_TOKENS or a larger context on the server"
+    )
+
+
+def _times(attempts: int) -> str:
+    return "once" if attempts == 1 else f"{attempts} times"
 
 
 #: What the HTTP clients raise when the connection itself failed (refused, no route, DNS, TLS):

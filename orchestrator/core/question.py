@@ -25,6 +25,7 @@ from orchestrator.core.result import (
 )
 
 if TYPE_CHECKING:
+    from agents.llm_agent import LLMAgent
     from safety import ValidationResult
 
 
@@ -147,21 +148,61 @@ class QuestionState:
         if self.status is None:
             self.status, self.error = status, error
 
-    def took_part(self, call: LLMCall, call_index: int, shared_by: int) -> None:
+    def took_part(self, call: LLMCall, call_index: int, shared_by: int, position: int = 0) -> None:
+        """This question was one of ``shared_by`` in call ``call_index`` (at ``position``): it
+        is charged its share of the call's requests and tokens, so the shares of a call's
+        questions add up to what the call cost, never to that times the questions."""
         if call_index not in self.calls:
             self.calls.add(call_index)
-            self.http_requests += call.http_requests
+            self.http_requests += share(call.http_requests, shared_by, position)
             self.tokens = self.tokens + TokenUsage(
-                prompt=call.tokens.prompt // shared_by,
-                completion=call.tokens.completion // shared_by,
+                prompt=share(call.tokens.prompt, shared_by, position),
+                completion=share(call.tokens.completion, shared_by, position),
             )
 
-    def took_part_in_failed(self, exc: LLMError) -> None:
-        """A call that ended in an error still cost requests: count them."""
+    def took_part_in_failed(
+        self, exc: LLMError, agent: LLMAgent[Any], shared_by: int = 1, position: int = 0
+    ) -> None:
+        """A call that ended in an error still cost requests and the tokens of the replies the
+        server sent: charge this question its share, and note the failed call in its trace."""
         index = exc.call_index
-        if index is not None and index not in self.calls:
-            self.calls.add(index)
-            self.http_requests += exc.http_requests
+        if index is None or index in self.calls:
+            return
+        self.calls.add(index)
+        self.http_requests += share(exc.http_requests, shared_by, position)
+        tokens = TokenUsage(
+            prompt=share(exc.prompt_tokens, shared_by, position),
+            completion=share(exc.completion_tokens, shared_by, position),
+        )
+        self.tokens = self.tokens + tokens
+        self.trace_failed_call(
+            agent, index, tokens, exc.duration_ms, shared_by, f"{exc.code}: {redact(exc.message)}"
+        )
+
+    def trace_failed_call(
+        self,
+        agent: LLMAgent[Any],
+        index: int,
+        tokens: TokenUsage,
+        duration_ms: float,
+        shared_by: int,
+        outcome: str,
+    ) -> None:
+        """A trace entry (``ok: false``) per logical agent of a call that gave this question
+        nothing: failed, or answered other questions only."""
+        for name in agent.agents:
+            self.trace.append(
+                TraceEntry(
+                    agent=name,
+                    batch=agent.batch,
+                    llm_call=index,
+                    tokens=tokens,
+                    duration_ms=round(duration_ms, 3),
+                    input_summary=short(f"{shared_by} question(s) in the call"),
+                    output_summary=short(outcome),
+                    ok=False,
+                )
+            )
 
     def fail_call(self, exc: LLMError) -> None:
         """The question's LLM call failed for good. A question whose outcome is known (rejected,
@@ -234,6 +275,19 @@ class QuestionState:
             duration_ms=round((self.clock() - self.started) * 1000.0, 3),
             trace=self.trace,
         )
+
+
+def share(total: int, shared_by: int, position: int) -> int:
+    """The part of ``total`` charged to the question at ``position`` of ``shared_by``: equal
+    parts, the remainder one each to the first, so the parts add up to ``total``.
+
+    Example:
+        >>> [share(3, 2, i) for i in range(2)], [share(1, 3, i) for i in range(3)]
+        ([2, 1], [1, 0, 0])
+    """
+    if shared_by <= 1:
+        return total
+    return total // shared_by + (1 if position < total % shared_by else 0)
 
 
 def short(text: str, limit: int = 160) -> str:

@@ -170,9 +170,15 @@ class _Worker:
                     statement_timeout_s=self.settings.statement_timeout_s,
                     descriptions=self.settings.descriptions,
                 )
+                from orchestrator.core.json_mode_memory import JsonModeMemory
+
                 self.pipelines[url] = Pipeline(
                     database,
-                    LLMClient(self.settings.llm, limiter=self.limiter),
+                    LLMClient(
+                        self.settings.llm,
+                        limiter=self.limiter,
+                        json_mode_memory=JsonModeMemory.in_state_dir(),
+                    ),
                     None,
                     config=self.settings.pipeline,
                     approval_store=self.state.approvals,

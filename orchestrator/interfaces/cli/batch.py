@@ -12,6 +12,9 @@ from orchestrator.core.errors import SqlgateError
 from orchestrator.interfaces.cli.common import (
     BaseUrlOpt,
     DbOpt,
+    LLMAttemptsOpt,
+    LLMMaxTokensOpt,
+    LLMTimeoutOpt,
     MaxLimitOpt,
     ModelOpt,
     PolicyOpt,
@@ -61,6 +64,9 @@ def batch(
     ] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    llm_timeout: LLMTimeoutOpt = None,
+    llm_attempts: LLMAttemptsOpt = None,
+    llm_max_tokens: LLMMaxTokensOpt = None,
     rate_limit: RateOpt = None,
     fail_fast: Annotated[
         bool,
@@ -142,6 +148,9 @@ def batch(
         policy=policy,
         row_cap=row_cap,
         max_limit=max_limit,
+        llm_timeout=llm_timeout,
+        llm_attempts=llm_attempts,
+        llm_max_tokens=llm_max_tokens,
     )
     try:
         database.policy_for(role)  # an unknown role: one sentence before any call is made

@@ -162,6 +162,36 @@ TimeoutOpt = Annotated[
     float | None,
     typer.Option(help="Statement timeout in seconds (default: the policy's, 30).", min=0.001),
 ]
+LLMTimeoutOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--llm-timeout",
+        metavar="SECONDS",
+        help="Seconds one model request may take (default 60). Env: SQLGATE_LLM_TIMEOUT.",
+        show_default=False,
+    ),
+]
+LLMAttemptsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--llm-attempts",
+        metavar="N",
+        help="Tries of one model request on connection errors, timeouts, 429 and 5xx "
+        "(default 4). Env: SQLGATE_LLM_ATTEMPTS.",
+        show_default=False,
+    ),
+]
+LLMMaxTokensOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--llm-max-tokens",
+        metavar="N|AGENT=N,...",
+        help="Reply tokens per question of a model call, for every agent or per agent "
+        "(reasoning, sql, correction, answer), e.g. 600,answer=200 (default: no cap sent). "
+        "Env: SQLGATE_LLM_MAX_TOKENS.",
+        show_default=False,
+    ),
+]
 PolicyOpt = Annotated[
     Path | None,
     typer.Option(
@@ -217,16 +247,23 @@ def open_target(
     policy: Path | None = None,
     row_cap: int | None = None,
     max_limit: int | None = None,
+    llm_timeout: str | None = None,
+    llm_attempts: str | None = None,
+    llm_max_tokens: str | None = None,
 ) -> tuple[Any, Any]:
     """Settings, the read-only database under its policy and the model client, or a clear error
     and exit. Checked in the order a person fixes them: options and files, the model's
     credentials, then the database."""
-    from orchestrator.core.config import Settings, parse_rate
+    from orchestrator.core.config import Settings, llm_settings_from, parse_rate
+    from orchestrator.core.json_mode_memory import JsonModeMemory
     from orchestrator.core.limits import build_limiter
     from orchestrator.core.llm import LLMClient
 
     try:
         settings = Settings.from_env({**os.environ, "SQLGATE_POLICY": ""})
+        settings.llm = llm_settings_from(
+            os.environ, timeout=llm_timeout, attempts=llm_attempts, max_tokens=llm_max_tokens
+        )
         settings.policy = policy_with(policy, row_cap=row_cap, max_limit=max_limit)
         settings.db = db or settings.db
         settings.llm.model = model or settings.llm.model
@@ -245,7 +282,9 @@ def open_target(
     except SqlgateError as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)
         raise
-    return database, LLMClient(settings.llm, limiter=limiter)
+    return database, LLMClient(
+        settings.llm, limiter=limiter, json_mode_memory=JsonModeMemory.in_state_dir()
+    )
 
 
 def check_edits_with(reviewer: Any, pipeline: Any) -> None:

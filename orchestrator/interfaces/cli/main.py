@@ -37,6 +37,9 @@ from orchestrator.interfaces.cli.common import (
     BaseUrlOpt,
     DbOpt,
     JsonOpt,
+    LLMAttemptsOpt,
+    LLMMaxTokensOpt,
+    LLMTimeoutOpt,
     MaxLimitOpt,
     ModelOpt,
     PolicyOpt,
@@ -132,6 +135,9 @@ def ask(
     as_json: JsonOpt = False,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    llm_timeout: LLMTimeoutOpt = None,
+    llm_attempts: LLMAttemptsOpt = None,
+    llm_max_tokens: LLMMaxTokensOpt = None,
     rate_limit: RateOpt = None,
     wait: Annotated[
         bool, typer.Option("--wait", help="Wait for the rate limiter instead of failing fast.")
@@ -234,6 +240,9 @@ def ask(
         policy=policy,
         row_cap=row_cap,
         max_limit=max_limit,
+        llm_timeout=llm_timeout,
+        llm_attempts=llm_attempts,
+        llm_max_tokens=llm_max_tokens,
     )
     # Settings first (a person fixes the key or the URL first), then the gate fails closed
     # before anything runs.

@@ -51,7 +51,14 @@ def shared_pipeline(
     The rate limiter, the read-only database engine, the model client and the stores are
     shared; each run carries its own state (``RunContext``) and progress callback.
     """
-    client = LLMClient(llm, limiter=limiter, http_client=http_client)
+    from orchestrator.core.json_mode_memory import JsonModeMemory
+
+    client = LLMClient(
+        llm,
+        limiter=limiter,
+        http_client=http_client,
+        json_mode_memory=JsonModeMemory.in_state_dir(),
+    )
     return Pipeline(
         database,
         client,
