@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -39,8 +39,11 @@ from orchestrator.core.errors import StateDatabaseError
 from orchestrator.core.extras import needing
 from orchestrator.core.result_rows import ResultRowStore
 from orchestrator.core.runs import RunStore
+from orchestrator.core.state_patience import StatePatience, patience_from_env
 from orchestrator.features.memory import MemoryStore
 from orchestrator.features.notify.outbox import NotificationStore
+
+_Store = TypeVar("_Store")
 
 if TYPE_CHECKING:
     from orchestrator.core.batches import BatchStore
@@ -119,12 +122,15 @@ class StateDatabase:
     """The state database and the stores on it, sharing one engine.
 
     ``setup()`` migrates every component (safe from several processes at once); the stores are
-    built on first use.
+    built on first use, each operation of each store run through ``patience``
+    (``orchestrator.core.state_patience``: tried again while the connection is lost, for
+    ``$SQLGATE_STATE_PATIENCE`` seconds by default), so every process inherits one retry policy.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, patience: StatePatience | None = None) -> None:
         with state_errors(STATE_URL_ENV):
             self.url = url or default_state_url()
+            self.patience = patience or StatePatience(patience_from_env())
         self.safe_url = redact_url(self.url)
         with state_errors(self.safe_url):
             self.engine: Engine = needing(
@@ -144,30 +150,30 @@ class StateDatabase:
 
     @cached_property
     def approvals(self) -> SqlApprovalStore:
-        return SqlApprovalStore(self.engine)
+        return self._patient(SqlApprovalStore(self.engine))
 
     @cached_property
     def batches(self) -> BatchStore:
         """Distributed batches (set up on first use: only ``batch --distributed`` needs them)."""
         from orchestrator.core.batches import BatchStore
 
-        return BatchStore(self.engine)
+        return self._patient(BatchStore(self.engine))
 
     @cached_property
     def runs(self) -> RunStore:
-        return RunStore(self.engine)
+        return self._patient(RunStore(self.engine))
 
     @cached_property
     def results(self) -> ResultRowStore:
-        return ResultRowStore(self.engine)
+        return self._patient(ResultRowStore(self.engine))
 
     @cached_property
     def memory(self) -> MemoryStore:
-        return MemoryStore(self.engine)
+        return self._patient(MemoryStore(self.engine))
 
     @cached_property
     def notifications(self) -> NotificationStore:
-        return NotificationStore(self.engine)
+        return self._patient(NotificationStore(self.engine))
 
     @cached_property
     def server(self) -> ServerState:
@@ -175,7 +181,11 @@ class StateDatabase:
             ServerState,  # late: the server package is heavier
         )
 
-        return ServerState(self.engine)
+        return self._patient(ServerState(self.engine))
+
+    def _patient(self, store: _Store) -> _Store:
+        self.patience.guard(store, f"the state database {self.safe_url}")
+        return store
 
     def versions(self) -> dict[str, int]:
         """Each component's schema version."""
