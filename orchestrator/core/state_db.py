@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from orchestrator.core.batches import BatchStore
     from orchestrator.core.server_state import ServerState
 
-__all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url", "state_errors"]
+__all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url", "lasting", "state_errors"]
 
 STATE_URL_ENV = "SQLGATE_STATE_URL"
 _DEPRECATED_URL_ENV = "SQLGATE_APPROVALS_URL"
@@ -63,7 +63,7 @@ def default_state_url(environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     explicit = env.get(STATE_URL_ENV)
     if explicit:
-        return explicit
+        return lasting(explicit, STATE_URL_ENV)
     legacy = env.get(_DEPRECATED_URL_ENV)
     if legacy:
         warnings.warn(
@@ -71,10 +71,45 @@ def default_state_url(environ: Mapping[str, str] | None = None) -> str:
             DeprecationWarning,
             stacklevel=2,
         )
-        return legacy
+        return lasting(legacy, _DEPRECATED_URL_ENV)
     folder = state_dir()
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'state.sqlite'}"
+
+
+def lasting(url: str, source: str = STATE_URL_ENV) -> str:
+    """``url`` when it names a database that outlives this process; ``StateDatabaseError``
+    (exit 10) for an in-memory or temporary one (``sqlite://``, ``sqlite:///``, ``:memory:``,
+    ``mode=memory``), whose runs, batches and ledger would vanish with the process that wrote them.
+
+    Example:
+        >>> lasting("sqlite:////var/lib/sqlgate/state.sqlite")
+        'sqlite:////var/lib/sqlgate/state.sqlite'
+        >>> lasting("sqlite:///")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        orchestrator.core.errors.StateDatabaseError: SQLGATE_STATE_URL='sqlite:///' is an in-memory...
+    """
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        return url  # not a URL: opening it says so, in one sentence
+    database = (parsed.database or "").strip()
+    query = {k: str(v) for k, v in parsed.query.items()}
+    in_memory = parsed.get_backend_name() == "sqlite" and (
+        database in ("", ":memory:")
+        or database.startswith("file::memory:")
+        or query.get("mode") == "memory"
+        or "mode=memory" in database
+    )
+    if in_memory:
+        shown = url if len(url) <= 80 else url[:79] + "…"
+        raise StateDatabaseError(
+            f"{source}={shown!r} is an in-memory database that ends with the process: runs, "
+            "approvals and the ledger must outlive it, so give a file "
+            "(sqlite:////path/state.sqlite) or a server URL"
+        )
+    return url
 
 
 #: The longest driver message quoted in a state database error.
@@ -92,6 +127,13 @@ def state_errors(safe_url: str) -> Iterator[None]:
         raise
     except SchemaVersionError as exc:
         raise StateDatabaseError(str(exc)) from None
+    except ImportError as exc:  # a driver named in the URL that is not installed
+        module = exc.name or _reason(exc)
+        raise StateDatabaseError(
+            f"the state database URL {safe_url!r} ({STATE_URL_ENV}) needs the Python module "
+            f"{module!r}, which is not installed (PostgreSQL: postgresql+psycopg://, from "
+            "pip install 'sqlgate[postgres]')"
+        ) from None
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise StateDatabaseError(
             f"the state database URL {safe_url!r} ({STATE_URL_ENV}) is not one sqlgate can open: "
