@@ -14,7 +14,7 @@ from approvals.migrations import migrate, schema_versions, state_engine
 from orchestrator.core.state_db import StateDatabase, default_state_url
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-LATEST = {"approvals": 4, "memory": 2, "notifications": 1, "results": 1, "runs": 5, "server": 3}
+LATEST = {"approvals": 4, "memory": 2, "notifications": 2, "results": 1, "runs": 5, "server": 3}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
