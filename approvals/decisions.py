@@ -140,6 +140,10 @@ def _json_kind(value: Any) -> str:
     return "a list" if isinstance(value, list) else "a string"
 
 
+#: The largest decision file read: thousands of decisions with edited SQL fit many times over.
+MAX_DECISION_FILE_BYTES = 16 * 1024 * 1024
+
+
 def parse_decision_file(content: str | bytes) -> dict[str, Any]:
     """The decisions written in a file: one JSON object ``{call_id: decision}``.
 
@@ -163,6 +167,13 @@ def parse_decision_file(content: str | bytes) -> dict[str, Any]:
         ...     exc.code
         'invalid_decision_file'
     """
+    if len(content) > MAX_DECISION_FILE_BYTES:
+        raise DecisionError.single(
+            "invalid_decision_file",
+            "?",
+            f"the file is larger than {MAX_DECISION_FILE_BYTES // (1024 * 1024)} MiB "
+            "(a decision names each pending call_id once)",
+        )
     try:
         decoded = json.loads(content, object_pairs_hook=_keep_duplicates)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError too

@@ -48,6 +48,11 @@ class DecisionProblem:
 _PROBLEMS_SHOWN = 5
 
 
+def _bounded(text: str, most: int) -> str:
+    """``text`` cut to ``most`` characters (a refused value may be megabytes long)."""
+    return text if len(text) <= most else f"{text[: most - 1]}… ({len(text):,} characters)"
+
+
 class DecisionError(ApprovalError):
     """A decision was refused as a whole; nothing of it was accepted.
 
@@ -64,7 +69,9 @@ class DecisionError(ApprovalError):
         self.code = self.problems[0].code
         self.call_ids = tuple(p.call_id for p in self.problems)
         shown = self.problems[:_PROBLEMS_SHOWN]
-        lines = "; ".join(f"{p.call_id}: {p.message} [{p.code}]" for p in shown)
+        lines = "; ".join(
+            f"{_bounded(p.call_id, 80)}: {_bounded(p.message, 240)} [{p.code}]" for p in shown
+        )
         left = len(self.problems) - len(shown)
         if left:
             codes = sorted({p.code for p in self.problems[len(shown) :]})

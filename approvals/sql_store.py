@@ -48,6 +48,7 @@ from .notify import (
     release_listener,
     signals_for,
 )
+from .retried import tried_again
 from .risk import RISK_LEVELS
 from .store import ApprovalStore, CallLocation
 
@@ -369,8 +370,8 @@ class SqlApprovalStore(ApprovalStore):
 
     def _insert(self, record: BatchRecord, events: Sequence[AuditEvent]) -> None:
         batch = record.batch
-        with self._write() as conn:
-            try:
+        try:
+            with self._write() as conn:
                 conn.execute(
                     sa.insert(batches).values(
                         batch_id=batch.batch_id,
@@ -400,12 +401,14 @@ class SqlApprovalStore(ApprovalStore):
                             for i in batch.items
                         ],
                     )
-            except sa.exc.IntegrityError as exc:
-                raise ValueError(
-                    f"batch {batch.batch_id} or one of its call_ids already exists"
-                ) from exc
-            if events:
-                self._append(conn, events)
+                if events:
+                    self._append(conn, events)
+        except sa.exc.IntegrityError as exc:
+            if tried_again() and self._load(batch.batch_id) == record:
+                return  # tried again after a lost connection whose commit went through
+            raise ValueError(
+                f"batch {batch.batch_id} or one of its call_ids already exists"
+            ) from exc
 
     def _load(self, batch_id: str) -> BatchRecord | None:
         with self.engine.connect() as conn:
@@ -586,7 +589,9 @@ class SqlApprovalStore(ApprovalStore):
                 if events:
                     self._append(conn, events)
         except sa.exc.IntegrityError:
-            return False
+            # Tried again after a lost connection whose commit went through: the claim is
+            # this one's only when the ledger holds exactly it (same start, same statement).
+            return tried_again() and self.execution(record.call_id) == record
         return True
 
     def _settle_execution(
@@ -601,15 +606,19 @@ class SqlApprovalStore(ApprovalStore):
                 .values(**values)
             )
             if updated.rowcount != 1:
-                return False
+                # applied by an earlier try whose answer was lost
+                return tried_again() and self._load_execution(conn, record.call_id) == record
             if events:
                 self._append(conn, events)
             return True
 
+    def _load_execution(self, conn: Connection, call_id: str) -> ExecutionRecord | None:
+        row = conn.execute(sa.select(executions).where(executions.c.call_id == call_id)).first()
+        return self._execution(row) if row is not None else None
+
     def execution(self, call_id: str) -> ExecutionRecord | None:
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(executions).where(executions.c.call_id == call_id)).first()
-        return self._execution(row) if row is not None else None
+            return self._load_execution(conn, call_id)
 
     def executions(
         self, *, batch_id: str | None = None, run_id: str | None = None

@@ -27,6 +27,7 @@ from .models import (
     Vote,
 )
 from .notify import DecisionSignals, DecisionWatch, WakeReason
+from .retried import tried_again
 
 
 class CallLocation(NamedTuple):
@@ -264,6 +265,8 @@ class ApprovalStore(ABC):
             self._announce(batch_id)
             return updated
         winner = self.get_batch(batch_id)
+        if tried_again() and winner == updated:  # this change, applied before its answer was lost
+            return winner
         replayed = self.replay(winner, idempotency_key, decision_digest or "", actor=actor)
         if replayed is not None:
             return replayed

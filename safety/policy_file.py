@@ -359,8 +359,10 @@ class Policy(BaseModel):
             raise PolicyError(f"invalid policy: {key}: {message}", key=key) from None
         if policy is None:
             raise PolicyError("invalid policy: the top level must be a table of keys")
+        _allows_something(policy, "")
         for name in policy.roles:
-            policy.for_role(name)  # a role that widens the base is refused when the file loads
+            # a role that widens the base, or leaves nothing to read, is refused when it loads
+            _allows_something(policy.for_role(name), f"roles.{name}.")
         return policy
 
     def for_role(self, name: str | None) -> Policy:
@@ -438,13 +440,49 @@ class Policy(BaseModel):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+#: The largest policy file read (a policy is a few hundred lines at most).
+MAX_POLICY_BYTES = 1024 * 1024
+
+
 def load_policy(path: str | Path) -> Policy:
     """Read a TOML policy file; ``PolicyError`` when it cannot be read or is malformed."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as file:
+            raw = file.read(MAX_POLICY_BYTES + 1)
     except OSError as error:
         raise PolicyError(f"invalid policy: cannot read {path}: {error.strerror}") from None
+    if len(raw) > MAX_POLICY_BYTES:
+        raise PolicyError(
+            f"invalid policy: larger than {MAX_POLICY_BYTES // 1024} KiB "
+            "(a policy is a short TOML file)"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PolicyError(
+            f"invalid policy: not UTF-8 text (byte {error.start}): a policy is a TOML file"
+        ) from None
     return Policy.from_toml_text(text)
+
+
+def _allows_something(policy: Policy, prefix: str) -> None:
+    """``PolicyError`` ("the policy allows nothing") when the allow list of tables or columns is
+    empty or every entry in it is denied too: no question could ever be answered under it."""
+    for section, rules in (("tables", policy.tables), ("columns", policy.columns)):
+        if rules.allow is None:
+            continue
+        denied = {_key(e) for e in rules.deny}
+        left = [e for e in rules.allow if _key(e) not in denied]
+        if not left:
+            why = (
+                "its allow list is empty"
+                if not rules.allow
+                else "every entry of its allow list is denied too"
+            )
+            raise PolicyError(
+                f"invalid policy: {prefix}{section}: the policy allows nothing ({why})",
+                key=f"{prefix}{section}.allow",
+            )
 
 
 def _key(entry: str) -> str:

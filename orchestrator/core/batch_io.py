@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from orchestrator.core.csv_cells import QUOTE, from_spreadsheet, spreadsheet_safe
 from orchestrator.core.errors import ConfigurationError
 from orchestrator.core.result import RunResult, RunStatus
 
@@ -48,6 +49,7 @@ CSV_FIELDS = [
     "warnings",
     "llm_calls",
     "error",
+    "run_id",
 ]
 
 
@@ -138,17 +140,14 @@ class ResultWriter:
             for r in (self._read_existing() if self.path.exists() else [])
             if r.get("run_id") not in run_ids and r.get("question") not in questions
         ]
-        dumped = [r.model_dump(mode="json") for r in results]
-        if self.format == "csv":  # the rows as ``write`` writes them
-            dumped = [_csv_row(r) for r in dumped]
-        self._rewrite(others + dumped)
+        self._rewrite(others + [r.model_dump(mode="json") for r in results])
 
     def __enter__(self) -> ResultWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists() or self.path.stat().st_size == 0
         self._handle = self.path.open("a", encoding="utf-8", newline="")
         if self.format == "csv":
-            self._csv = csv.DictWriter(self._handle, fieldnames=CSV_FIELDS)
+            self._csv = csv.DictWriter(self._handle, fieldnames=CSV_FIELDS, quoting=QUOTE)
             if new:
                 self._csv.writeheader()
         return self
@@ -178,7 +177,11 @@ class ResultWriter:
         records = []
         with self.path.open(encoding="utf-8", newline="") as handle:
             if self.format == "csv":
-                records = [dict(r) for r in csv.DictReader(handle) if r.get("question")]
+                records = [
+                    {k: from_spreadsheet(v) if isinstance(v, str) else v for k, v in r.items()}
+                    for r in csv.DictReader(handle)
+                    if r.get("question")
+                ]
             else:
                 for line in handle:
                     try:
@@ -194,9 +197,9 @@ class ResultWriter:
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
                 if self.format == "csv":
-                    writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
+                    writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, quoting=QUOTE)
                     writer.writeheader()
-                    writer.writerows({k: r.get(k, "") for k in CSV_FIELDS} for r in records)
+                    writer.writerows(_csv_row(r) for r in records)
                 else:
                     handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
             os.replace(tmp, self.path)
@@ -225,15 +228,24 @@ def _format_of(path: Path) -> str:
 
 
 def _csv_row(record: dict[str, Any]) -> dict[str, Any]:
+    """The CSV row of a result record (or of a row read back from a CSV file): text cells a
+    spreadsheet never evaluates (``csv_cells``), the run id so a re-run knows what it wrote."""
     error = record.get("error") or {}
-    return {
+    if isinstance(error, str):  # read back from a CSV file
+        error_text = error
+    else:
+        error_text = f"{error.get('code')}: {error.get('message')}" if error else ""
+    warnings = record.get("warnings") or []
+    row = {
         "question": record["question"],
         "status": record["status"],
         "answer": record.get("answer") or "",
         "sql": record.get("sql") or "",
-        "row_count": "" if record.get("row_count") is None else record["row_count"],
-        "truncated": "true" if record.get("truncated") else "false",
-        "warnings": "; ".join(record.get("warnings") or []),
+        "row_count": "" if record.get("row_count") in (None, "") else record["row_count"],
+        "truncated": "true" if record.get("truncated") in (True, "true") else "false",
+        "warnings": warnings if isinstance(warnings, str) else "; ".join(warnings),
         "llm_calls": record.get("llm_calls", 0),
-        "error": f"{error.get('code')}: {error.get('message')}" if error else "",
+        "error": error_text,
+        "run_id": record.get("run_id") or "",
     }
+    return {k: spreadsheet_safe(v) if isinstance(v, str) else v for k, v in row.items()}

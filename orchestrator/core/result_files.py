@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.csv_cells import QUOTE, spreadsheet_safe
 from orchestrator.core.errors import ConfigurationError
 
 __all__ = ["RESULT_FILE_SUFFIXES", "check_result_path", "write_result_file"]
@@ -70,8 +71,8 @@ def write_result_file(path: Path, columns: Sequence[str], rows: Iterable[Sequenc
     try:
         with handle:
             if path.suffix.lower() == ".csv":
-                writer = csv.writer(handle)
-                writer.writerow(names)
+                writer = csv.writer(handle, quoting=QUOTE)
+                writer.writerow([spreadsheet_safe(name) for name in names])
                 for row in rows:
                     writer.writerow([_csv_cell(v) for v in row])
                     written += 1
@@ -90,11 +91,14 @@ def write_result_file(path: Path, columns: Sequence[str], rows: Iterable[Sequenc
 
 
 def _csv_cell(value: Any) -> Any:
+    """Numbers as numbers; everything else as text a spreadsheet never evaluates."""
     if value is None:
         return ""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
     if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False, default=str)
-    return value
+        return spreadsheet_safe(json.dumps(value, ensure_ascii=False, default=str))
+    return spreadsheet_safe(str(value))
 
 
 def _unique(columns: Sequence[str]) -> list[str]:

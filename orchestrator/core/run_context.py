@@ -63,7 +63,11 @@ class RunContext:
     unflushed: bool = False
 
     def next_call_index(self) -> int:
-        """The index of the run's next LLM call (1, 2, ...)."""
+        """The index of the run's next LLM call (1, 2, ...); ``LeaseLost`` instead when this
+        process no longer holds the run (handed back by a stopping worker, or taken over), so
+        nothing more is asked of the model for a run another process now advances."""
+        if self.lease is not None:
+            self.lease.check()
         self.calls_made += 1
         return self.calls_made
 

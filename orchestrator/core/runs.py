@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from approvals.migrations import migrate, state_engine, to_timestamp, write_transaction
+from approvals.retried import tried_again
 from orchestrator.core.checkpoint import Checkpoint, load_checkpoint
 from orchestrator.core.errors import CheckpointError, RunConflict, RunNotFound
 from orchestrator.core.run_identity import DatabaseLogin, database_identity
@@ -278,9 +279,31 @@ class RunStore:
             login=login,
         )
         row["lease_expires_at"] = now + timedelta(seconds=lease_s) if lease_s else None
-        with write_transaction(self.engine) as conn:
-            conn.execute(runs.insert().values(**row))
+        try:
+            with write_transaction(self.engine) as conn:
+                conn.execute(runs.insert().values(**row))
+        except sa.exc.IntegrityError:
+            # Tried again after a lost connection whose commit went through: the row is ours
+            # when it is exactly what this call wrote; otherwise another run has this id.
+            if not (tried_again() and self._holds(run_id, row)):
+                raise RunConflict(f"run {run_id} is already recorded") from None
         return 1
+
+    def _holds(self, run_id: str, values: dict[str, Any]) -> bool:
+        """True when the run's row already carries ``values`` (a write applied by an earlier
+        try of the same call, whose answer was lost). Timestamps are left out: each try takes
+        its own; the owner (unique per process), version, status and checkpoint tell."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.run_id == run_id)).first()
+        if row is None:
+            return False
+        stored = row._mapping
+        return all(
+            stored[name] == value
+            for name, value in values.items()
+            if name not in ("updated_at", "lease_expires_at")
+            and not isinstance(value, sa.sql.ClauseElement)
+        )
 
     def load(self, run_id: str) -> StoredRun:
         """The run's status, version, lease and checkpoint (upgraded from older versions)."""
@@ -335,7 +358,7 @@ class RunStore:
                 )
                 .values(**values)
             ).rowcount
-        if changed != 1:
+        if changed != 1 and not (tried_again() and self._holds(run_id, values)):
             raise RunConflict(
                 f"run {run_id} changed meanwhile (another process is advancing it, or it finished)"
             )

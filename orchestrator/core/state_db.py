@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -39,14 +39,17 @@ from orchestrator.core.errors import StateDatabaseError
 from orchestrator.core.extras import needing
 from orchestrator.core.result_rows import ResultRowStore
 from orchestrator.core.runs import RunStore
+from orchestrator.core.state_patience import StatePatience, patience_from_env
 from orchestrator.features.memory import MemoryStore
 from orchestrator.features.notify.outbox import NotificationStore
+
+_Store = TypeVar("_Store")
 
 if TYPE_CHECKING:
     from orchestrator.core.batches import BatchStore
     from orchestrator.core.server_state import ServerState
 
-__all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url", "state_errors"]
+__all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url", "lasting", "state_errors"]
 
 STATE_URL_ENV = "SQLGATE_STATE_URL"
 _DEPRECATED_URL_ENV = "SQLGATE_APPROVALS_URL"
@@ -60,7 +63,7 @@ def default_state_url(environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     explicit = env.get(STATE_URL_ENV)
     if explicit:
-        return explicit
+        return lasting(explicit, STATE_URL_ENV)
     legacy = env.get(_DEPRECATED_URL_ENV)
     if legacy:
         warnings.warn(
@@ -68,10 +71,45 @@ def default_state_url(environ: Mapping[str, str] | None = None) -> str:
             DeprecationWarning,
             stacklevel=2,
         )
-        return legacy
+        return lasting(legacy, _DEPRECATED_URL_ENV)
     folder = state_dir()
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'state.sqlite'}"
+
+
+def lasting(url: str, source: str = STATE_URL_ENV) -> str:
+    """``url`` when it names a database that outlives this process; ``StateDatabaseError``
+    (exit 10) for an in-memory or temporary one (``sqlite://``, ``sqlite:///``, ``:memory:``,
+    ``mode=memory``), whose runs, batches and ledger would vanish with the process that wrote them.
+
+    Example:
+        >>> lasting("sqlite:////var/lib/sqlgate/state.sqlite")
+        'sqlite:////var/lib/sqlgate/state.sqlite'
+        >>> lasting("sqlite:///")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        orchestrator.core.errors.StateDatabaseError: SQLGATE_STATE_URL='sqlite:///' is an in-memory...
+    """
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        return url  # not a URL: opening it says so, in one sentence
+    database = (parsed.database or "").strip()
+    query = {k: str(v) for k, v in parsed.query.items()}
+    in_memory = parsed.get_backend_name() == "sqlite" and (
+        database in ("", ":memory:")
+        or database.startswith("file::memory:")
+        or query.get("mode") == "memory"
+        or "mode=memory" in database
+    )
+    if in_memory:
+        shown = url if len(url) <= 80 else url[:79] + "…"
+        raise StateDatabaseError(
+            f"{source}={shown!r} is an in-memory database that ends with the process: runs, "
+            "approvals and the ledger must outlive it, so give a file "
+            "(sqlite:////path/state.sqlite) or a server URL"
+        )
+    return url
 
 
 #: The longest driver message quoted in a state database error.
@@ -89,6 +127,13 @@ def state_errors(safe_url: str) -> Iterator[None]:
         raise
     except SchemaVersionError as exc:
         raise StateDatabaseError(str(exc)) from None
+    except ImportError as exc:  # a driver named in the URL that is not installed
+        module = exc.name or _reason(exc)
+        raise StateDatabaseError(
+            f"the state database URL {safe_url!r} ({STATE_URL_ENV}) needs the Python module "
+            f"{module!r}, which is not installed (PostgreSQL: postgresql+psycopg://, from "
+            "pip install 'sqlgate[postgres]')"
+        ) from None
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise StateDatabaseError(
             f"the state database URL {safe_url!r} ({STATE_URL_ENV}) is not one sqlgate can open: "
@@ -119,12 +164,15 @@ class StateDatabase:
     """The state database and the stores on it, sharing one engine.
 
     ``setup()`` migrates every component (safe from several processes at once); the stores are
-    built on first use.
+    built on first use, each operation of each store run through ``patience``
+    (``orchestrator.core.state_patience``: tried again while the connection is lost, for
+    ``$SQLGATE_STATE_PATIENCE`` seconds by default), so every process inherits one retry policy.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, patience: StatePatience | None = None) -> None:
         with state_errors(STATE_URL_ENV):
             self.url = url or default_state_url()
+            self.patience = patience or StatePatience(patience_from_env())
         self.safe_url = redact_url(self.url)
         with state_errors(self.safe_url):
             self.engine: Engine = needing(
@@ -144,30 +192,30 @@ class StateDatabase:
 
     @cached_property
     def approvals(self) -> SqlApprovalStore:
-        return SqlApprovalStore(self.engine)
+        return self._patient(SqlApprovalStore(self.engine))
 
     @cached_property
     def batches(self) -> BatchStore:
         """Distributed batches (set up on first use: only ``batch --distributed`` needs them)."""
         from orchestrator.core.batches import BatchStore
 
-        return BatchStore(self.engine)
+        return self._patient(BatchStore(self.engine))
 
     @cached_property
     def runs(self) -> RunStore:
-        return RunStore(self.engine)
+        return self._patient(RunStore(self.engine))
 
     @cached_property
     def results(self) -> ResultRowStore:
-        return ResultRowStore(self.engine)
+        return self._patient(ResultRowStore(self.engine))
 
     @cached_property
     def memory(self) -> MemoryStore:
-        return MemoryStore(self.engine)
+        return self._patient(MemoryStore(self.engine))
 
     @cached_property
     def notifications(self) -> NotificationStore:
-        return NotificationStore(self.engine)
+        return self._patient(NotificationStore(self.engine))
 
     @cached_property
     def server(self) -> ServerState:
@@ -175,7 +223,11 @@ class StateDatabase:
             ServerState,  # late: the server package is heavier
         )
 
-        return ServerState(self.engine)
+        return self._patient(ServerState(self.engine))
+
+    def _patient(self, store: _Store) -> _Store:
+        self.patience.guard(store, f"the state database {self.safe_url}")
+        return store
 
     def versions(self) -> dict[str, int]:
         """Each component's schema version."""

@@ -35,7 +35,12 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.errors import ConfigurationError, RunConflict, WrongDatabase
+from orchestrator.core.errors import (
+    ConfigurationError,
+    RunConflict,
+    StateDatabaseError,
+    WrongDatabase,
+)
 from orchestrator.core.extras import needing
 
 if TYPE_CHECKING:
@@ -63,6 +68,8 @@ DEFAULT_REQUEUE_S = 60.0
 QUEUE = "sqlgate"
 #: Retries of a task that found the run held by a live lease (it waits for the lease to expire).
 MAX_LEASE_RETRIES = 120
+#: A task whose state database stayed out of reach is tried again this much later (seconds).
+STATE_RETRY_S = 5.0
 
 
 def broker_url() -> str | None:
@@ -231,7 +238,19 @@ def hand_back_after(grace_s: float) -> threading.Thread:
 
 
 def advance_run(task: Task, run_id: str) -> str:
-    """Do what the run's state asks (see the module docstring); return what was done."""
+    """Do what the run's state asks (see the module docstring); return what was done.
+
+    The state database out of reach for longer than ``$SQLGATE_STATE_PATIENCE`` (each operation
+    waits that long first): the task is tried again ``STATE_RETRY_S`` later rather than failed,
+    and the run's lease decides then what is left to do."""
+    try:
+        return _advance(task, run_id)
+    except StateDatabaseError as exc:
+        log.warning("run %s: %s; trying again in %.0f s", run_id, exc.message, STATE_RETRY_S)
+        raise task.retry(countdown=STATE_RETRY_S, max_retries=None) from None
+
+
+def _advance(task: Task, run_id: str) -> str:
     from orchestrator.core.checkpoint import PausedCheckpoint, StartedCheckpoint
 
     worker = _this_worker()

@@ -131,3 +131,31 @@ def test_a_good_file_still_decides_the_same_batch(pending, tmp_path):
     assert body["resolutions"][a]["status"] == "approved"
     assert body["resolutions"][b]["status"] == "rejected"
     assert store.get_batch(batch_id).status == "resolved"
+
+
+def test_an_oversized_file_is_refused_without_reading_it_all(pending, tmp_path):
+    from approvals.decisions import MAX_DECISION_FILE_BYTES
+
+    store, batch_id, (a, _b) = pending
+    path = tmp_path / "decisions.json"
+    head = f'{{"{a}": "approve", "pad": "'
+    with path.open("w") as file:  # valid JSON, one byte over the cap
+        file.write(head + "x" * (MAX_DECISION_FILE_BYTES - len(head) - 1) + '"}')
+    assert path.stat().st_size == MAX_DECISION_FILE_BYTES + 1
+    before = _snapshot(store, batch_id)
+    plain = _decide(batch_id, path)
+    assert plain.exit_code == 2, plain.output[-500:]
+    message = " ".join(plain.output.split())
+    assert "larger than 16 MiB" in message and "Traceback" not in plain.output
+    assert _snapshot(store, batch_id) == before
+
+
+def test_a_refused_value_is_quoted_cut_short(pending, tmp_path):
+    store, batch_id, (a, b) = pending
+    huge = "z" * 1_000_000
+    path = tmp_path / "decisions.json"
+    path.write_text(json.dumps({a: "approve", b: "approve", huge: "approve"}))
+    plain = _decide(batch_id, path, "--json")
+    assert plain.exit_code == 1
+    message = json.loads(plain.stdout)["error"]["message"]
+    assert len(message) < 2_000 and "(1,000,000 characters)" in message

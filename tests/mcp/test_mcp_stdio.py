@@ -194,3 +194,38 @@ def test_ask_pauses_a_reviewer_decides_by_cli_and_wait_returns_the_answer(
     error = again.structured_content["error"]
     assert error["code"] == "rate_limited"
     assert 0 < error["retry_after"] <= 60
+
+
+def test_a_client_leaving_during_start_up_ends_the_server_quietly(
+    demo_db: Path, tmp_path: Path
+) -> None:
+    import subprocess
+
+    env = sqlgate_env(
+        demo_db, f"sqlite:///{tmp_path / 'state.sqlite'}", "http://127.0.0.1:9/v1", tmp_path
+    )
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "leaving", "version": "1"},
+        },
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "mcp"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    server.stdout.close()  # the client is gone before the answer is written
+    server.stdin.write((json.dumps(initialize) + "\n").encode())
+    server.stdin.close()
+    stderr = server.stderr.read().decode()
+    assert server.wait(timeout=60) == 0, stderr[-2000:]
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr[-2000:]

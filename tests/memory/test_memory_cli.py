@@ -114,3 +114,17 @@ def test_curation_commands(cli_state: str, demo_db: Path, tmp_path: Path) -> Non
     assert (
         missing.exit_code == 1 and json.loads(missing.stdout)["error"]["code"] == "memory_not_found"
     )
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_seed_file_that_is_not_utf8_is_one_sentence(
+    cli_state: str, demo_db: Path, tmp_path: Path, suffix: str
+) -> None:
+    seed = tmp_path / f"seed{suffix}"
+    seed.write_bytes(b'{"question": "ok", "sql": "SELECT 1"}\n{"question": "caf\xe9"}\n')
+    result = runner.invoke(app, ["memory", "add", str(seed), "--db", f"sqlite:///{demo_db}"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    message = " ".join(result.output.split())
+    assert f"seed{suffix}:2: not UTF-8 text (byte" in message and "Traceback" not in message
+    assert StateDatabase(cli_state).memory.examples() == []

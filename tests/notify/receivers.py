@@ -25,6 +25,8 @@ class WebhookReceiver:
 
     statuses: list[int] = field(default_factory=list)
     received: list[Delivery] = field(default_factory=list)
+    #: 0: a free port; another: that port (a receiver coming back where it was).
+    port: int = 0
 
     def __post_init__(self) -> None:
         receiver = self
@@ -49,7 +51,8 @@ class WebhookReceiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ThreadingHTTPServer.allow_reuse_address = True
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -128,51 +130,93 @@ def test_a_delivery_is_signed_over_timestamp_and_body(store, receiver) -> None:
     assert receiver.url not in row.channel  # the label keeps the host, not the path
 
 
-def test_a_500_is_retried_with_backoff_then_delivered(store) -> None:
+class Clock:
+    """The notifier's time, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def _wait_attempts(store: NotificationStore, attempts: int, timeout: float = 10.0) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        rows = store.list()
+        if rows and rows[0].attempts >= attempts and rows[0].next_attempt_at is not None:
+            return rows[0]
+        time.sleep(0.02)
+    raise AssertionError(f"no attempt {attempts}: {store.list()}")
+
+
+def test_a_500_is_retried_on_the_schedule_then_delivered(store) -> None:
     receiver = WebhookReceiver(statuses=[500, 502])
-    waits: list[float] = []
+    clock = Clock()
     notifier = Notifier(
         store,
         [WebhookChannel(receiver.url, SECRET)],
         base_url="http://x",
-        retry=RetryPolicy(attempts=4, first=0.25),
-        sleep=lambda s: bool(waits.append(s)),
+        retry=RetryPolicy(attempts=4, first=0.25, factor=2),
+        clock=clock,
+        spread=lambda: 0.5,
+        sweep_s=None,
     )
     try:
         notifier.on_event(_requested())
+        first = _wait_attempts(store, 1)
+        assert first.next_attempt_at == clock.now + timedelta(seconds=0.25)
+        assert notifier.deliver_due() == 0  # not due yet
+        clock.advance(0.25)
+        assert notifier.deliver_due() == 1
+        second = store.list()[0]
+        assert second.next_attempt_at == clock.now + timedelta(seconds=0.5)
+        clock.advance(0.5)
+        assert notifier.deliver_due() == 1
         deliveries = receiver.wait_for(3)
         [row] = _wait_status(store, "delivered")
     finally:
         notifier.close()
         receiver.close()
-    assert len(deliveries) == 3 and waits == [0.25, 0.5]
-    # each attempt signed afresh, the same body every time
+    assert len(deliveries) == 3
+    # each attempt signed afresh, the same body and delivery id every time
     assert len({d.body for d in deliveries}) == 1
-    assert row.attempts == 3 and row.last_error is None
+    assert {d.headers["x-sqlgate-delivery"] for d in deliveries} == {row.delivery_id}
+    assert row.attempts == 3 and row.last_error is None and row.next_attempt_at is None
 
 
-def test_a_receiver_that_keeps_failing_is_recorded_failed(store) -> None:
+def test_a_receiver_that_keeps_failing_ends_a_dead_letter(store) -> None:
     receiver = WebhookReceiver(statuses=[500] * 10)
+    clock = Clock()
     notifier = Notifier(
         store,
         [WebhookChannel(receiver.url, SECRET)],
         base_url="http://x",
         retry=RetryPolicy(attempts=3, first=0.01),
-        sleep=lambda s: False,
+        clock=clock,
+        sweep_s=None,
     )
     try:
         notifier.on_event(_requested())
+        _wait_attempts(store, 1)
+        for _ in range(5):
+            clock.advance(60)
+            notifier.deliver_due()
         [row] = _wait_status(store, "failed")
     finally:
         notifier.close()
         receiver.close()
     assert row.attempts == 3 and row.last_error == "the receiver answered 500"
+    assert len(receiver.received) == 3
 
 
 def test_a_4xx_is_not_retried(store) -> None:
     receiver = WebhookReceiver(statuses=[410])
     notifier = Notifier(
-        store, [WebhookChannel(receiver.url, SECRET)], base_url="http://x", sleep=lambda s: False
+        store, [WebhookChannel(receiver.url, SECRET)], base_url="http://x", sweep_s=None
     )
     try:
         notifier.on_event(_requested())
@@ -189,7 +233,7 @@ def test_a_hanging_receiver_never_blocks_the_listener(store) -> None:
         store,
         [WebhookChannel(silent.url, SECRET, timeout=5.0)],
         base_url="http://x",
-        sleep=lambda s: False,
+        sweep_s=None,
     )
     try:
         started = time.monotonic()
@@ -231,6 +275,15 @@ def test_email_goes_through_a_local_smtp_server(store) -> None:
         notifier.close()
         smtp.close()
     assert mail["to"] == ["<rita@example.org>"]
+    # A date, and an id the same on every attempt of this delivery (a repeat is dropped).
+    assert re.search(
+        r"^Date: \w{3}, \d{2} \w{3} \d{4} [\d:]{8} (GMT|[+-]\d{4})\r?$", mail["data"], re.M
+    )
+    assert re.search(
+        rf"^Message-ID: <sqlgate\.{row.delivery_id}\.[0-9a-f]{{8}}@example\.org>\r?$",
+        mail["data"],
+        re.M,
+    )
     assert "Subject: [sqlgate] batch created" in mail["data"]
     assert "https://sqlgate.example/reviewer#batch=batch_1" in mail["data"]
     assert row.channel == "email"

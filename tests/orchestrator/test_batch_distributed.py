@@ -83,6 +83,7 @@ def test_distributed_batch_writes_the_same_records_as_the_in_process_one(
         try:
             cluster.start_workers(2)
             done = _batch(env, *args, "--distributed")
+            received = len(script.arrivals)
             again = _batch(env, *args, "--distributed")
         finally:
             cluster.stop_workers()
@@ -96,6 +97,8 @@ def test_distributed_batch_writes_the_same_records_as_the_in_process_one(
     summary = " ".join(done.stderr.split())
     assert f"{len(QUESTIONS)} result(s) written to" in summary, summary
     assert "4 run(s) of batch" in summary  # 14 questions, 4 a run
+    # The calls the model really received (a batched call once), as the model server counted.
+    assert f"; {received} distinct call(s) made)" in summary, summary
     rerun = " ".join(again.stderr.split())
     assert again.returncode == 0, rerun[-3000:]
     assert "recorded by an earlier command" in rerun and "0 result(s) written" in rerun

@@ -92,7 +92,7 @@ CASES = {
     "foo://": (lambda _: "foo://", "is not one sqlgate can open"),
     "unreachable postgresql": (
         lambda _: "postgresql+psycopg://sqlgate@127.0.0.1:9/state",
-        "cannot be used",
+        "cannot be reached (tried for 0 s, SQLGATE_STATE_PATIENCE=0)",
     ),
     "newer schema": (_newer, "upgrade sqlgate"),
     "read-only file": (_read_only, "readonly database"),
@@ -134,6 +134,7 @@ def test_an_unusable_state_database_is_one_sentence_and_exit_10(
     make, expected = CASES[case]
     env = {**os.environ, "SQLGATE_STATE_URL": make(unusable_folder)}
     env["SQLGATE_BROKER_URL"] = "redis://127.0.0.1:9/0"  # a worker opens the state first
+    env["SQLGATE_STATE_PATIENCE"] = "0"  # waiting for a server that comes back: test_state_outage
 
     done = _sqlgate(env, *command)
 

@@ -38,14 +38,17 @@ def test_csv_cells_that_would_be_formulas_are_neutralised(browser: Any, live: Ru
     page = _page(browser, live, "/analyst", "alice")
     text = page.evaluate(
         """() => sqlgate.csv(["name", "=cmd"], [
-            ["=HYPERLINK(\\"http://x\\")", -5], ["+1+1", "-3.5"], ["@SUM(A1)", "-x"], ["plain", null]])"""
+            ["=HYPERLINK(\\"http://x\\")", -5], ["+1+1", "-3.5"], ["@SUM(A1)", "-x"], ["plain", null],
+            ["x;=1+1", " =1"], ["\\uff1d1+1", "'a"]])"""
     )
-    assert text.split("\r\n")[:5] == [
-        "name,'=cmd",
+    assert text.split("\r\n")[:7] == [
+        '"name","\'=cmd"',
         '"\'=HYPERLINK(""http://x"")",-5',
-        "'+1+1,-3.5",
-        "'@SUM(A1),'-x",
-        "plain,",
+        '"\'+1+1","-3.5"',
+        '"\'@SUM(A1)","\'-x"',
+        '"plain",',
+        '"\'x;=1+1","\' =1"',
+        '"\'\uff1d1+1","\'\'a"',
     ]
 
 

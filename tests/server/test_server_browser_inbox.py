@@ -226,5 +226,5 @@ def test_the_page_says_when_nobody_could_be_notified(
     banner = reviewer.get_by_test_id("notify-failures")
     banner.wait_for()
     text = banner.inner_text()
-    assert "1 notification(s) could not be delivered" in text
+    assert "1 notification(s) could not be delivered after every retry" in text
     assert "batch_created" in text and "the receiver answered 500" in text

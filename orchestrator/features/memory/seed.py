@@ -51,6 +51,11 @@ def read_pairs(path: Path) -> list[SeedPair]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SeedRefused(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        at = exc.object[: exc.start].count(b"\n") + 1
+        raise SeedRefused(
+            f"{path}:{at}: not UTF-8 text (byte {exc.start}): save the file as UTF-8"
+        ) from None
     rows: list[tuple[int, dict[str, object]]] = []
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(text.splitlines())

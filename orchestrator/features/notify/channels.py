@@ -14,6 +14,7 @@ import smtplib
 import time
 from collections.abc import Callable, Sequence
 from email.message import EmailMessage
+from email.utils import formatdate
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -119,8 +120,12 @@ class EmailChannel:
         password: str | None = None,
         starttls: bool = False,
         timeout: float = 10.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.host, self.port = host, port
+        self._clock = clock
+        # Tells this sqlgate's deliveries from another's in a Message-ID (no address in it).
+        self._origin = hashlib.sha256(f"{sender}>{','.join(recipients)}".encode()).hexdigest()[:8]
         self.sender = sender
         self.recipients = list(recipients)
         self._username, self._password = username, password
@@ -137,6 +142,10 @@ class EmailChannel:
         mail["To"] = ", ".join(self.recipients)
         mail["Subject"] = f"[sqlgate] {event.replace('_', ' ')}"
         mail["X-Sqlgate-Delivery"] = delivery_id
+        # The same on every attempt of one delivery: a mail system that saw it drops a repeat.
+        domain = self.sender.rpartition("@")[2].strip(" <>") or "sqlgate.invalid"
+        mail["Message-ID"] = f"<sqlgate.{delivery_id}.{self._origin}@{domain}>"
+        mail["Date"] = formatdate(self._clock(), usegmt=True)
         mail.set_content(f"{payload['text']}\n\nrun: {payload['run_id']}\n")
         try:
             with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:

@@ -14,16 +14,23 @@ SQLGATE_PUBLIC_URL            the server's address as reviewers reach it, for li
                               (default http://127.0.0.1:8000)
 SQLGATE_SMTP_URL              smtp://[user:password@]host[:port][?starttls=1] for e-mail
 SQLGATE_NOTIFY_EMAIL_FROM, SQLGATE_NOTIFY_EMAIL_TO   sender and recipients (comma-separated)
+SQLGATE_NOTIFY_RETRY          the retry schedule (``RetryPolicy.from_text``), default about 7 h:
+                              attempts=10,first=10s,factor=3,cap=2h,jitter=0.2
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
+import random
+import socket
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -54,20 +61,83 @@ _EVENTS = {
 @dataclass(frozen=True)
 class RetryPolicy:
     """``attempts`` in all; the wait before attempt n+1 is ``first * factor**(n-1)``, at most
-    ``cap`` seconds.
+    ``cap`` seconds, spread by up to ``jitter`` of itself either way (so receivers coming back
+    are not hit by every server at once). The default keeps trying for about 7 hours.
 
     Example:
-        >>> [RetryPolicy(attempts=5, first=0.5).wait(n) for n in range(1, 5)]
+        >>> policy = RetryPolicy(attempts=5, first=0.5, factor=2)
+        >>> [policy.wait(n) for n in range(1, 5)]
         [0.5, 1.0, 2.0, 4.0]
+        >>> policy.wait(1, spread=0.0), policy.wait(1, spread=1.0)
+        (0.4, 0.6)
+        >>> round(RetryPolicy().total_s() / 3600, 1)
+        7.0
     """
 
-    attempts: int = 5
-    first: float = 0.5
-    factor: float = 2.0
-    cap: float = 30.0
+    attempts: int = 10
+    first: float = 10.0
+    factor: float = 3.0
+    cap: float = 7200.0
+    jitter: float = 0.2
 
-    def wait(self, attempt: int) -> float:
-        return float(min(self.cap, self.first * self.factor ** (attempt - 1)))
+    def wait(self, attempt: int, spread: float = 0.5) -> float:
+        """The wait after attempt ``attempt``; ``spread`` in [0, 1] places it in the jitter
+        (0.5: the middle)."""
+        base = min(self.cap, self.first * self.factor ** (attempt - 1))
+        return round(base * (1 + self.jitter * (2 * spread - 1)), 6)
+
+    def total_s(self) -> float:
+        """How long a delivery is tried before it is a dead letter (without jitter)."""
+        return sum(self.wait(n) for n in range(1, self.attempts))
+
+    @classmethod
+    def from_text(cls, text: str) -> RetryPolicy:
+        """``attempts=12,first=30s,factor=2,cap=4h,jitter=0.1`` (any of them; durations in s,
+        m or h); ``ConfigurationError`` naming ``SQLGATE_NOTIFY_RETRY`` when it cannot be read."""
+        values: dict[str, float] = {}
+        for part in text.replace(" ", ",").split(","):
+            if not part:
+                continue
+            key, _, raw = part.partition("=")
+            key = key.strip().lower()
+            try:
+                if key not in ("attempts", "first", "factor", "cap", "jitter"):
+                    raise ValueError(key)
+                number = _duration(raw) if key in ("first", "cap") else float(raw)
+            except ValueError:
+                raise ConfigurationError(
+                    f"SQLGATE_NOTIFY_RETRY: cannot read {part[:40]!r} (expected e.g. "
+                    "attempts=10,first=10s,factor=3,cap=2h,jitter=0.2)"
+                ) from None
+            values[key] = number
+        policy = cls(
+            attempts=int(values.get("attempts", cls.attempts)),
+            first=values.get("first", cls.first),
+            factor=values.get("factor", cls.factor),
+            cap=values.get("cap", cls.cap),
+            jitter=values.get("jitter", cls.jitter),
+        )
+        if not (
+            policy.attempts >= 1
+            and policy.first > 0
+            and policy.factor >= 1
+            and policy.cap >= policy.first
+            and 0 <= policy.jitter < 1
+        ):
+            raise ConfigurationError(
+                "SQLGATE_NOTIFY_RETRY: attempts must be 1 or more, first and cap positive (cap "
+                "at least first), factor 1 or more, jitter from 0 to below 1"
+            )
+        return policy
+
+
+def _duration(text: str) -> float:
+    text = text.strip().lower()
+    unit = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(text[-1:], None)
+    seconds = float(text[:-1]) * unit if unit else float(text)
+    if not math.isfinite(seconds):
+        raise ValueError(text)
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -122,6 +192,7 @@ class NotificationSettings:
             smtp_url=smtp_url,
             email_from=env.get("SQLGATE_NOTIFY_EMAIL_FROM") or "sqlgate@localhost",
             email_to=email_to,
+            retry=RetryPolicy.from_text(env.get("SQLGATE_NOTIFY_RETRY") or ""),
         )
 
     def channels(self) -> list[Channel]:
@@ -145,10 +216,14 @@ class NotificationSettings:
 class Notifier:
     """Follows events (``on_event``) and delivers them to ``channels`` in the background.
 
-    ``store``: the outbox; ``batch_risk(batch_id)``: the highest risk among a batch's pending
-    statements (read in a worker thread); ``asker(run_id)``: who asked the run (its owner), named
-    in every message; ``sleep(seconds)`` waits between attempts and returns
-    True when the notifier is closing (default: an event's ``wait``).
+    The first attempt is made as the event arrives; later ones, on the retry schedule, by a
+    sweeper that every ``sweep_s`` seconds claims the due deliveries of the outbox (its own, and
+    those whose claim expired: another server stopped mid-delivery), so no delivery depends on
+    the process that started it. ``store``: the outbox; ``batch_risk(batch_id)``: the highest
+    risk among a batch's pending statements (read in a worker thread); ``clock``: the time now
+    (aware); ``spread()``: a number in [0, 1) placing each wait in the jitter; ``sweep_s=None``:
+    no sweeper thread (``deliver_due()`` is called by the caller); ``asker(run_id)``: who asked
+    the run (its owner), named in every message.
     """
 
     def __init__(
@@ -162,7 +237,11 @@ class Notifier:
         asker: Callable[[str], str | None] | None = None,
         workers: int = 2,
         queue_size: int = 10_000,
-        sleep: Callable[[float], bool] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        spread: Callable[[], float] = random.random,
+        sweep_s: float | None = 2.0,
+        claim_s: float = 60.0,
+        owner: str | None = None,
     ) -> None:
         self.store = store
         self.channels = list(channels)
@@ -170,14 +249,24 @@ class Notifier:
         self.retry = retry
         self.batch_risk = batch_risk
         self.asker = asker
+        self.clock = clock
+        self.spread = spread
+        self.claim_s = claim_s
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._by_label = {channel.label: channel for channel in self.channels}
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._closing = threading.Event()
-        self._sleep = sleep or self._closing.wait
         self.dropped = 0
         self._threads = [
             threading.Thread(target=self._work, name=f"sqlgate-notify-{n}", daemon=True)
             for n in range(workers if self.channels else 0)
         ]
+        if self.channels and sweep_s is not None:
+            self._threads.append(
+                threading.Thread(
+                    target=self._sweep, args=(sweep_s,), name="sqlgate-notify-due", daemon=True
+                )
+            )
         for thread in self._threads:
             thread.start()
 
@@ -214,6 +303,32 @@ class Notifier:
             except Exception:  # a broken store must not end the worker
                 log.exception("notifying %s failed", event.origin)
 
+    def _sweep(self, every_s: float) -> None:
+        while not self._closing.wait(every_s):
+            try:
+                self.deliver_due()
+            except Exception:  # the state database is away: try again next time
+                log.exception("sending due notifications failed")
+
+    def deliver_due(self) -> int:
+        """Claim every due delivery nobody holds and make its next attempt; how many."""
+        if not self.channels:
+            return 0
+        taken = self.store.take_due(
+            self.owner, channels=list(self._by_label), now=self.clock(), claim_s=self.claim_s
+        )
+        for record in taken:
+            if self._closing.is_set():
+                break
+            self._attempt(
+                self._by_label[record.channel],
+                record.id,
+                record.event,
+                record.attempts,
+                record.payload,
+            )
+        return len(taken)
+
     def _deliver_all(self, event: Any) -> None:
         kind = _EVENTS[event.type]
         data = event.data
@@ -239,25 +354,47 @@ class Notifier:
         )
         for channel in self.channels:
             delivery = self.store.claim(
-                event.origin, channel.label, kind, event.run_id, event.batch_id, payload
+                event.origin,
+                channel.label,
+                kind,
+                event.run_id,
+                event.batch_id,
+                payload,
+                owner=self.owner,
+                claim_s=self.claim_s,
+                now=self.clock(),
             )
             if delivery is not None:
-                self._deliver(channel, delivery, kind, payload)
+                self._attempt(channel, delivery, kind, 0, payload)
 
-    def _deliver(self, channel: Channel, delivery: int, kind: str, payload: dict[str, Any]) -> None:
-        for attempt in range(1, self.retry.attempts + 1):
-            try:
-                channel.send(kind, f"n{delivery}", payload)
-            except DeliveryFailed as failure:
-                last = attempt == self.retry.attempts or not failure.retry
-                self.store.attempted(delivery, "failed" if last else "sending", str(failure))
-                if last:
-                    log.warning(
-                        "notification %s to %s failed: %s", delivery, channel.label, failure
-                    )
-                    return
-                if self._sleep(self.retry.wait(attempt)):
-                    return  # closing: the row says how far it got
-            else:
-                self.store.attempted(delivery, "delivered")
+    def _attempt(
+        self, channel: Channel, delivery: int, kind: str, made: int, payload: dict[str, Any]
+    ) -> None:
+        """One attempt of a delivery this process holds (``made`` attempts before it)."""
+        attempt = made + 1
+        try:
+            channel.send(kind, f"n{delivery}", payload)
+        except DeliveryFailed as failure:
+            now = self.clock()
+            if failure.retry and attempt < self.retry.attempts:
+                wait = self.retry.wait(attempt, self.spread())
+                self.store.attempted(
+                    delivery,
+                    "sending",
+                    str(failure),
+                    owner=self.owner,
+                    next_attempt_at=now + timedelta(seconds=wait),
+                    now=now,
+                )
                 return
+            self.store.attempted(delivery, "failed", str(failure), owner=self.owner, now=now)
+            log.warning(
+                "notification %s to %s is a dead letter after %d attempt(s): %s "
+                "(sqlgate runs notifications --resend)",
+                delivery,
+                channel.label,
+                attempt,
+                failure,
+            )
+        else:
+            self.store.attempted(delivery, "delivered", owner=self.owner, now=self.clock())

@@ -220,6 +220,7 @@ def decide(
         TerminalReviewer,
         parse_decision_file,
     )
+    from approvals.decisions import MAX_DECISION_FILE_BYTES
 
     approvals, runs = stores()
     try:
@@ -234,7 +235,8 @@ def decide(
         return
     if file is not None:
         try:
-            decisions = parse_decision_file(file.read_bytes())
+            with file.open("rb") as handle:  # one byte over the cap is enough to refuse
+                decisions = parse_decision_file(handle.read(MAX_DECISION_FILE_BYTES + 1))
         except OSError as exc:
             fail(
                 f"cannot read decisions from {file}: {exc}",

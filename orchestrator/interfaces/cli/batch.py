@@ -214,6 +214,30 @@ def summary(records: list[RunResult], out: Path, model_calls: int) -> str:
     )
 
 
+def distinct_calls(records: list[RunResult]) -> int:
+    """The LLM calls the model received for these results: a batched call shared by several
+    questions of a run counts once (each run numbers its calls, across processes and resumes).
+
+    Example:
+        >>> from orchestrator.core.result import TraceEntry
+        >>> def result(run, *calls):
+        ...     trace = [TraceEntry(agent="a", batch=1, llm_call=c, duration_ms=0,
+        ...                         input_summary="", output_summary="") for c in calls]
+        ...     return RunResult(run_id=run, question=f"{run}{calls}", status="answered",
+        ...                      trace=trace, llm_calls=len(calls))
+        >>> distinct_calls([result("r1", 1, 2, 3), result("r1", 1, 2, 4), result("r2", 1, 2, 3)])
+        7
+    """
+    return len(
+        {
+            (record.run_id, entry.llm_call)
+            for record in records
+            for entry in record.trace
+            if entry.llm_call is not None
+        }
+    )
+
+
 def batch_exit_code(statuses: list[RunStatus]) -> int:
     """0 when every question ended answered or needing clarification, else
     ``BATCH_INCOMPLETE_EXIT``."""
@@ -267,7 +291,7 @@ def _distributed(
         # The run records are the truth: the file ends holding each of their results once.
         writer.settle(outcome.results, set(outcome.run_ids))
     err.print(
-        summary(records, out, sum(r.llm_calls for r in records))
+        summary(records, out, distinct_calls(records))
         + f" {outcome.runs} run(s) of batch {outcome.batch_id} on the workers."
     )
     # The exit status covers every question of the file: the batch's results from the run

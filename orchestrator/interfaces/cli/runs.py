@@ -4,7 +4,8 @@
     sqlgate runs show RUN_ID            one run: its state, lease and checkpoint summary
     sqlgate runs recover [--db URL]     take over every run whose process stopped, send again
                                         queued runs nobody claimed (cron-safe)
-    sqlgate runs notifications [--failed]   webhook and e-mail deliveries, failures first to see
+    sqlgate runs notifications [--failed]   webhook and e-mail deliveries; dead letters
+    sqlgate runs notifications --resend [--id N]   send dead letters again
 
 A process advancing a run holds its lease and renews it; when it stops (kill -9, power loss),
 the lease expires and ``runs recover`` (or a running ``sqlgate serve``, on its own) takes the run
@@ -247,18 +248,60 @@ def recover(
 
 @runs_app.command()
 def notifications(
-    failed: Annotated[bool, typer.Option("--failed", help="Only deliveries that failed.")] = False,
+    failed: Annotated[
+        bool,
+        typer.Option(
+            "--failed", help="Only dead letters: deliveries that failed after every retry."
+        ),
+    ] = False,
+    resend: Annotated[
+        bool,
+        typer.Option(
+            "--resend",
+            help="Send the dead letters again (all, or those given by --id) with a fresh retry "
+            "schedule: a running `sqlgate serve` with the same channels delivers them within "
+            "seconds, each with its old delivery id (receivers drop what they already have).",
+        ),
+    ] = False,
+    ids: Annotated[
+        list[int] | None,
+        typer.Option("--id", help="With --resend: only this delivery (repeatable).", min=1),
+    ] = None,
     run_id: Annotated[str | None, typer.Option("--run", help="Only this run's.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="How many at most.")] = 50,
     as_json: JsonOpt = False,
 ) -> None:
-    """Webhook and e-mail notifications the server sent, newest first, with every failure."""
+    """Webhook and e-mail notifications the server sent, newest first, with every failure.
+
+    A delivery that fails is tried again on the retry schedule (SQLGATE_NOTIFY_RETRY, about 7 h
+    by default) by any running server; after the last attempt it is a dead letter (status
+    failed), listed by --failed and sent again by --resend.
+
+    Example: sqlgate runs notifications --failed; sqlgate runs notifications --resend --id 12
+    """
     from orchestrator.core.state_db import StateDatabase
     from orchestrator.interfaces.cli.approvals import state_url
 
+    if ids and not resend:
+        fail("--id picks dead letters to send again: add --resend", as_json=as_json)
     try:
         state = StateDatabase(state_url())
         state.notifications.setup()
+        if resend:
+            again = state.notifications.resend(ids or None)
+            if as_json:
+                emit_json({"resent": again})
+            elif again:
+                terminal_console().print(
+                    f"{len(again)} dead letter(s) queued again ({', '.join(map(str, again))}): "
+                    "a running `sqlgate serve` with their channel sends them."
+                )
+            else:
+                terminal_console().print(
+                    "No dead letters to send again"
+                    + (f" among {', '.join(map(str, ids))}." if ids else ".")
+                )
+            return
         found = state.notifications.list(
             status="failed" if failed else None, run_id=run_id, limit=limit
         )
@@ -272,14 +315,17 @@ def notifications(
     if not rows:
         terminal_console().print("No notifications" + (" failed." if failed else " were sent."))
         return
-    table = Table("event", "run", "batch", "channel", "status", "attempts", "last error", "at")
+    table = Table(
+        "id", "event", "run", "batch", "channel", "status", "attempts", "last error", "at"
+    )
     for r in rows:
         table.add_row(
+            str(r["id"]),
             r["event"],
             r["run_id"],
             r["batch_id"] or "-",
             r["channel"],
-            r["status"],
+            "dead letter" if r["status"] == "failed" else r["status"],
             str(r["attempts"]),
             r["last_error"] or "-",
             r["updated_at"],

@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -310,5 +312,21 @@ def build_server(config: McpConfig) -> SqlgateMCPServer:
 
 
 def run_stdio(config: McpConfig) -> None:
-    """Serve MCP on stdin/stdout until the client closes the stream."""
-    build_server(config).run("stdio")
+    """Serve MCP on stdin/stdout until the client closes the stream; a client that leaves
+    before an answer is written (a broken pipe, at start-up or later) ends it quietly."""
+    server = build_server(config)
+    try:
+        server.run("stdio")
+    except BaseException as exc:
+        if not _client_left(exc):
+            raise
+        # Nothing can reach the client any more: let the interpreter's last flush go nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _client_left(exc: BaseException) -> bool:
+    """True when ``exc`` (or every exception of a group) says the client's end is closed."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_client_left(inner) for inner in exc.exceptions)
+    return isinstance(exc, BrokenPipeError | ConnectionResetError)

@@ -62,6 +62,9 @@ MAX_QUESTIONS = 100
 WAIT_DEFAULT_S = 20.0
 MAX_WAIT_S = 25.0
 MAX_PAGE_ROWS = 500
+#: The largest offset a page may start at: every JSON reader keeps it exact, and the database's
+#: 64-bit integers hold it plus a page.
+MAX_OFFSET = 2**53 - 1
 MAX_SQL_CHARS = 100_000
 GUARANTEE = (
     "No SQL runs before a person with a reviewer's credentials approves it, in one batched "
@@ -289,7 +292,9 @@ class SqlgateTools:
             Field(description="Only runs in this state"),
         ] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="Runs per page")] = 20,
-        offset: Annotated[int, Field(ge=0, description="Runs to skip (newest first)")] = 0,
+        offset: Annotated[
+            int, Field(ge=0, le=MAX_OFFSET, description="Runs to skip (newest first)")
+        ] = 0,
     ) -> RunList:
         """Your own runs, newest first: run_id, status, questions and when. Use it to find a
         run again; run_status or wait_for_run give its details."""
@@ -377,7 +382,9 @@ class SqlgateTools:
         question_id: Annotated[
             str, Field(max_length=16, description="The question's id in the run: q1, q2, ...")
         ] = "q1",
-        offset: Annotated[int, Field(ge=0, description="The first row to return (from 0)")] = 0,
+        offset: Annotated[
+            int, Field(ge=0, le=MAX_OFFSET, description="The first row to return (from 0)")
+        ] = 0,
         limit: Annotated[
             int, Field(ge=1, le=MAX_PAGE_ROWS, description="Rows to return at most")
         ] = 100,

@@ -65,7 +65,7 @@ class ServerConfig:
     ) -> ServerConfig:
         from orchestrator.core.config import Settings, policy_from_file
         from orchestrator.core.limits import build_limiter
-        from orchestrator.interfaces.cli.approvals import state_url
+        from orchestrator.core.state_db import default_state_url
 
         env = os.environ if environ is None else environ
         settings = Settings.from_env(env)
@@ -87,7 +87,7 @@ class ServerConfig:
             )
         return cls(
             database_url=settings.db,
-            state_url=env.get("SQLGATE_STATE_URL") or state_url(),
+            state_url=default_state_url(env),
             tokens=tokens,
             identity=identity,
             llm=settings.llm,

@@ -187,10 +187,14 @@ const sqlgate = (() => {
   function csvRows(rows) {
     const cell = (v) => {
       let text = v === null || v === undefined ? "" : String(v);
-      // a text cell a spreadsheet would read as a formula (=, +, -, @, or a tab/CR before one)
-      // is neutralised with a leading quote; numbers stay numbers
-      if (typeof v === "string" && /^[=+\-@\t\r]/.test(text) && !/^[+-]?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(text)) text = `'${text}`;
-      return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+      // a text cell a spreadsheet would read as a formula is neutralised with a leading quote,
+      // as orchestrator/core/csv_cells.py does: = + - @ (or their full-width forms, or a tab/CR)
+      // first after any blanks, or after a separator (x;=1+1), or a leading quote already;
+      // numbers stay numbers, and every text cell is quoted so no separator splits it
+      if (typeof v === "string" && !/^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$/.test(text)
+        && (/^'/.test(text) || /^[\t\r]/.test(text) || /^[ \t\r\n\u00a0\u3000]*[=+\-@\uff1d\uff0b\uff0d\uff20]/.test(text)
+          || /[,;|\t][ \t\r\n\u00a0\u3000]*[=+\-@\t\r\uff1d\uff0b\uff0d\uff20]/.test(text))) text = `'${text}`;
+      return typeof v === "string" || /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
     };
     return rows.map((r) => r.map(cell).join(",") + "\r\n").join("");
   }

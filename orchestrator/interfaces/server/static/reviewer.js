@@ -678,8 +678,10 @@
     const box = document.getElementById("notify-failures");
     if (!response.ok || !response.data.failed) { box.hidden = true; return; }
     const last = response.data.deliveries[0];
-    box.textContent = `${response.data.failed} notification(s) could not be delivered` +
-      (last ? ` (latest: ${last.event} to ${last.channel}: ${last.last_error || "failed"}).` : ".");
+    box.textContent = `${response.data.failed} notification(s) could not be delivered after ` +
+      "every retry (dead letters)" +
+      (last ? ` (latest: ${last.event} to ${last.channel}: ${last.last_error || "failed"})` : "") +
+      "; `sqlgate runs notifications --resend` sends them again.";
     box.hidden = false;
   }
 

@@ -1,0 +1,221 @@
+"""Patience with the state database: operations cut off by a lost connection are tried again
+(with a fake clock and sleep), a write whose commit went through before its answer was lost is
+recognised rather than applied twice or refused, and patience runs out in one sentence."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from approvals import SqlApprovalStore
+from approvals.ledger import ExecutionLedger
+from approvals.models import ExecutionRecord
+from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.errors import ConfigurationError, RunConflict, StateDatabaseError
+from orchestrator.core.runs import RunStore
+from orchestrator.core.state_db import StateDatabase
+from orchestrator.core.state_patience import StatePatience, connection_lost, patience_from_env
+
+LOST = "server closed the connection unexpectedly"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+def _patience(clock: FakeClock, seconds: float = 60.0) -> StatePatience:
+    return StatePatience(seconds, sleep=clock.sleep, clock=clock, jitter=lambda: 0.5)
+
+
+def _lost() -> sa.exc.OperationalError:
+    return sa.exc.OperationalError("SELECT 1", {}, sqlite3.OperationalError(LOST))
+
+
+def test_a_lost_connection_is_tried_again_with_growing_jittered_waits() -> None:
+    clock = FakeClock()
+    failures = iter([_lost()] * 7)
+
+    def operation() -> str:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return "done"
+
+    assert _patience(clock).call(operation, "the state database x") == "done"
+    # 0.2 s doubling up to 5 s, each times 1.5 (the jitter)
+    assert clock.waits == [0.3, 0.6, 1.2, 2.4, 4.8, 7.5, 7.5]
+
+
+def test_patience_runs_out_in_one_sentence() -> None:
+    clock = FakeClock()
+
+    def operation() -> None:
+        raise _lost()
+
+    with pytest.raises(StateDatabaseError) as caught:
+        _patience(clock, 10.0).call(operation, "the state database postgresql://h/state")
+    message = caught.value.message
+    assert message.startswith("the state database postgresql://h/state cannot be reached (tried")
+    assert "for 10 s, SQLGATE_STATE_PATIENCE=10" in message and LOST in message
+    assert "\n" not in message
+    assert 10.0 <= clock.now < 20.0
+
+
+def test_errors_of_the_statement_itself_are_not_retried() -> None:
+    clock = FakeClock()
+    calls = []
+
+    def operation() -> None:
+        calls.append(1)
+        raise sa.exc.IntegrityError("INSERT", {}, sqlite3.IntegrityError("UNIQUE failed"))
+
+    with pytest.raises(sa.exc.IntegrityError):
+        _patience(clock).call(operation, "the state database")
+    assert calls == [1] and clock.waits == []
+
+
+@pytest.mark.parametrize(
+    ("error", "lost"),
+    [
+        (sa.exc.OperationalError("x", {}, sqlite3.OperationalError("database is locked")), True),
+        (sa.exc.OperationalError("x", {}, sqlite3.OperationalError("no such table: t")), False),
+        (sa.exc.ProgrammingError("x", {}, Exception("syntax error")), False),
+        (
+            sa.exc.DBAPIError("x", {}, Exception("whatever"), connection_invalidated=True),
+            True,
+        ),
+        (ValueError("server closed the connection"), False),
+    ],
+)
+def test_what_counts_as_a_lost_connection(error: Exception, lost: bool) -> None:
+    assert connection_lost(error) is lost
+
+
+def test_psycopg_admin_shutdown_is_a_lost_connection() -> None:
+    errors = pytest.importorskip("psycopg.errors")
+    wrapped = sa.exc.OperationalError("x", {}, errors.AdminShutdown("terminating connection"))
+    assert connection_lost(wrapped)
+
+
+@pytest.mark.parametrize("text", ["-1", "soon", "nan"])
+def test_a_bad_patience_setting_is_one_sentence(text: str) -> None:
+    with pytest.raises(ConfigurationError, match="SQLGATE_STATE_PATIENCE"):
+        patience_from_env({"SQLGATE_STATE_PATIENCE": text})
+    assert patience_from_env({}) == 60.0 and patience_from_env({"SQLGATE_STATE_PATIENCE": "0"}) == 0
+
+
+class _CommitThenLose:
+    """A DBAPI connection whose armed commits go through and then report a lost connection
+    (the server went away before its answer arrived)."""
+
+    def __init__(self, real: sqlite3.Connection, armed: list[bool]) -> None:
+        object.__setattr__(self, "_real", real)
+        object.__setattr__(self, "_armed", armed)
+
+    def commit(self) -> None:
+        self._real.commit()
+        if self._armed and self._armed.pop():
+            raise sqlite3.OperationalError(LOST)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._real, name, value)
+
+
+@pytest.fixture
+def flaky_engine(tmp_path: Path) -> Iterator[tuple[sa.Engine, list[bool]]]:
+    path = tmp_path / "state.sqlite"
+    armed: list[bool] = []
+    engine = sa.create_engine(
+        "sqlite://",
+        creator=lambda: _CommitThenLose(sqlite3.connect(path, check_same_thread=False), armed),
+    )
+    yield engine, armed
+    engine.dispose()
+
+
+def test_a_run_write_whose_answer_was_lost_is_recognised_not_refused(
+    flaky_engine: tuple[sa.Engine, list[bool]],
+) -> None:
+    engine, armed = flaky_engine
+    clock = FakeClock()
+    store = RunStore(engine)
+    _patience(clock).guard(store, "the state database")
+    checkpoint = StartedCheckpoint(run_id="r1", questions=["how many?"])
+
+    armed.append(True)
+    store.create("r1", "sqlite:///t.db", checkpoint, status="queued")
+    armed.append(True)
+    version = store.transition(
+        "r1", expected=("queued", 1), status="running", owner="me", lease_s=30
+    )
+
+    stored = store.load("r1")
+    assert (stored.status, stored.version, stored.owner, version) == ("running", 2, "me", 2)
+    assert len(clock.waits) == 2  # each write was tried twice
+    # Another process's change is still a conflict, also when tried again.
+    armed.append(True)
+    with pytest.raises(RunConflict):
+        store.transition("r1", expected=("queued", 1), status="running", owner="you", lease_s=30)
+    with pytest.raises(RunConflict):
+        store.create("r1", "sqlite:///t.db", StartedCheckpoint(run_id="r1", questions=["other"]))
+
+
+def test_a_ledger_claim_whose_answer_was_lost_is_still_this_claim(
+    flaky_engine: tuple[sa.Engine, list[bool]],
+) -> None:
+    engine, armed = flaky_engine
+    clock = FakeClock()
+    store = SqlApprovalStore(engine, notify=False)
+    _patience(clock).guard(store, "the state database")
+    store.setup()
+    claim = ExecutionRecord(
+        call_id="c1",
+        batch_id="b1",
+        run_id="r1",
+        sql_hash="h",
+        state="started",
+        actor="sqlgate-executor",
+        started_at=datetime(2026, 11, 28, 12, 0, 0, 123456, tzinfo=UTC),
+    )
+    armed.append(True)
+    assert store.claim_execution(claim) is True
+    # The same claim again, not after a lost connection, is refused: only a retry may
+    # recognise its own row.
+    assert store.claim_execution(claim) is False
+    # A second claim of the same call (another process, a moment later) is refused.
+    later = claim.model_copy(update={"started_at": datetime(2026, 11, 28, 12, 0, 1, tzinfo=UTC)})
+    assert store.claim_execution(later) is False
+    done = claim.model_copy(update={"state": "done", "finished_at": later.started_at})
+    armed.append(True)
+    assert store.settle_execution(done) is True
+    assert store.execution("c1") == done
+    # Recovery after it settled changes nothing.
+    assert ExecutionLedger(store).recover(run_id="r1") == []
+    assert len(store.executions(run_id="r1")) == 1
+
+
+def test_every_store_of_the_state_database_is_patient(tmp_path: Path) -> None:
+    clock = FakeClock()
+    state = StateDatabase(f"sqlite:///{tmp_path / 's.sqlite'}", patience=_patience(clock))
+    state.setup()
+    for store in (state.runs, state.approvals, state.batches, state.server, state.memory):
+        assert getattr(store.setup, "__wrapped__", None) is not None, type(store).__name__
+    state.close()
