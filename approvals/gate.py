@@ -421,7 +421,9 @@ class ApprovalGate:
                 sql_hash=sql_hash(result.sql),
                 findings=[*item.findings, *extra],
             )
-        if self.assess is not None:
+        if self.assess is not None and not (result is verdict and item.risk is not None):
+            # a risk carried with this gate's own verdict on exactly this SQL was taken by
+            # ``assess_item`` just before (the pipeline's split by risk): not assessed twice
             item = item.model_copy(update={"risk": self._risk(item)})
         if self.policy is not None and (
             item.risk is None or self.risk_approval.may_auto_approve(item.risk.level)
@@ -434,6 +436,10 @@ class ApprovalGate:
                     why if isinstance(why, str) else "auto-approved by policy",
                 )
         return item, ItemCategory.NEEDS_APPROVAL, None
+
+    def assess_item(self, item: ApprovalItem) -> StatementRisk | None:
+        """The risk ``open`` would give ``item`` (None without ``assess``)."""
+        return self._risk(item) if self.assess is not None else None
 
     def _risk(self, item: ApprovalItem) -> StatementRisk | None:
         """The item's risk; one that cannot be assessed is high (fail closed: never automatic)."""

@@ -133,9 +133,14 @@ def columns_read(
     tables = frozenset(
         t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in ctes
     )
-    if dialect == "sqlite" and schema and not isinstance(schema, Schema):
-        # SQLite reads a double-quoted name that is no column as a string ("dog"): the validator
-        # says so in the SQL it returns; a statement read here before validation is read alike
+    if (
+        dialect == "sqlite"
+        and schema
+        and not isinstance(schema, Schema)
+        and isinstance(tree, exp.Expression)
+    ):
+        # SQLite reads a double-quoted name that is no column as a string ("dog"); the validator
+        # reads it so (``safety.resolve.sqlite_quoted_strings``), and so does this
         tree = tree.copy()
         sqlite_quoted_strings(tree, SchemaCatalog(schema, dialect))
     try:
