@@ -172,6 +172,11 @@ class DecisionView(BaseModel):
     status: str = Field(description="resolved, or pending while a quorum waits for more votes")
     decided_by: str | None = Field(description="The reviewer whose decision resolved it")
     resolutions: dict[str, dict[str, Any]] = Field(description="call_id -> what became of it")
+    votes: int = Field(default=0, description="Distinct reviewers who voted so far")
+    quorum: int = Field(
+        default=1,
+        description="Votes the batch needs now (an edit that raises the risk raises it)",
+    )
 
 
 class EditCheck(BaseModel):

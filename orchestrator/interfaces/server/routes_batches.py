@@ -281,4 +281,6 @@ def decide(
         status=str(outcome.status),
         decided_by=outcome.decided_by,
         resolutions={cid: r.model_dump(mode="json") for cid, r in outcome.resolutions.items()},
+        votes=outcome.votes,
+        quorum=outcome.quorum,
     )

@@ -172,6 +172,7 @@
         <div class="question">${escape(item.question)}</div>
         <div class="meta">${escape(category.replace(/_/g, " "))}${note ? " · " + escape(note) : ""}</div>
         ${correctionHtml(correction)}
+        ${item.edited_by ? `<div class="meta" data-testid="edited-by">edited by ${escape(item.edited_by)}: this SQL replaced the one first shown, and its risk is its own</div>` : ""}
         <pre class="sql" data-testid="item-sql">${highlight(item.sql_pretty || item.sql)}</pre>
         ${riskHtml(item.risk)}
         ${assumptionsHtml(assumptions)}
@@ -532,7 +533,10 @@
     const response = await api("POST", `/approvals/${encodeURIComponent(record.batch.batch_id)}/decision`,
       { decisions: decisionsOf(card, record) }, { "Idempotency-Key": key });
     const error = response.data && response.data.error;
-    if (response.ok && response.data.status === "pending") {
+    if (response.ok && response.data.status === "pending" && response.data.quorum > record.batch.quorum) {
+      const more = response.data.quorum - response.data.votes;
+      close(card, "ok", `Your edit raised the risk: the batch now needs ${response.data.quorum} reviewers and waits for ${more} more. Nothing runs until then.`);
+    } else if (response.ok && response.data.status === "pending") {
       close(card, "ok", "Your vote is recorded; the batch waits for more reviewers (quorum).");
     } else if (response.ok) {
       const counts = {};
