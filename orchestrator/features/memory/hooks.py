@@ -168,6 +168,16 @@ def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str] | None
     return [v.actor for v in votes if v.review == "reviewed"]
 
 
+def _standing_sql(gate: ApprovalGate, outcome: ApprovalOutcome) -> dict[str, str]:
+    """call_id -> the SQL each item of the batch stood at when decided (an edit that re-opened
+    the batch replaced the statement first shown)."""
+    try:
+        batch = gate.store.get_batch(outcome.batch_id).batch
+    except Exception:  # a store without the batch: the statements as the run sent them
+        return {}
+    return {item.call_id: item.sql for item in batch.items}
+
+
 def _unreviewed(p: MemoryUser) -> bool:
     """``--yes`` approves every statement unseen: such approvals are no evidence of review."""
     from approvals import ApproveAll
@@ -234,8 +244,10 @@ def remember_rejected(
     try:
         scope = run_scope(p, ctx)
         reviewers = _reviewers(gate, outcome) or []
+        standing = _standing_sql(gate, outcome)
         for call_id, s in rejected:
-            sql = s.item.sql if s.item is not None else s.q.sql
+            # the text that was rejected: an edit that re-opened the batch, when there was one
+            sql = standing.get(call_id) or (s.item.sql if s.item is not None else s.q.sql)
             if not sql:
                 continue
             memory.record(

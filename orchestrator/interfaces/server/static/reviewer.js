@@ -208,7 +208,7 @@
   }
 
   function memoryHtml(m, applicable) {
-    const past = (e) => pastHtml(e, applicable && e.status !== "rejected");
+    const past = (e) => pastHtml(e, applicable && e.status !== "rejected" && e.offerable === true);
     const parts = [];
     const n = m.similar.length;
     if (n) {
