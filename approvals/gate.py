@@ -144,6 +144,9 @@ class ApprovalGate:
             return self.outcome(batch.batch_id)
         if self.reviewer is None:
             raise RuntimeError("this gate has no reviewer; submit the decision with submit()")
+        if batch.four_eyes and batch.authors:
+            # a reviewer in the asking process (a terminal prompt, --yes) is the asker
+            raise AuthorMayNotDecide(batch.batch_id, batch.authors[0])
         decisions = self.reviewer(batch)
         return self.submit(
             batch.batch_id,
@@ -179,6 +182,10 @@ class ApprovalGate:
         now = self.clock()
         carried = verdicts or {}
         categorised = [self._categorise(item, cycle, carried.get(item.call_id)) for item in items]
+        authors = set(self.authors)
+        if cycle > 1:  # a correction's batch has the authors of the run's earlier ones
+            for earlier in self.store.list_batches(run_id=self.run_id):
+                authors.update(earlier.batch.authors)
         quorum = max(
             [self.quorum]
             + [
@@ -200,7 +207,7 @@ class ApprovalGate:
             on_expiry=self.on_expiry,
             context=self.context,
             risk_quorum={level: int(n) for level, n in self.risk_approval.quorum.items()},
-            authors=self.authors,
+            authors=sorted(authors),
             four_eyes=self.four_eyes,
         )
         record = self.store.create_batch(batch, [opened_event(batch, now)])
@@ -256,7 +263,10 @@ class ApprovalGate:
                 raise BatchExpired(
                     batch_id, f"the deadline {deadline.isoformat()} passed before this decision"
                 )
-            if record.batch.four_eyes and actor in record.batch.authors:
+            if (record.batch.four_eyes or self.four_eyes) and actor in {
+                *record.batch.authors,
+                *self.authors,
+            }:
                 raise AuthorMayNotDecide(batch_id, actor)
             if any(v.actor == actor for v in record.votes):
                 raise DuplicateVote(batch_id, f"{actor} already voted on this batch")

@@ -222,6 +222,20 @@ class RiskRules(BaseModel):
         return value
 
 
+class ApprovalRules(BaseModel):
+    """``[approvals]``: who may decide.
+
+    ``four_eyes``: the author of a batch's SQL (who asked for it, an agent that submitted it, a
+    reviewer whose edit re-opened it) may not decide it; another reviewer must.
+    """
+
+    model_config = _STRICT
+
+    four_eyes: bool = Field(
+        default=False, description="Refuse an author's decision on their own batch."
+    )
+
+
 class RolePolicy(BaseModel):
     """``[roles.<name>]``: narrows the base policy for the questions of one role."""
 
@@ -292,6 +306,9 @@ class Policy(BaseModel):
     risk: RiskRules = Field(
         default_factory=RiskRules,
         description="Risk levels from the engine's estimate and the columns read, and their rules.",
+    )
+    approvals: ApprovalRules = Field(
+        default_factory=ApprovalRules, description="Who may decide (four eyes)."
     )
 
     @field_validator("extra_functions", "denied_functions", mode="before")
@@ -395,6 +412,8 @@ class Policy(BaseModel):
         data = self.model_dump(mode="json")
         if self.risk == RiskRules():  # policies written before [risk] keep their fingerprint
             del data["risk"]
+        if self.approvals == ApprovalRules():  # ... and before [approvals]
+            del data["approvals"]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

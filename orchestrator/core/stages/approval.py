@@ -15,6 +15,7 @@ from approvals import (
     ApprovalGate,
     ApprovalItem,
     ApprovalOutcome,
+    AuthorMayNotDecide,
     DecisionError,
 )
 from orchestrator.core import telemetry
@@ -267,6 +268,10 @@ def _review(
         outcome = gate.review(items, verdicts)
     except DecisionError as exc:
         raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
+    except AuthorMayNotDecide as exc:  # four_eyes: the asker cannot approve their own question
+        if _stored(p, ctx):
+            raise PausedAtGate(exc.batch_id, cycle, pending) from exc
+        raise ApprovalCancelled(str(exc)) from exc
     if outcome.status == "pending":  # a quorum (e.g. of a high-risk statement) wants more votes
         if _stored(p, ctx):
             raise PausedAtGate(outcome.batch_id, cycle, pending)

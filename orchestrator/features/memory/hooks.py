@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from approvals.models import Edit
 from approvals.policy import Policy
 from orchestrator.features.memory.review_memory import MemoryScope, ReviewMemory
 
@@ -154,18 +155,26 @@ def notes_by_question(p: MemoryUser, qs: Sequence[QuestionState]) -> dict[str, l
 
 
 def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str] | None:
-    """Every reviewer whose vote decided the batch at a review screen (a quorum has several);
+    """Every reviewer whose vote decided the batch at a review screen (a quorum has several),
+    leaving out the batch's authors (the asker, an agent that submitted the SQL, an editor);
     None when every vote approved unseen (``--yes``): nothing to learn from. Votes answered at
     an MCP client are left out (an example with no reviewers vouches for nothing)."""
     try:
-        votes = gate.store.get_batch(outcome.batch_id).votes
+        record = gate.store.get_batch(outcome.batch_id)
+        votes, authors = record.votes, set(record.batch.authors)
     except Exception:  # a store without the batch: the deciding actor is what is known
-        votes = []
+        votes, authors = [], set()
     if not votes:
         return [outcome.decided_by] if outcome.decided_by else []
     if all(v.review == "unseen" for v in votes):
         return None
-    return [v.actor for v in votes if v.review == "reviewed"]
+    # the author of the SQL (who asked, submitted or edited it) never vouches for it
+    editors = {v.actor for v in votes if any(isinstance(d, Edit) for d in v.decisions.values())}
+    return [
+        v.actor
+        for v in votes
+        if v.review == "reviewed" and v.actor not in authors and v.actor not in editors
+    ]
 
 
 def _standing_sql(gate: ApprovalGate, outcome: ApprovalOutcome) -> dict[str, str]:

@@ -27,6 +27,7 @@ from orchestrator.interfaces.cli.common import (
     open_target,
     reviewer_actor,
     reviewer_for,
+    terminal_asker,
 )
 
 
@@ -159,6 +160,7 @@ def batch(
             progress=bars,
             memory=memory_for(None, database),
             actor=reviewer_actor(reviewer),
+            asker=terminal_asker,
         )
         check_edits_with(reviewer, pipeline)
         for start in range(0, len(todo), run_size):

@@ -62,6 +62,7 @@ class Service:
             config=config.pipeline,
             http_client=config.http_client,
             memory=memory_for(self.state_db, self.database),
+            asker=self.state.owner_of,  # who asked a run authored its SQL
         )
         self.runs = RunService(
             self.state,
