@@ -24,7 +24,6 @@ from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline
 from orchestrator.core.replay import CassetteTransport
 from orchestrator.core.result import RunStatus
-from orchestrator.core.runs import RunStore
 from orchestrator.core.state_db import StateDatabase
 from orchestrator.features.memory import memory_for
 from orchestrator.interfaces.cli.main import app
