@@ -12,12 +12,12 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from approvals import StatementRisk
+from orchestrator.core.pipeline_config import MAX_QUESTION_CHARS
 from orchestrator.core.server_state import RunRow
 from orchestrator.features.clarify import MAX_ANSWER_CHARS
 from orchestrator.interfaces.server.sql_view import DiffLine
 
 MAX_QUESTIONS = 1000
-MAX_QUESTION_CHARS = 10_000
 MAX_SQL_CHARS = 100_000
 
 
