@@ -5,7 +5,7 @@
 "use strict";
 
 (() => {
-  const { api, escape, highlight, follow, signIn, setLive, ago, countdown, when } = sqlgate;
+  const { api, escape, visible, highlight, follow, signIn, setLive, ago, countdown, when } = sqlgate;
   const cards = new Map(); // batch_id -> section element
   const records = new Map(); // batch_id -> the batch as last loaded
   const PAGE = 10;
@@ -23,7 +23,7 @@
   function announce(text) {
     const box = document.getElementById("announcer");
     box.textContent = "";
-    setTimeout(() => { box.textContent = text; }, 50);
+    setTimeout(() => { box.textContent = visible(text); }, 50);
   }
 
   // -- the inbox count: in the page and in the tab's title ------------------------------------
@@ -260,8 +260,8 @@
   // -- a pending batch ------------------------------------------------------------------------
   function headerOf(card, record) {
     const batch = record.batch;
-    card.querySelector(".asked").textContent =
-      `asked by ${record.asked_by || "?"} ${record.asked_at ? `${ago(record.asked_at)} (${when(record.asked_at)})` : ""} · run ${batch.run_id} · cycle ${batch.cycle}`;
+    card.querySelector(".asked").textContent = visible(
+      `asked by ${record.asked_by || "?"} ${record.asked_at ? `${ago(record.asked_at)} (${when(record.asked_at)})` : ""} · run ${batch.run_id} · cycle ${batch.cycle}`);
     const deadline = card.querySelector(".deadline");
     if (batch.deadline) { deadline.dataset.at = batch.deadline; deadline.textContent = countdown(batch.deadline); }
     else { deadline.textContent = "no deadline"; deadline.classList.add("none"); }
@@ -279,7 +279,7 @@
     card.dataset.testid = "batch";
     card.hidden = true;
     const title = card.querySelector(".batch-title");
-    title.textContent = batch.items.length === 1 ? batch.items[0].question : `${batch.items.length} statements: ${batch.items[0].question} …`;
+    title.textContent = visible(batch.items.length === 1 ? batch.items[0].question : `${batch.items.length} statements: ${batch.items[0].question} …`);
     title.tabIndex = -1;
     card.querySelector(".batch-id").textContent = batch.batch_id;
     headerOf(card, record);
@@ -497,7 +497,7 @@
   function say(card, kind, text) {
     const box = card.querySelector(".message");
     box.className = `message show ${kind}`;
-    box.textContent = text;
+    box.textContent = visible(text);
   }
 
   // A decided card stays where it was, collapsed, with what happened; the history gets it too.
@@ -707,5 +707,21 @@
     updateCount();
     loadHistory(true);
     loadNotificationFailures();
+    await openLinked();
+    window.addEventListener("hashchange", openLinked);
   });
+
+  // A notification's link (/reviewer#batch=<id>) opens that batch, not the oldest one.
+  async function openLinked() {
+    const wanted = new URLSearchParams(location.hash.slice(1)).get("batch");
+    if (!wanted) return;
+    if (!cards.has(wanted)) await load(wanted);
+    if (cards.has(wanted)) { select(wanted, true); return; }
+    const response = await api("GET", `/approvals/${encodeURIComponent(wanted)}`);
+    const notice = document.getElementById("signin-message");
+    notice.textContent = visible(response.ok
+      ? `Batch ${wanted} is already ${response.data.status}: see the history.`
+      : `Batch ${wanted} cannot be shown (${response.data && response.data.error ? response.data.error.message : `HTTP ${response.status}`}).`);
+    notice.hidden = false;
+  }
 })();
