@@ -220,8 +220,8 @@ def validate_edit(
 
 
 def _edit_risk(service: Service, record: BatchRecord, item: Any, sql: str) -> StatementRisk:
-    """The risk of an accepted edit, under the policy the batch was made under (shown only: the
-    decision does not re-check it)."""
+    """The risk of an accepted edit, under the policy the batch was made under: the decision
+    assesses it again, and re-opens the batch when it needs more reviewers."""
     assess = service.database.risk_assessor(
         policy_of(record.batch.context, service.database.policy)
     )
