@@ -147,6 +147,12 @@ class AutoApprovalRules(BaseModel):
     max_age_days: float = Field(
         default=90.0, gt=0, description="Only approvals this recent count, in days."
     )
+    envelope: Literal["limit", "values"] = Field(
+        default="limit",
+        description="What earned trust covers beyond the template: 'limit' (a LIMIT never above "
+        "the reviewed one) or 'values' (also numbers within the reviewed range and strings "
+        "among the reviewed ones).",
+    )
 
     @field_validator("max_age_days", mode="before")
     @classmethod
@@ -414,6 +420,8 @@ class Policy(BaseModel):
             del data["risk"]
         if self.approvals == ApprovalRules():  # ... and before [approvals]
             del data["approvals"]
+        if self.auto_approval.envelope == "limit":  # ... and before auto_approval.envelope
+            del data["auto_approval"]["envelope"]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
