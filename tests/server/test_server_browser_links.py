@@ -93,3 +93,32 @@ class _Accepted:
 
 def _accepted(sql: str) -> _Accepted:
     return _Accepted(sql)
+
+
+def test_the_inbox_shows_every_waiting_batch_and_the_true_count(
+    browser: Any,  # noqa: F811
+    live: Running,
+) -> None:
+    """205 waiting batches (more than one page of 200, more than the old cap of 100): the API
+    says 205 in all, the page lists 205, reading them a page per request."""
+    store = SqlApprovalStore(live.state_url)
+    gate = ApprovalGate(None, _accepted, store=store, run_id="run_many")
+    for n in range(205):
+        gate.open([ApprovalItem.new(question_id=f"q{n}", question=f"q {n}", sql="SELECT 1 AS x")])
+    with live.client("rita") as rita:
+        page_of = rita.get("/approvals", params={"limit": 10})
+        assert page_of.headers["X-Total-Count"] == "205" and len(page_of.json()) == 10
+        records = rita.get("/approvals/records", params={"limit": 200, "offset": 200})
+        assert records.headers["X-Total-Count"] == "205" and len(records.json()) == 5
+    page = _page(browser, live, "/reviewer", "rita")
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.reload()
+    page.get_by_test_id("who").filter(has_text="rita").wait_for()
+    wait_until(
+        lambda: page.get_by_test_id("pending-count").inner_text() == "205", what="205 waiting"
+    )
+    assert page.get_by_test_id("inbox-row").count() == 205
+    per_batch = [u for u in requests if "/approvals/batch_" in u]
+    assert len(per_batch) <= 1  # no request per batch: at most the shown one's memory panel
+    store.close()

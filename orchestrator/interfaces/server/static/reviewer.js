@@ -17,6 +17,7 @@
   let sortKey = "age", sortDir = 1;
 
   const container = () => document.getElementById("batches");
+  const PAGE_OF_BATCHES = 200;
   const isOpen = (id) => cards.has(id) && !cards.get(id).classList.contains("closed");
 
   // A polite announcement for screen readers (new batches, decisions, expiries).
@@ -100,6 +101,7 @@
     if (open.includes(batchId)) selectedIndex = open.indexOf(batchId);
     cards.forEach((card, id) => { card.hidden = id !== batchId; });
     const card = cards.get(batchId);
+    if (!card.dataset.memoryLoaded) { card.dataset.memoryLoaded = "1"; loadMemory(card, batchId); }
     if (!card.querySelector(".item.current")) setCurrent(card, firstUndecided(card));
     renderInbox();
     if (focus) card.querySelector(".batch-title").focus();
@@ -291,8 +293,7 @@
     card.querySelector("[data-testid=reject-all]").addEventListener("click", () => chooseAll(card, record, "reject"));
     card.querySelector(".submit").addEventListener("click", () => submit(card, record));
     cards.set(batch.batch_id, card);
-    container().appendChild(card);
-    loadMemory(card, batch.batch_id);
+    container().appendChild(card);  // memory is read when the batch is first shown (select)
     if (me && me.actor && (record.voters || []).includes(me.actor)) {
       close(card, "ok", `You voted on this batch; it waits for ${batch.quorum - record.voters.length} more reviewer(s).`);
     }
@@ -689,9 +690,15 @@
   signIn(async (who) => {
     me = who;
     follow(onEvent, setLive);
-    const pending = await api("GET", "/approvals?status=pending");
-    if (pending.ok) for (const summary of pending.data) await load(summary.batch_id);
-    else {
+    // every waiting batch, a page of whole batches per request (no cap, no request per batch)
+    let pending = await api("GET", `/approvals/records?status=pending&limit=${PAGE_OF_BATCHES}`);
+    for (let offset = 0; pending.ok; ) {
+      for (const record of pending.data) if (record.status === "pending") render(record);
+      if (pending.data.length < PAGE_OF_BATCHES) break;
+      offset += pending.data.length;
+      pending = await api("GET", `/approvals/records?status=pending&limit=${PAGE_OF_BATCHES}&offset=${offset}`);
+    }
+    if (!pending.ok) {
       // not "0 waiting": this token may not review (or the list failed); say which
       const why = pending.status === 403
         ? `This token (${who.actor}, role ${who.role}) may not review batches; ask an admin for a reviewer token.`
