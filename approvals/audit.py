@@ -5,7 +5,8 @@ change itself, so the log and the state cannot disagree. ``replay_audit`` folds 
 into per-batch state; tests compare it with the store to prove the log is complete. The same
 events are what a notification stream (SSE) would publish.
 
-Events: ``batch_opened``, ``vote_cast``, ``item_resolved``, ``batch_resolved``,
+Events: ``batch_opened``, ``vote_cast``, ``batch_reopened`` (an edit needs more reviewers),
+``item_resolved``, ``batch_resolved``,
 ``batch_expired``, ``execution_started``, ``execution_done``, ``execution_failed``,
 ``execution_in_doubt``.
 """
@@ -55,6 +56,33 @@ def vote_event(
     )
 
 
+def reopened_event(
+    before: ApprovalBatch,
+    after: ApprovalBatch,
+    actor: str,
+    at: datetime,
+) -> AuditEvent:
+    """An edit re-opened the batch: which statements changed, their risk as edited, the quorum
+    before and after."""
+    edited = {
+        i.call_id: {
+            "sql_hash": i.sql_hash,
+            "edited_from_hash": before.item(i.call_id).sql_hash,
+            "risk": i.risk.model_dump(mode="json") if i.risk is not None else None,
+        }
+        for i in after.items
+        if i.sql_hash != before.item(i.call_id).sql_hash
+    }
+    return AuditEvent(
+        at=at,
+        run_id=after.run_id,
+        batch_id=after.batch_id,
+        event="batch_reopened",
+        actor=actor,
+        detail={"quorum_before": before.quorum, "quorum": after.quorum, "edited": edited},
+    )
+
+
 def resolution_events(
     batch: ApprovalBatch,
     resolutions: dict[str, Resolution],
@@ -75,7 +103,12 @@ def resolution_events(
             actor=actor
             if batch.categories[r.call_id] is ItemCategory.NEEDS_APPROVAL
             else SYSTEM_ACTOR,
-            detail={"status": r.status, "sql_hash": r.sql_hash, "reason": r.reason},
+            detail={
+                "status": r.status,
+                "sql_hash": r.sql_hash,
+                "reason": r.reason,
+                **({"risk": r.risk.model_dump(mode="json")} if r.risk is not None else {}),
+            },
         )
         for r in resolutions.values()
     ]
@@ -121,6 +154,8 @@ def replay_audit(events: Iterable[AuditEvent]) -> dict[str, ReplayedBatch]:
         batch = state.setdefault(e.batch_id, ReplayedBatch())
         if e.event == "batch_opened":
             batch.pending = list(e.detail.get("pending", []))
+        elif e.event == "batch_reopened":
+            batch.voters = [e.actor]  # votes on the replaced text no longer count
         elif e.event == "vote_cast":
             batch.voters.append(e.actor)
         elif e.event == "item_resolved" and e.call_id:

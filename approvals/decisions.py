@@ -271,8 +271,15 @@ def _resolve_one(
 ) -> Resolution | DecisionProblem:
     base = {"call_id": item.call_id, "question_id": item.question_id}
     if isinstance(decision, Approve):
+        # an item a reviewer's edit re-opened stays an edit: its SQL is the editor's
         return Resolution(
-            **base, status="approved", sql=item.sql, sql_hash=item.sql_hash, findings=item.findings
+            **base,
+            status="edited" if item.edited_from is not None else "approved",
+            sql=item.sql,
+            sql_hash=item.sql_hash,
+            findings=item.findings,
+            edited_from=item.edited_from,
+            risk=item.risk,
         )
     if isinstance(decision, Reject):
         return Resolution(**base, status="rejected", reason=decision.reason, findings=item.findings)
@@ -300,7 +307,12 @@ def settled_resolution(batch: ApprovalBatch, item: ApprovalItem) -> Resolution:
         return Resolution(**base, status="denied", reason=note or "refused by the validator")
     if category is ItemCategory.AUTO_APPROVED:
         return Resolution(
-            **base, status="auto_approved", sql=item.sql, sql_hash=item.sql_hash, reason=note
+            **base,
+            status="auto_approved",
+            sql=item.sql,
+            sql_hash=item.sql_hash,
+            reason=note,
+            risk=item.risk,
         )
     raise ValueError(f"{item.call_id} needs a reviewer's decision")
 

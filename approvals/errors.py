@@ -8,6 +8,7 @@ Every error carries a stable, machine-readable ``code``::
      │                                    | invalid_decision | invalid_edit
      │                                    | invalid_decision_file (not JSON, or not an object)
      ├── ApprovalCancelled          code="approval_cancelled"   (Ctrl-C / end of input at the prompt)
+     ├── AuthorMayNotDecide         code="author_may_not_decide" (four_eyes: the SQL is theirs)
      ├── NotRunnable                code="not_runnable"         (the item was not approved)
      │    ├── SqlHashMismatch       code="sql_hash_mismatch"    (the approved text changed)
      │    ├── AlreadyExecuted       code="already_executed"     (the ledger has it: never twice)
@@ -87,6 +88,21 @@ class ApprovalCancelled(ApprovalError):
     """The reviewer cancelled the prompt; the batch stays pending and nothing runs."""
 
     code = "approval_cancelled"
+
+
+class AuthorMayNotDecide(ApprovalError):
+    """Under ``[approvals] four_eyes``, the author of a batch's SQL (who asked for it, submitted
+    it, or edited it) may not decide it; the batch stays pending for another reviewer."""
+
+    code = "author_may_not_decide"
+
+    def __init__(self, batch_id: str, actor: str) -> None:
+        self.batch_id = batch_id
+        self.actor = actor
+        super().__init__(
+            f"{actor} wrote or asked for the SQL of {batch_id}, and the policy's four_eyes rule "
+            "wants another reviewer to decide it"
+        )
 
 
 class NotRunnable(ApprovalError):

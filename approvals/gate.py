@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .audit import SYSTEM_ACTOR, opened_event, resolution_events, vote_event
+from .audit import SYSTEM_ACTOR, opened_event, reopened_event, resolution_events, vote_event
 from .decisions import (
     DecisionPairs,
     Validate,
@@ -32,14 +32,16 @@ from .decisions import (
     resolve_decisions,
     settled_resolution,
 )
-from .errors import BatchExpired, DecisionConflict, DuplicateVote
+from .errors import AuthorMayNotDecide, BatchExpired, DecisionConflict, DuplicateVote
 from .expiry import expire
 from .ledger import ExecutionLedger
 from .models import (
     ApprovalBatch,
     ApprovalItem,
     ApprovalOutcome,
+    Approve,
     BatchRecord,
+    Edit,
     ExpiryAction,
     ItemCategory,
     Resolution,
@@ -81,7 +83,9 @@ class ApprovalGate:
     so they can validate edits as this run would). ``assess``: the risk of each statement the
     validator accepted, taken before review and stored with the item; ``risk_approval``: the
     rule of each level (a batch needs the highest quorum its pending items call for; an item
-    whose level may not be auto-approved goes to a reviewer whatever ``policy`` says).
+    whose level may not be auto-approved goes to a reviewer whatever ``policy`` says). Every
+    edit is assessed again on ``submit`` (see there). ``authors``: who wrote or asked for the SQL
+    of this run's batches (never evidence for earned trust); ``four_eyes``: refuse their decisions.
     """
 
     def __init__(
@@ -100,6 +104,8 @@ class ApprovalGate:
         context: Mapping[str, Any] | None = None,
         assess: Assess | None = None,
         risk_approval: RiskApproval | None = None,
+        authors: Iterable[str] = (),
+        four_eyes: bool = False,
     ) -> None:
         if quorum < 1:
             raise ValueError("quorum must be at least 1")
@@ -116,6 +122,8 @@ class ApprovalGate:
         self.context = dict(context or {})
         self.assess = assess
         self.risk_approval = risk_approval or RiskApproval()
+        self.authors = sorted({a for a in authors if a})
+        self.four_eyes = four_eyes
         self.ledger = ExecutionLedger(self.store, clock)
 
     # -- one whole cycle -------------------------------------------------------------------
@@ -136,6 +144,9 @@ class ApprovalGate:
             return self.outcome(batch.batch_id)
         if self.reviewer is None:
             raise RuntimeError("this gate has no reviewer; submit the decision with submit()")
+        if batch.four_eyes and batch.authors:
+            # a reviewer in the asking process (a terminal prompt, --yes) is the asker
+            raise AuthorMayNotDecide(batch.batch_id, batch.authors[0])
         decisions = self.reviewer(batch)
         return self.submit(
             batch.batch_id,
@@ -171,6 +182,10 @@ class ApprovalGate:
         now = self.clock()
         carried = verdicts or {}
         categorised = [self._categorise(item, cycle, carried.get(item.call_id)) for item in items]
+        authors = set(self.authors)
+        if cycle > 1:  # a correction's batch has the authors of the run's earlier ones
+            for earlier in self.store.list_batches(run_id=self.run_id):
+                authors.update(earlier.batch.authors)
         quorum = max(
             [self.quorum]
             + [
@@ -191,6 +206,9 @@ class ApprovalGate:
             quorum=quorum,
             on_expiry=self.on_expiry,
             context=self.context,
+            risk_quorum={level: int(n) for level, n in self.risk_approval.quorum.items()},
+            authors=sorted(authors),
+            four_eyes=self.four_eyes,
         )
         record = self.store.create_batch(batch, [opened_event(batch, now)])
         if not batch.pending:
@@ -218,8 +236,17 @@ class ApprovalGate:
         decision returns that result (keys are scoped to the batch and the reviewer). Otherwise
         a decided batch raises ``DecisionConflict`` (``BatchExpired`` after its deadline,
         ``DuplicateVote`` for a second vote by the same reviewer, ``IdempotencyConflict`` for a
-        key reused with another decision or by another reviewer), and a wrong decision
-        ``DecisionError``; none of them changes the stored state.
+        key reused with another decision or by another reviewer), a wrong decision
+        ``DecisionError``, and under ``four_eyes`` an author's decision ``AuthorMayNotDecide``;
+        none of them changes the stored state.
+
+        Risk of the final SQL decides: every edit is assessed again (``assess``; a gate without
+        one counts the edit ``high``, failing closed), and the batch needs the quorum of the
+        highest level among its statements as they now stand (the rule recorded with the batch).
+        An edit that raises it, or any edit under ``four_eyes``, re-opens the batch with the
+        edited SQL in place: the editor's vote counts once (as approving their own text), the
+        votes given on the text it replaced are dropped, and the outcome stays ``pending`` until
+        the new quorum is met.
         """
         actor = actor or self.actor
         pairs = normalise_decisions(decisions)
@@ -236,11 +263,46 @@ class ApprovalGate:
                 raise BatchExpired(
                     batch_id, f"the deadline {deadline.isoformat()} passed before this decision"
                 )
+            if (record.batch.four_eyes or self.four_eyes) and actor in {
+                *record.batch.authors,
+                *self.authors,
+            }:
+                raise AuthorMayNotDecide(batch_id, actor)
             if any(v.actor == actor for v in record.votes):
                 raise DuplicateVote(batch_id, f"{actor} already voted on this batch")
-            resolutions = resolve_decisions(
-                record.batch, pairs, self.validate, self.store.locate_calls
+            resolutions = self._assess_edits(
+                record.batch,
+                resolve_decisions(record.batch, pairs, self.validate, self.store.locate_calls),
             )
+            reopened = self._reopened(record.batch, resolutions, actor)
+            if reopened is not None:
+                vote = Vote(
+                    actor=actor,
+                    decisions={cid: Approve() if isinstance(d, Edit) else d for cid, d in pairs},
+                    decision_digest=digest,
+                    idempotency_key=idempotency_key,
+                    at=now,
+                    review=review,
+                )
+                try:
+                    stored = self.store.resolve(
+                        batch_id,
+                        expected_version=record.version,
+                        outcome=None,
+                        status="pending",
+                        votes=[vote],
+                        events=[
+                            vote_event(reopened, actor, now, 1, digest),
+                            reopened_event(record.batch, reopened, actor, now),
+                        ],
+                        actor=actor,
+                        batch=reopened,
+                    )
+                except DecisionConflict:
+                    continue
+                if reopened.quorum <= 1:  # pragma: no cover - a re-opened batch wants more votes
+                    raise DecisionConflict(batch_id, "a re-opened batch needs another vote")
+                return self.outcome_of(stored)
             votes = [
                 *record.votes,
                 Vote(
@@ -369,7 +431,9 @@ class ApprovalGate:
                 sql_hash=sql_hash(result.sql),
                 findings=[*item.findings, *extra],
             )
-        if self.assess is not None:
+        if self.assess is not None and not (result is verdict and item.risk is not None):
+            # a risk carried with this gate's own verdict on exactly this SQL was taken by
+            # ``assess_item`` just before (the pipeline's split by risk): not assessed twice
             item = item.model_copy(update={"risk": self._risk(item)})
         if self.policy is not None and (
             item.risk is None or self.risk_approval.may_auto_approve(item.risk.level)
@@ -383,6 +447,10 @@ class ApprovalGate:
                 )
         return item, ItemCategory.NEEDS_APPROVAL, None
 
+    def assess_item(self, item: ApprovalItem) -> StatementRisk | None:
+        """The risk ``open`` would give ``item`` (None without ``assess``)."""
+        return self._risk(item) if self.assess is not None else None
+
     def _risk(self, item: ApprovalItem) -> StatementRisk | None:
         """The item's risk; one that cannot be assessed is high (fail closed: never automatic)."""
         assert self.assess is not None
@@ -392,6 +460,81 @@ class ApprovalGate:
             return StatementRisk(
                 level="high", reasons=[f"the risk could not be assessed ({type(exc).__name__})"]
             )
+
+    def _assess_edits(
+        self, batch: ApprovalBatch, resolutions: dict[str, Resolution]
+    ) -> dict[str, Resolution]:
+        """``resolutions`` with the risk of every edited SQL assessed on that SQL (an edit that
+        re-opened the batch already carries its assessment)."""
+        assessed = dict(resolutions)
+        for call_id, resolution in resolutions.items():
+            if resolution.status != "edited" or resolution.sql is None:
+                continue
+            item = batch.item(call_id)
+            if item.edited_from is not None and item.sql_hash == resolution.sql_hash:
+                continue
+            edited = item.model_copy(
+                update={"sql": resolution.sql, "sql_hash": resolution.sql_hash, "risk": None}
+            )
+            risk = (
+                self._risk(edited)
+                if self.assess is not None
+                else StatementRisk(
+                    level="high",
+                    reasons=["the edited statement's risk was not assessed where it was decided"],
+                )
+            )
+            assessed[call_id] = resolution.model_copy(update={"risk": risk})
+        return assessed
+
+    def _reopened(
+        self, batch: ApprovalBatch, resolutions: dict[str, Resolution], actor: str
+    ) -> ApprovalBatch | None:
+        """The batch with this vote's edits in place and the quorum they need, when they need
+        more votes than the batch asked for (or any edit under ``four_eyes``); else None."""
+        edits = {
+            cid: r
+            for cid, r in resolutions.items()
+            if r.status == "edited"
+            and r.sql is not None
+            and not (
+                batch.item(cid).edited_from is not None and batch.item(cid).sql_hash == r.sql_hash
+            )
+        }
+        if not edits:
+            return None
+        rule = RiskApproval(quorum=batch.risk_quorum)
+        levels = [(edits[i.call_id].risk if i.call_id in edits else i.risk) for i in batch.pending]
+        needed = max([batch.quorum] + [rule.quorum_for(r.level) for r in levels if r is not None])
+        if batch.four_eyes:
+            needed = max(needed, 2)  # the editor wrote it: another reviewer must approve it
+        if needed <= batch.quorum and not batch.four_eyes:
+            return None
+        items = []
+        for item in batch.items:
+            edit = edits.get(item.call_id)
+            if edit is None or edit.sql is None or edit.sql_hash is None:
+                items.append(item)
+                continue
+            items.append(
+                item.model_copy(
+                    update={
+                        "sql": edit.sql,
+                        "sql_hash": edit.sql_hash,
+                        "findings": edit.findings,
+                        "risk": edit.risk,
+                        "edited_from": item.edited_from or item.sql,
+                        "edited_by": actor,
+                    }
+                )
+            )
+        return batch.model_copy(
+            update={
+                "items": items,
+                "quorum": needed,
+                "authors": sorted({*batch.authors, actor}),
+            }
+        )
 
     def _earlier_votes(self, record: BatchRecord) -> list[tuple[str, dict[str, Resolution]]]:
         earlier = []

@@ -92,6 +92,11 @@ class ApprovalItem(_Frozen):
     risk: StatementRisk | None = Field(
         default=None, description="The engine's estimate and the policy's risk level, before review"
     )
+    edited_from: str | None = Field(
+        default=None,
+        description="The SQL first shown, when a reviewer's edit replaced it and re-opened the batch",
+    )
+    edited_by: str | None = Field(default=None, description="The reviewer whose edit this SQL is")
 
     @model_validator(mode="after")
     def _hash_matches(self) -> ApprovalItem:
@@ -155,6 +160,19 @@ class ApprovalBatch(_Frozen):
     context: dict[str, Any] = Field(
         default_factory=dict,
         description="What another process needs to review it, e.g. the dialect to validate edits with",
+    )
+    risk_quorum: dict[str, int] = Field(
+        default_factory=dict,
+        description="Reviewers per risk level under the rule the batch was opened with: an edit "
+        "is re-assessed and the batch needs the quorum of the highest level as it then stands",
+    )
+    authors: list[str] = Field(
+        default_factory=list,
+        description="Who wrote or asked for its SQL (the run's asker, an agent that submitted "
+        "SQL): never evidence for earned trust, and never a decider under four_eyes",
+    )
+    four_eyes: bool = Field(
+        default=False, description="An author's decision on this batch is refused"
     )
 
     @model_validator(mode="after")
@@ -264,6 +282,9 @@ class Resolution(_Frozen):
         default_factory=list, description="Findings on the SQL that runs"
     )
     edited_from: str | None = Field(default=None, description="The SQL shown before an edit")
+    risk: StatementRisk | None = Field(
+        default=None, description="The risk of the SQL that may run (an edit's is assessed anew)"
+    )
 
     @property
     def runnable(self) -> bool:

@@ -7,7 +7,9 @@ the item (a string says why, for the audit log). Two are provided:
   no warnings (a static rule).
 - ``EarnedAutoApproval``: a statement whose *template* was approved often enough, by enough
   distinct reviewers, recently, on the same schema and policy, never rejected or revoked since,
-  and which reads no column those approvals did not read. The evidence (which approvals, by
+  which reads no column those approvals did not read, and whose values stay inside what they
+  approved (``approvals.envelope``: a LIMIT never above the reviewed one, numbers within the
+  reviewed range, strings among the reviewed ones). The evidence (which approvals, by
   whom) is the reason, so it lands in the audit log with the item.
 
 Example:
@@ -24,13 +26,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Literal, Protocol
 
 import sqlglot
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from .envelope import LiteralValue, envelope_text, outside_envelope
 from .models import ApprovalItem
 
 Policy = Callable[[ApprovalItem], "str | bool | None"]
@@ -93,6 +96,11 @@ class EarnedApprovalRule(BaseModel):
     min_approvals: int = Field(default=3, ge=1, description="Approvals of the template needed")
     min_reviewers: int = Field(default=2, ge=1, description="Distinct reviewers among them")
     max_age_days: float = Field(default=90.0, gt=0, description="Only approvals this recent count")
+    envelope: Literal["limit", "values"] = Field(
+        default="limit",
+        description="limit: a LIMIT never above the reviewed one; values: also numbers within "
+        "the reviewed range and strings among the reviewed ones (approvals.envelope)",
+    )
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,8 @@ class ApprovalEvidence:
     reviewers: frozenset[str]
     at: datetime
     columns: frozenset[str] | None
+    #: The literal values of each approved statement (``approvals.envelope``); None: unknown.
+    literals: tuple[tuple[LiteralValue, ...] | None, ...] = ()
 
 
 class EvidenceSource(Protocol):
@@ -112,6 +122,8 @@ class EvidenceSource(Protocol):
     revocation)."""
 
     def describe(self, sql: str) -> tuple[str, frozenset[str] | None]: ...
+
+    def literals(self, sql: str) -> tuple[LiteralValue, ...] | None: ...
 
     def approvals(self, template_id: str, since: datetime) -> Sequence[ApprovalEvidence]: ...
 
@@ -149,8 +161,13 @@ class EarnedAutoApproval:
         read = frozenset[str]().union(*(a.columns or frozenset() for a in usable))
         if not columns <= read:
             return None
+        # the envelope: values within what the approvals saw (LIMIT never above the reviewed)
+        seen = [literals for a in usable for literals in a.literals or (None,)]
+        stated = self.evidence.literals(item.sql)
+        if outside_envelope(stated, seen, values=rule.envelope == "values") is not None:
+            return None
         return (
             f"earned auto-approval: template {template} approved {len(usable)} time(s) by "
-            f"{', '.join(sorted(reviewers))} since {since:%Y-%m-%d}; "
-            f"evidence: {', '.join(a.ref for a in usable)}"
+            f"{', '.join(sorted(reviewers))} since {since:%Y-%m-%d}, within the reviewed values "
+            f"({envelope_text(seen, values=rule.envelope == 'values')}); evidence: {', '.join(a.ref for a in usable)}"
         )

@@ -434,6 +434,9 @@ class SqlApprovalStore(ApprovalStore):
                     decision_digest=record.decision_digest,
                     votes=_VOTES.dump_json(record.votes).decode() if record.votes else None,
                     vote_count=len(record.votes),
+                    # the batch itself, with the quorum its (edited) statements now need
+                    batch=record.batch.model_dump_json(),
+                    quorum=record.batch.quorum,
                 )
             )
             if updated.rowcount != 1:

@@ -241,9 +241,12 @@ class ApprovalStore(ABC):
         status: BatchStatus = "resolved",
         votes: Sequence[Vote] | None = None,
         actor: str | None = None,
+        batch: ApprovalBatch | None = None,
     ) -> BatchRecord:
         """Move a pending batch on from ``expected_version`` — to ``status`` with ``outcome``,
         or, for a vote that does not complete a quorum, to a new pending version with ``votes``.
+        ``batch``: the batch re-opened by an edit (same id and call_ids, the edited SQL in
+        place, its new quorum), stored in the same conditional update.
 
         ``actor`` (default: the last vote's, else the outcome's decider) is who submits: a
         submission that loses the race replays the winner's record only when it carries the
@@ -259,8 +262,14 @@ class ApprovalStore(ABC):
                 "idempotency_key": idempotency_key,
                 "decision_digest": decision_digest,
                 "votes": list(votes) if votes is not None else current.votes,
+                **({"batch": batch} if batch is not None else {}),
             }
         )
+        if batch is not None and (
+            batch.batch_id != batch_id
+            or [i.call_id for i in batch.items] != [i.call_id for i in current.batch.items]
+        ):
+            raise ValueError("a re-opened batch keeps its id and its call_ids")
         if self._compare_and_set(expected_version, updated, events):
             self._announce(batch_id)
             return updated

@@ -151,6 +151,12 @@ class AutoApprovalRules(BaseModel):
     max_age_days: float = Field(
         default=90.0, gt=0, description="Only approvals this recent count, in days."
     )
+    envelope: Literal["limit", "values"] = Field(
+        default="limit",
+        description="What earned trust covers beyond the template: 'limit' (a LIMIT never above "
+        "the reviewed one) or 'values' (also numbers within the reviewed range and strings "
+        "among the reviewed ones).",
+    )
 
     @field_validator("max_age_days", mode="before")
     @classmethod
@@ -224,6 +230,20 @@ class RiskRules(BaseModel):
         if "high" in value:
             raise ValueError("high-risk statements are never auto-approved")
         return value
+
+
+class ApprovalRules(BaseModel):
+    """``[approvals]``: who may decide.
+
+    ``four_eyes``: the author of a batch's SQL (who asked for it, an agent that submitted it, a
+    reviewer whose edit re-opened it) may not decide it; another reviewer must.
+    """
+
+    model_config = _STRICT
+
+    four_eyes: bool = Field(
+        default=False, description="Refuse an author's decision on their own batch."
+    )
 
 
 class RolePolicy(BaseModel):
@@ -322,6 +342,9 @@ class Policy(BaseModel):
     risk: RiskRules = Field(
         default_factory=RiskRules,
         description="Risk levels from the engine's estimate and the columns read, and their rules.",
+    )
+    approvals: ApprovalRules = Field(
+        default_factory=ApprovalRules, description="Who may decide (four eyes)."
     )
 
     @field_validator("extra_functions", "denied_functions", mode="before")
@@ -436,6 +459,10 @@ class Policy(BaseModel):
             for key in ("database_role", "database_url_env"):
                 if role.get(key) is None:
                     role.pop(key, None)
+        if self.approvals == ApprovalRules():  # ... and before [approvals]
+            del data["approvals"]
+        if self.auto_approval.envelope == "limit":  # ... and before auto_approval.envelope
+            del data["auto_approval"]["envelope"]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

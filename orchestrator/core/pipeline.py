@@ -101,6 +101,7 @@ class Pipeline:
         memory: ReviewMemory | None = None,
         result_rows: ResultRowStore | None = None,
         actor: str = "reviewer",
+        asker: Callable[[str], str | None] | None = None,
     ) -> None:
         if reviewer is None and (approval_store is None or run_store is None):
             raise ValueError(
@@ -122,6 +123,9 @@ class Pipeline:
         self.owner = owner or process_owner()  # whose lease this pipeline's runs hold
         self.memory = memory  # reviewed-SQL memory: examples, notes, earned auto-approval
         self.actor = actor  # whose decisions ``reviewer`` records (a proven name at the CLI)
+        # run id -> who asked for it (the token's actor, the login at a terminal): the author of
+        # its SQL, which its batches record (never evidence for trust; no decider under four_eyes)
+        self.asker = asker
         # Full results (the result object holds a preview): beside the runs when they are stored.
         self.result_rows = result_rows or (
             ResultRowStore(run_store.engine) if run_store is not None else None
@@ -163,6 +167,8 @@ class Pipeline:
             quorum=self.config.approval_quorum,
             assess=self.db.risk_assessor(policy),
             risk_approval=risk_approval(policy or self.db.policy),
+            authors=[a for a in [self.asker(run_id) if self.asker else None] if a],
+            four_eyes=(policy or self.db.policy).approvals.four_eyes,
             ttl=timedelta(seconds=self.config.approval_ttl_s)
             if self.config.approval_ttl_s
             else None,

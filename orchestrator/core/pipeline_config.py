@@ -14,6 +14,11 @@ from orchestrator.core.lease import DEFAULT_LEASE_S
 __all__ = ["PipelineConfig"]
 
 
+#: Characters a question may have by default: every entry point (CLI, HTTP, MCP) refuses a
+#: longer one before a run is created, with the pipeline's own check behind them.
+MAX_QUESTION_CHARS = 2000
+
+
 class PipelineConfig(BaseModel):
     """How runs are carried out. What a query may read and how much (tables, columns, LIMIT,
     row cap, timeout, ``SELECT *``) is the database's policy (``TargetDatabase.policy``)."""
@@ -21,7 +26,9 @@ class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a limit set here by mistake is an error, not lost
 
     max_corrections: int = Field(default=2, ge=0, le=2, description="self-corrections per question")
-    max_question_chars: int = Field(default=2000, ge=1)
+    max_question_chars: int = Field(
+        default=MAX_QUESTION_CHARS, ge=1, description="characters a question may have"
+    )
     preview_rows: int = Field(default=20, ge=0, description="rows kept in the result object")
     k: int = Field(default=10, ge=1, description="questions per LLM call at most")
     max_prompt_chars: int = Field(

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import sqlglot
 from sqlalchemy.engine import Engine
@@ -30,15 +31,29 @@ from orchestrator.features.explain import PlanEstimate, explain
 from orchestrator.features.memory.fingerprint import columns_read, resolver_schema
 from safety import DatabaseSchema, NameRules, Policy, RiskRules
 
-__all__ = ["RiskAssessor", "level_of", "resolver_for", "risk_approval"]
+__all__ = ["RiskAssessor", "level_of", "resolver_for", "risk_approval", "risk_without_database"]
 
-Explain = Callable[[Engine, str, str], PlanEstimate]
+Explain = Callable[[Any, str, str], PlanEstimate]
+#: Why an edit decided away from the run's database has no estimate.
+_NO_DATABASE = "the run's database was not at hand where the edit was decided (--db)"
 
 
 def risk_approval(policy: Policy) -> RiskApproval:
     """The gate's rule per level from the policy's ``[risk]`` section."""
     rules = policy.risk
     return RiskApproval(quorum=rules.quorum.model_dump(), auto_levels=frozenset(rules.auto_approve))
+
+
+def risk_without_database(context: Mapping[str, object], policy: Policy) -> RiskAssessor:
+    """The assessor of a batch's edits where its database is not at hand: the batch's dialect
+    and policy, no planner and no schema, so it fails closed (no estimate is the policy's
+    ``no_estimate`` level; under sensitive columns, what cannot be resolved is sensitive)."""
+
+    def no_plan(_engine: Engine, _dialect: str, _sql: str) -> PlanEstimate:
+        return PlanEstimate(error=_NO_DATABASE)
+
+    dialect = context.get("dialect")
+    return RiskAssessor(None, str(dialect) if dialect else "sqlite", policy, explain=no_plan)
 
 
 class RiskAssessor:
@@ -52,7 +67,7 @@ class RiskAssessor:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Engine | None,
         dialect: str,
         policy: Policy,
         schema: DatabaseSchema | None = None,

@@ -192,6 +192,7 @@ class _Worker:
                     run_store=self.state.runs,
                     memory=memory_for(self.state, database),
                     owner=self.owner,
+                    asker=self.state.server.owner_of,  # who asked a run authored its SQL
                 )
             return self.pipelines[url]
 

@@ -13,6 +13,7 @@ import approvals.errors
 
 MODULES = [
     "approvals",
+    "approvals.envelope",
     "approvals.expiry",
     "approvals.models",
     "approvals.notify",

@@ -45,7 +45,7 @@ def _approve(
     return memory.record(
         scope,
         question="Who is customer 7?",
-        sql=SQL_2024 + " LIMIT 1000",
+        sql=SQL_2024 + " LIMIT 1001",
         status=status,  # type: ignore[arg-type]
         reviewers=[reviewer],
     ).id
@@ -104,7 +104,7 @@ def test_never_after_a_rejection(store: MemoryStore, scope: MemoryScope) -> None
     memory.record(
         scope,
         question="Who is customer 9?",
-        sql=SQL_2024.replace("7", "9") + " LIMIT 1000",
+        sql=SQL_2024.replace("7", "9") + " LIMIT 1001",
         status="rejected",
         reviewers=["carol"],
         reason="customer data is private",
@@ -123,7 +123,7 @@ def test_revoke_makes_it_need_review_again(store: MemoryStore, scope: MemoryScop
     _approve(memory, scope, "bob")
     assert _category(memory, scope)[0] is ItemCategory.AUTO_APPROVED
 
-    template = memory.template(SQL_2025 + " LIMIT 1000", "sqlite")  # as validated
+    template = memory.template(SQL_2025 + " LIMIT 1001", "sqlite")  # as validated (the row cap + 1)
     revoked = store.revoke(template[:8], actor="dana", reason="too broad")
 
     assert revoked.template_id == template
@@ -157,3 +157,39 @@ def test_another_template_earns_nothing(store: MemoryStore, scope: MemoryScope, 
     _approve(memory, scope, "alice")
     assert _category(memory, scope)[0] is ItemCategory.AUTO_APPROVED
     assert _category(memory, scope, sql)[0] is ItemCategory.NEEDS_APPROVAL
+
+
+def test_a_limit_above_the_reviewed_one_goes_to_a_person(
+    store: MemoryStore, scope: MemoryScope
+) -> None:
+    """The envelope of earned trust: ``LIMIT 20`` reviewed twice does not cover ``LIMIT 1000``."""
+    memory = _memory(store)
+    for who in ("alice", "bob"):
+        memory.record(
+            scope, question="q", sql=SQL_2024 + " LIMIT 20", status="approved", reviewers=[who]
+        )
+    assert _category(memory, scope, SQL_2025 + " LIMIT 20")[0] is ItemCategory.AUTO_APPROVED
+    assert _category(memory, scope, SQL_2025 + " LIMIT 5")[0] is ItemCategory.AUTO_APPROVED
+    assert _category(memory, scope, SQL_2025 + " LIMIT 1000")[0] is ItemCategory.NEEDS_APPROVAL
+    assert _category(memory, scope, SQL_2025)[0] is ItemCategory.NEEDS_APPROVAL  # LIMIT 1001
+
+
+def test_under_the_values_envelope_numbers_stay_in_the_reviewed_range(
+    store: MemoryStore, scope: MemoryScope
+) -> None:
+    memory = _memory(store, RULE.model_copy(update={"envelope": "values"}))
+    for who, customer in (("alice", 7), ("bob", 50)):
+        memory.record(
+            scope,
+            question="q",
+            sql=f"SELECT name FROM customers WHERE customer_id = {customer} LIMIT 1001",
+            status="approved",
+            reviewers=[who],
+        )
+    category, gate, batch_id = _category(memory, scope)  # 42: between 7 and 50
+    assert category is ItemCategory.AUTO_APPROVED
+    [resolved] = [e for e in gate.store.audit_log(batch_id=batch_id) if e.call_id]
+    assert "within the reviewed values (LIMIT <= 1001; 7..50)" in resolved.detail["reason"]
+    for outside in (51, -1e300, 6):
+        sql = f"SELECT name FROM customers WHERE customer_id = {outside}"
+        assert _category(memory, scope, sql)[0] is ItemCategory.NEEDS_APPROVAL, outside

@@ -48,6 +48,7 @@ def test_defer_decide_resume(
 
     decisions = tmp_path / "decisions.json"
     decisions.write_text(json.dumps({item["call_id"]: "approve"}))
+    as_reviewer(monkeypatch, "rita")  # another reviewer than the asker decides
     decided = _run("approvals", "decide", batch["batch_id"], "--file", str(decisions), "--json")
     assert decided["resolutions"][item["call_id"]]["status"] == "approved"
 
@@ -65,7 +66,7 @@ def test_defer_decide_resume(
     assert done["status"] == "answered" and done["row_count"] == 8
 
     events = _run("approvals", "history", "--run", paused["run_id"], "--json")
-    assert any(e["actor"] == "alice" for e in events)
+    assert any(e["actor"] == "rita" for e in events)
     assert [e["event"] for e in events].count("execution_started") == 1
 
     # what resume ran, memory kept: the reviewer's approved SQL, for the next similar question
@@ -73,7 +74,7 @@ def test_defer_decide_resume(
     assert (example["question"], example["status"], example["reviewers"]) == (
         sc.PRODUCT_COUNT,
         "approved",
-        ["alice"],
+        ["rita"],
     )
     assert example["sql"] == item["sql"]
 

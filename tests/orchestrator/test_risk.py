@@ -292,3 +292,44 @@ def test_duckdb_explain_of_an_enormous_query_returns_at_once(duckdb_url: str) ->
     assert time.monotonic() - started < 2.0  # running it would take hours
     assert plan.error is None and plan.summary
     engine.dispose()
+
+
+# -- precision: what is not a column is not assumed sensitive ------------------------------------
+
+CORRELATED = (
+    "SELECT c.name FROM customers AS c WHERE EXISTS "
+    "(SELECT 1 FROM orders AS o WHERE o.customer_id = c.id AND o.total > 10)"
+)
+
+
+def test_an_outer_column_of_a_correlated_subquery_is_resolved(target: tuple[str, str]) -> None:
+    dialect, url = target
+    risk = _assess(url, dialect, CORRELATED)
+    assert risk.level != "high"
+    assert risk.sensitive_columns == []
+    assert not any("not resolved" in r for r in risk.reasons)
+
+
+def test_a_correlated_reference_to_a_sensitive_column_is_still_seen(
+    target: tuple[str, str],
+) -> None:
+    dialect, url = target
+    sql = (
+        "SELECT c.name FROM customers AS c WHERE EXISTS "
+        "(SELECT 1 FROM orders AS o WHERE o.customer_id = c.id AND c.email LIKE '%x%')"
+    )
+    risk = _assess(url, dialect, sql)
+    assert risk.level == "high" and risk.sensitive_columns == ["customers.email"]
+
+
+def test_a_sqlite_double_quoted_string_is_a_string(sqlite_url: str) -> None:
+    risk = _assess(sqlite_url, "sqlite", 'SELECT count(*) FROM customers WHERE name = "c3"')
+    assert risk.level != "high" and risk.sensitive_columns == []
+    # a double-quoted name that is a column stays a column, and a sensitive one is seen
+    risk = _assess(sqlite_url, "sqlite", 'SELECT count(*) FROM customers WHERE "email" = "x"')
+    assert risk.level == "high" and risk.sensitive_columns == ["customers.email"]
+
+
+def test_what_really_is_unresolved_is_still_assumed_sensitive(sqlite_url: str) -> None:
+    risk = _assess(sqlite_url, "sqlite", "SELECT nosuch FROM customers LIMIT 5")
+    assert risk.level == "high" and risk.sensitive_columns == ["(columns not resolved)"]

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import httpx
 
+from orchestrator.core.pipeline import PipelineConfig
+from orchestrator.core.pipeline_config import MAX_QUESTION_CHARS
+from orchestrator.interfaces.server import create_app
 from tests.scripted_llm import scenarios as sc
-from tests.server.conftest import Running
+from tests.scripted_llm.server import ScriptedLLMServer
+from tests.server.conftest import Running, make_config, start_server, stop_server
 from tests.server.server_helpers import pending_batch, wait_for_run
 
 EDITED = "SELECT c.name AS category, COUNT(*) AS products FROM categories AS c GROUP BY c.name"
@@ -190,13 +195,38 @@ def test_bad_questions_are_refused_before_anything_runs(live: Running) -> None:
             {"questions": []},
             {"questions": ["ok", "  "]},
             {"question": "a", "questions": ["b"]},
-            {"question": "x" * 10_001},
+            {"question": "x" * (MAX_QUESTION_CHARS + 1)},
             {"question": 7},
         ):
             response = alice.post("/runs", json=body)
             assert response.status_code == 422, body
             assert response.json()["error"]["code"] == "invalid_request"
         assert alice.get("/runs").json() == []
+
+
+def test_a_question_over_the_pipelines_limit_is_refused_before_a_run_exists(
+    demo_db: Path, state_url: str, scripted_model: ScriptedLLMServer
+) -> None:
+    """The HTTP API reads the pipeline's own limit (``MAX_QUESTION_CHARS`` by default), so a
+    question the pipeline would refuse is refused at the door, and no run is created for it."""
+    for limit, code in ((MAX_QUESTION_CHARS, "invalid_request"), (50, "question_too_long")):
+        config = make_config(
+            demo_db, state_url, scripted_model, pipeline=PipelineConfig(max_question_chars=limit)
+        )
+        app = create_app(config)
+        server, thread, base_url = start_server(app)
+        try:
+            with Running(base_url, app, state_url).client("alice") as alice:
+                for body in (
+                    {"question": "x" * (limit + 1)},
+                    {"questions": ["ok", "y" * (limit + 1)]},
+                ):
+                    response = alice.post("/runs", json=body)
+                    assert response.status_code == 422, body
+                    assert response.json()["error"]["code"] == code
+                assert alice.post("/runs", json={"question": "x" * limit}).status_code == 202
+        finally:
+            stop_server(server, thread)
 
 
 def test_health_and_the_published_openapi(live: Running) -> None:

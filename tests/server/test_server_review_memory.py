@@ -186,3 +186,21 @@ def test_the_reviewer_page_shows_the_memory_panel_with_links(
     link.click()  # the batch it was approved in, with who decided, inline
     similar.get_by_test_id("decided-by").filter(has_text="decided by rita").wait_for()
     _shot(page, "server-reviewer-memory.png")
+
+
+def test_a_superseded_approval_is_shown_but_never_offered_as_an_edit(served: Running) -> None:
+    _ask_and_decide(served, SHIPPED, "approve")
+    _, second = _ask_and_decide(served, SHIPPED_AGAIN, None)
+    (item,) = second["batch"]["items"]
+    url = f"/approvals/{second['batch_id']}/memory"
+    with served.client("rita") as rita, served.client("root") as root:
+        shown = rita.get(url).json()["items"][item["call_id"]]
+        assert [s["offerable"] for s in shown["similar"]] == [True]
+        assert [a["offerable"] for a in shown["template_approvals"]] == [True]
+        root.post(
+            "/memory/revocations", json={"template": shown["template_id"], "reason": "wrong"}
+        ).raise_for_status()
+        shown = rita.get(url).json()["items"][item["call_id"]]
+    # the approval is still shown (what happened), but a revoked template offers no edit
+    assert [s["offerable"] for s in shown["similar"]] == [False]
+    assert [a["offerable"] for a in shown["template_approvals"]] == [False]

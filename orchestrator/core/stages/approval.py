@@ -15,6 +15,7 @@ from approvals import (
     ApprovalGate,
     ApprovalItem,
     ApprovalOutcome,
+    AuthorMayNotDecide,
     DecisionError,
 )
 from orchestrator.core import telemetry
@@ -173,7 +174,14 @@ def _decide(
     gate: ApprovalGate,
     cycle: int,
 ) -> ApprovalOutcome:
-    """ONE review of every statement of the cycle; or, with no reviewer here, pause."""
+    """ONE review of every statement of the cycle; or, with no reviewer here, pause.
+
+    A reviewer here is one vote: statements whose risk needs more reviewers are split off, so
+    they do not hold back (or cancel) the others. They wait for the next cycle's batch, stored
+    at the gate for more reviewers, or, in a run that cannot wait, end ``cancelled`` saying why.
+    """
+    if p.reviewer is not None:
+        _split_by_risk(p, ctx, pending, gate)
     items = [s.item for s in pending.values() if s.item is not None]
     # The safety stage's verdicts go with the items: the gate does not validate them again.
     verdicts = {
@@ -188,7 +196,7 @@ def _decide(
     }
     with telemetry.span("sqlgate.approval", attributes, expected=(PausedAtGate,)) as span:
         try:
-            outcome = _review(p, items, gate, cycle, pending, verdicts)
+            outcome = _review(p, ctx, items, gate, cycle, pending, verdicts)
         except PausedAtGate as pause:
             span.set_attributes(
                 {"sqlgate.approval.batch_id": pause.batch_id, "sqlgate.approval.status": "paused"}
@@ -203,8 +211,48 @@ def _decide(
         return outcome
 
 
+def _split_by_risk(
+    p: Pipeline, ctx: RunContext, pending: dict[str, PendingStatement], gate: ApprovalGate
+) -> None:
+    """Take out of ``pending`` the statements one vote cannot decide, when others can be.
+
+    Each accepted statement's risk is assessed here (and carried to the gate with it)."""
+    if gate.assess is None or gate.quorum > 1:
+        return
+    needs: dict[str, int] = {}
+    for call_id, s in pending.items():
+        if s.item is None or not s.ok:
+            continue
+        risk = gate.assess_item(s.item)
+        s.item = s.item.model_copy(update={"risk": risk})
+        if risk is not None:
+            needs[call_id] = gate.risk_approval.quorum_for(risk.level)
+    held = [call_id for call_id, n in needs.items() if n > 1]
+    if not held or len(held) == len(pending):
+        return  # one batch as before: nothing to split
+    stored = _stored(p, ctx)
+    for call_id in held:
+        s = pending.pop(call_id)
+        assert s.item is not None
+        if stored:  # the next cycle's batch, which waits at the gate for more reviewers
+            s.q.pending_sql = s.item.sql
+            continue
+        why = (
+            f"its risk ({s.item.risk.summary() if s.item.risk else 'high'}) needs "
+            f"{needs[call_id]} reviewers and only one was asked; nothing ran"
+        )
+        s.q.answer = f"sqlgate did not run the SQL: {why}."
+        s.q.finish(RunStatus.CANCELLED, RunError(code="approval_cancelled", message=why))
+
+
+def _stored(p: Pipeline, ctx: RunContext) -> bool:
+    """The run is recorded, so it can wait at the gate for more reviewers."""
+    return ctx.stored is not None and p.run_store is not None and p.approval_store is not None
+
+
 def _review(
     p: Pipeline,
+    ctx: RunContext,
     items: list[ApprovalItem],
     gate: ApprovalGate,
     cycle: int,
@@ -220,8 +268,12 @@ def _review(
         outcome = gate.review(items, verdicts)
     except DecisionError as exc:
         raise ApprovalCancelled(f"the decision was refused: {exc}") from exc
+    except AuthorMayNotDecide as exc:  # four_eyes: the asker cannot approve their own question
+        if _stored(p, ctx):
+            raise PausedAtGate(exc.batch_id, cycle, pending) from exc
+        raise ApprovalCancelled(str(exc)) from exc
     if outcome.status == "pending":  # a quorum (e.g. of a high-risk statement) wants more votes
-        if p.run_store is not None and p.approval_store is not None:
+        if _stored(p, ctx):
             raise PausedAtGate(outcome.batch_id, cycle, pending)
         raise ApprovalCancelled(
             f"batch {outcome.batch_id} needs {outcome.quorum} reviewers and only one was asked"

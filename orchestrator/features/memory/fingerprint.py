@@ -24,8 +24,11 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
-from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema, Schema
+
+from safety.catalog import SchemaCatalog
+from safety.resolve import sqlite_quoted_strings
 
 __all__ = [
     "StatementShape",
@@ -130,6 +133,16 @@ def columns_read(
     tables = frozenset(
         t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in ctes
     )
+    if (
+        dialect == "sqlite"
+        and schema
+        and not isinstance(schema, Schema)
+        and isinstance(tree, exp.Expression)
+    ):
+        # SQLite reads a double-quoted name that is no column as a string ("dog"); the validator
+        # reads it so (``safety.resolve.sqlite_quoted_strings``), and so does this
+        tree = tree.copy()
+        sqlite_quoted_strings(tree, SchemaCatalog(schema, dialect))
     try:
         resolver: Schema | None
         if isinstance(schema, Schema):
@@ -149,7 +162,7 @@ def columns_read(
             selects = getattr(scope.expression, "named_selects", [])
             outputs = {s.lower() for s in selects}
             for column in scope.columns:
-                source = scope.sources.get(column.table)
+                source = _source(scope, column.table)
                 if isinstance(source, exp.Table):
                     columns.add(f"{source.name.lower()}.{column.name.lower()}")
                 elif source is None and not (not column.table and column.name.lower() in outputs):
@@ -157,6 +170,18 @@ def columns_read(
     except (SqlglotError, KeyError, ValueError):
         return tables, None
     return tables, frozenset(columns)
+
+
+def _source(scope: Scope, name: str) -> object:
+    """What ``name`` refers to in ``scope``, or in an enclosing one: a correlated subquery's
+    reference to an outer table is that table's column, not an unresolved one."""
+    current: Scope | None = scope
+    while current is not None:
+        found = current.sources.get(name)
+        if found is not None:
+            return found
+        current = current.parent
+    return None
 
 
 def shape_of(

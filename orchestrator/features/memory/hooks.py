@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from approvals.models import Edit
 from approvals.policy import Policy
 from orchestrator.features.memory.review_memory import MemoryScope, ReviewMemory
 
@@ -154,18 +155,36 @@ def notes_by_question(p: MemoryUser, qs: Sequence[QuestionState]) -> dict[str, l
 
 
 def _reviewers(gate: ApprovalGate, outcome: ApprovalOutcome) -> list[str] | None:
-    """Every reviewer whose vote decided the batch at a review screen (a quorum has several);
+    """Every reviewer whose vote decided the batch at a review screen (a quorum has several),
+    leaving out the batch's authors (the asker, an agent that submitted the SQL, an editor);
     None when every vote approved unseen (``--yes``): nothing to learn from. Votes answered at
     an MCP client are left out (an example with no reviewers vouches for nothing)."""
     try:
-        votes = gate.store.get_batch(outcome.batch_id).votes
+        record = gate.store.get_batch(outcome.batch_id)
+        votes, authors = record.votes, set(record.batch.authors)
     except Exception:  # a store without the batch: the deciding actor is what is known
-        votes = []
+        votes, authors = [], set()
     if not votes:
         return [outcome.decided_by] if outcome.decided_by else []
     if all(v.review == "unseen" for v in votes):
         return None
-    return [v.actor for v in votes if v.review == "reviewed"]
+    # the author of the SQL (who asked, submitted or edited it) never vouches for it
+    editors = {v.actor for v in votes if any(isinstance(d, Edit) for d in v.decisions.values())}
+    return [
+        v.actor
+        for v in votes
+        if v.review == "reviewed" and v.actor not in authors and v.actor not in editors
+    ]
+
+
+def _standing_sql(gate: ApprovalGate, outcome: ApprovalOutcome) -> dict[str, str]:
+    """call_id -> the SQL each item of the batch stood at when decided (an edit that re-opened
+    the batch replaced the statement first shown)."""
+    try:
+        batch = gate.store.get_batch(outcome.batch_id).batch
+    except Exception:  # a store without the batch: the statements as the run sent them
+        return {}
+    return {item.call_id: item.sql for item in batch.items}
 
 
 def _unreviewed(p: MemoryUser) -> bool:
@@ -234,8 +253,10 @@ def remember_rejected(
     try:
         scope = run_scope(p, ctx)
         reviewers = _reviewers(gate, outcome) or []
+        standing = _standing_sql(gate, outcome)
         for call_id, s in rejected:
-            sql = s.item.sql if s.item is not None else s.q.sql
+            # the text that was rejected: an edit that re-opened the batch, when there was one
+            sql = standing.get(call_id) or (s.item.sql if s.item is not None else s.q.sql)
             if not sql:
                 continue
             memory.record(

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlglot.errors import SqlglotError
 from sqlglot.schema import MappingSchema
 
+from approvals.envelope import LiteralValue, literal_values
 from approvals.policy import ApprovalEvidence, EarnedApprovalRule, EarnedAutoApproval
 from orchestrator.features.memory.fingerprint import (
     policy_fingerprint,
@@ -107,6 +108,9 @@ class MemoryEvidence:
         shape = shape_of(sql, self.scope.dialect, self.scope.resolver)
         return shape.template.template_id, shape.columns
 
+    def literals(self, sql: str) -> tuple[LiteralValue, ...] | None:
+        return literal_values(sql, self.scope.dialect)
+
     def approvals(self, template_id: str, since: datetime) -> list[ApprovalEvidence]:
         """One piece of evidence per review event: the examples of one approval batch (two
         statements of a batch, decided once by a quorum) are one event, by its reviewers."""
@@ -132,6 +136,7 @@ class MemoryEvidence:
                     columns=None
                     if any(c is None for c in columns)
                     else frozenset(c for cols in columns for c in cols or ()),
+                    literals=tuple(literal_values(e.sql, e.dialect) for e in group),
                 )
             )
         return evidence

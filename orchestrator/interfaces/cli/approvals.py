@@ -72,8 +72,14 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
     schema. Without ``db`` nothing can be resolved against a schema, so the check fails closed:
     ``SELECT *`` and, under table or column rules, anything unresolvable is refused."""
     from approvals import ApprovalGate
-    from orchestrator.core.database import TargetDatabase, redact_url, validator_without_database
+    from orchestrator.core.database import (
+        TargetDatabase,
+        policy_of,
+        redact_url,
+        validator_without_database,
+    )
     from orchestrator.core.run_identity import database_identity
+    from orchestrator.features.risk import risk_approval, risk_without_database
     from orchestrator.interfaces.reviewer_identity import cli_reviewer
     from safety import Policy
 
@@ -85,6 +91,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
         context.setdefault("dialect", getattr(stored.checkpoint, "dialect", None))
     except SqlgateError:
         pass
+    policy = policy_of(context, Policy())
     if db:
         if stored_url and database_identity(db) != database_identity(stored_url):
             raise ConfigurationError(
@@ -93,15 +100,19 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
             )
         database = TargetDatabase(db)
         validate = database.validator_for(context).validate
-        database.dispose()
+        assess = database.risk_assessor(policy)
     else:
         validate = validator_without_database(context, Policy()).validate
+        assess = risk_without_database(context, policy)
     return ApprovalGate(
         reviewer=None,
         validate=validate,
         store=approvals,
         run_id=record.batch.run_id,
         actor=cli_reviewer(),
+        # an edit is assessed again; one that needs more reviewers re-opens the batch
+        assess=assess,
+        risk_approval=risk_approval(policy),
     )
 
 
@@ -282,13 +293,22 @@ def decide(
         "run_id": record.batch.run_id,
         "status": str(outcome.status),
         "resolutions": {cid: r.model_dump(mode="json") for cid, r in outcome.resolutions.items()},
+        "votes": outcome.votes,
+        "quorum": outcome.quorum,
         "next": "a worker resumes the run" if queued else f"sqlgate resume {record.batch.run_id}",
     }
+    if str(outcome.status) == "pending":
+        # e.g. an edit raised the risk: the batch waits for more reviewers, nothing runs yet
+        payload["next"] = (
+            f"{outcome.quorum - outcome.votes} more reviewer(s) must decide "
+            f"(`sqlgate approvals show {batch_id}`)"
+        )
     if as_json:
         emit_json(payload)
     else:
+        votes = f" ({outcome.votes} of {outcome.quorum} reviewers)" if outcome.quorum > 1 else ""
         terminal_console().print(
-            f"Batch {escape(batch_id)}: [bold]{payload['status']}[/]. "
+            f"Batch {escape(batch_id)}: [bold]{payload['status']}[/]{votes}. "
             f"Next: [cyan]{escape(str(payload['next']))}[/]"
         )
 

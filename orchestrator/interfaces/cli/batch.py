@@ -29,6 +29,7 @@ from orchestrator.interfaces.cli.common import (
     open_target,
     reviewer_actor,
     reviewer_for,
+    terminal_asker,
 )
 
 if TYPE_CHECKING:  # the result model loads pydantic and the model client: not for --help
@@ -171,6 +172,7 @@ def batch(
             progress=bars,
             memory=memory_for(None, database),
             actor=reviewer_actor(reviewer),
+            asker=terminal_asker,
         )
         check_edits_with(reviewer, pipeline)
         for start in range(0, len(todo), run_size):

@@ -287,6 +287,18 @@ def open_target(
     )
 
 
+def terminal_asker(_run_id: str) -> str:
+    """Who asks at a terminal: the proven name a reviewer's command would decide under (a
+    reviewer token's actor, else the login), so four_eyes compares like with like."""
+    from approvals import reviewer_identity
+    from orchestrator.interfaces.reviewer_identity import cli_reviewer
+
+    try:
+        return cli_reviewer()
+    except SqlgateError:  # a broken reviewer token: the login still asked
+        return reviewer_identity()
+
+
 def check_edits_with(reviewer: Any, pipeline: Any) -> None:
     """Let a terminal reviewer check an edit on the spot with the pipeline's own validator: an
     unsafe edit is refused and asked again, not carried to the gate (which checks it again)."""

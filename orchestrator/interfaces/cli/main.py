@@ -57,6 +57,7 @@ from orchestrator.interfaces.cli.common import (
     reviewer_actor,
     reviewer_for,
     show_result,
+    terminal_asker,
 )
 
 if TYPE_CHECKING:
@@ -261,6 +262,7 @@ def ask(
                 result_rows=rows,
                 memory=memory_for(None, database),
                 actor=reviewer_actor(reviewer, as_json),
+                asker=terminal_asker,
             )
             check_edits_with(reviewer, pipeline)
             try:

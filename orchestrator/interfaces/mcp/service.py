@@ -102,6 +102,7 @@ class McpService:
             config=config.pipeline,
             http_client=config.http_client,
             memory=memory_for(self.state_db, self.database),
+            asker=self.state.owner_of,  # who asked a run authored its SQL
         )
         self.hub = EventHub(
             EventSource(self.approvals, self.state, with_items=False),

@@ -6,6 +6,7 @@ Every error is answered as ``{"error": {"code": ..., "message": ..., [problems],
     orchestrator.core.errors.RunNotFound       404 ``run_not_found``
     approvals.BatchNotFound               404
     approvals.DecisionError               422, with every problem (code, call_id, message)
+    approvals.AuthorMayNotDecide          403 (four_eyes: the SQL is the caller's own)
     approvals.DecisionConflict (+ BatchExpired, DuplicateVote), IdempotencyConflict
                                           409, with ``decided_by`` when the batch was decided
     any other approvals.ApprovalError     500, with its code
@@ -28,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from approvals import (
     ApprovalError,
+    AuthorMayNotDecide,
     BatchNotFound,
     DecisionConflict,
     DecisionError,
@@ -41,6 +43,7 @@ log = logging.getLogger("sqlgate.server")
 
 #: approvals error class -> HTTP status, most specific first
 APPROVAL_STATUS: tuple[tuple[type[ApprovalError], int], ...] = (
+    (AuthorMayNotDecide, 403),
     (BatchNotFound, 404),
     (DecisionError, 422),
     (DecisionConflict, 409),

@@ -9,6 +9,7 @@
           ├── CallNotFound          call_not_found         404  (no such call_id in the batch)
           ├── NotClarifiable        not_clarifiable        409  (no question of the run awaits answers)
           ├── InvalidClarification  invalid_clarification  422  (answers that fit no question asked)
+          ├── QuestionTooLong       question_too_long      422  (over the pipeline's length limit)
           ├── MemoryItemNotFound    memory_not_found       404  (no such example, note or template)
           ├── PayloadTooLarge       payload_too_large      413  (the body is over the size limit)
           ├── TokenConfigError      token_config_error     500  (the token file or SQLGATE_TOKENS is malformed)
@@ -66,6 +67,13 @@ class NotClarifiable(ServerError):
 
 class InvalidClarification(ServerError):
     code = "invalid_clarification"
+    status = 422
+
+
+class QuestionTooLong(ServerError):
+    """A question over the pipeline's ``max_question_chars``: refused before a run is created."""
+
+    code = "question_too_long"
     status = 422
 
 

@@ -12,12 +12,12 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from approvals import StatementRisk
+from orchestrator.core.pipeline_config import MAX_QUESTION_CHARS
 from orchestrator.core.server_state import RunRow
 from orchestrator.features.clarify import MAX_ANSWER_CHARS
 from orchestrator.interfaces.server.sql_view import DiffLine
 
 MAX_QUESTIONS = 1000
-MAX_QUESTION_CHARS = 10_000
 MAX_SQL_CHARS = 100_000
 
 
@@ -172,6 +172,11 @@ class DecisionView(BaseModel):
     status: str = Field(description="resolved, or pending while a quorum waits for more votes")
     decided_by: str | None = Field(description="The reviewer whose decision resolved it")
     resolutions: dict[str, dict[str, Any]] = Field(description="call_id -> what became of it")
+    votes: int = Field(default=0, description="Distinct reviewers who voted so far")
+    quorum: int = Field(
+        default=1,
+        description="Votes the batch needs now (an edit that raises the risk raises it)",
+    )
 
 
 class EditCheck(BaseModel):

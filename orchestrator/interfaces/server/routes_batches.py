@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi import Path as PathParam
 
 from approvals import ApprovalItem, BatchExpired, BatchRecord, DecisionConflict, StatementRisk
@@ -39,14 +39,18 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 def list_batches(
     principal: Caller,
     service: ServiceDep,
+    response: Response,
     status: Literal["pending", "resolved", "expired", "all"] = "pending",
     run_id: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     order: Literal["oldest", "newest"] = "oldest",
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> list[BatchSummaryView]:
-    """Batch summaries (without their items), oldest first or newest first, a page at a time."""
+    """Batch summaries (without their items), oldest first or newest first, a page at a time;
+    ``X-Total-Count`` says how many batches of that status there are in all (not the page's)."""
     wanted = None if status == "all" else status
+    if run_id is None:
+        response.headers["X-Total-Count"] = str(service.approvals.count_batches(wanted))
     if order == "oldest":
         summaries = service.approvals.list_summaries(
             status=wanted, run_id=run_id, limit=offset + limit
@@ -72,12 +76,34 @@ def list_batches(
     ]
 
 
+@router.get("/records", openapi_extra=needs("review"))
+def list_records(
+    principal: Caller,
+    service: ServiceDep,
+    response: Response,
+    status: Literal["pending", "resolved", "expired", "all"] = "pending",
+    limit: Annotated[int, Query(ge=1, le=500)] = 200,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> list[dict[str, Any]]:
+    """A page of whole batches (each as ``GET /approvals/{batch_id}`` shows it), oldest first:
+    the reviewer page reads its inbox a page per request, not a request per batch. The
+    ``X-Total-Count`` header is how many batches of that status there are in all."""
+    wanted = None if status == "all" else status
+    summaries = service.approvals.list_summaries(status=wanted, limit=offset + limit)[offset:]
+    response.headers["X-Total-Count"] = str(service.approvals.count_batches(wanted))
+    return [_record_view(service, service.approvals.get_batch(s.batch_id)) for s in summaries]
+
+
 @router.get("/{batch_id}", responses=NOT_FOUND, openapi_extra=needs("review"))
 def get_batch(batch_id: BatchId, principal: Caller, service: ServiceDep) -> dict[str, Any]:
     """One batch as stored: every item (question, SQL and its pretty form, findings, category,
     risk), status, outcome; who asked and when; the votes so far; the model's assumptions and a
     correction's error per statement; the audit trail (who did what, when)."""
-    record = service.approvals.get_batch(batch_id)
+    return _record_view(service, service.approvals.get_batch(batch_id))
+
+
+def _record_view(service: Service, record: BatchRecord) -> dict[str, Any]:
+    batch_id = record.batch_id
     dialect = _dialect(service, record)
     data = record.model_dump(mode="json", exclude={"votes"})
     data["batch_id"] = record.batch_id
@@ -221,8 +247,8 @@ def validate_edit(
 
 
 def _edit_risk(service: Service, record: BatchRecord, item: Any, sql: str) -> StatementRisk:
-    """The risk of an accepted edit, under the policy the batch was made under (shown only: the
-    decision does not re-check it)."""
+    """The risk of an accepted edit, under the policy the batch was made under: the decision
+    assesses it again, and re-opens the batch when it needs more reviewers."""
     assess = service.database.risk_assessor(
         policy_of(record.batch.context, service.database.policy)
     )
@@ -282,4 +308,6 @@ def decide(
         status=str(outcome.status),
         decided_by=outcome.decided_by,
         resolutions={cid: r.model_dump(mode="json") for cid, r in outcome.resolutions.items()},
+        votes=outcome.votes,
+        quorum=outcome.quorum,
     )

@@ -212,9 +212,13 @@ def revoke(body: RevokeRequest, principal: Caller, service: ServiceDep) -> Revoc
         raise MemoryItemNotFound(exc.message) from None
 
 
-def _example_view(e: MemoryExample, service: Service) -> dict[str, Any]:
+def _example_view(
+    e: MemoryExample, service: Service, offerable: frozenset[int] = frozenset()
+) -> dict[str, Any]:
     location = service.approvals.locate_call(e.call_id) if e.call_id else None
     return {
+        # approved and not superseded by a later rejection or revocation: may be proposed
+        "offerable": e.id in offerable,
         "id": e.id,
         "question": e.question,
         "sql": e.sql,
@@ -243,9 +247,11 @@ def batch_memory(
     for item in record.batch.items:
         panel = memory_panel(memory, scope, item.question, item.sql)
         items[item.call_id] = {
-            "similar": [_example_view(e, service) for e in panel.similar],
+            "similar": [_example_view(e, service, panel.offerable) for e in panel.similar],
             "template_id": panel.template_id,
-            "template_approvals": [_example_view(e, service) for e in panel.template_approvals],
+            "template_approvals": [
+                _example_view(e, service, panel.offerable) for e in panel.template_approvals
+            ],
             "template_rejections": [_example_view(e, service) for e in panel.template_rejections],
             "notes": [n.model_dump(mode="json") for n in panel.notes],
         }

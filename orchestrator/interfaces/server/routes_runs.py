@@ -16,7 +16,11 @@ from orchestrator.features.chart import choose_chart
 from orchestrator.features.clarify import ClarificationError, follow_up_question
 from orchestrator.interfaces.server.auth import Principal
 from orchestrator.interfaces.server.dependencies import Caller, ServiceDep
-from orchestrator.interfaces.server.errors import InvalidClarification, NotClarifiable
+from orchestrator.interfaces.server.errors import (
+    InvalidClarification,
+    NotClarifiable,
+    QuestionTooLong,
+)
 from orchestrator.interfaces.server.models import (
     ERRORS,
     AskRequest,
@@ -39,6 +43,7 @@ router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, route_class=
 def submit_run(body: AskRequest, principal: Caller, service: ServiceDep) -> RunAccepted:
     """Ask one question or many. The run starts in the background; follow it on /events."""
     questions = body.all()
+    _within_limit(service, questions)
     run_id = service.runs.submit(questions, principal.actor, principal.policy_section)
     return RunAccepted(run_id=run_id, status="queued", questions=questions)
 
@@ -130,6 +135,16 @@ def clarify_run(
         [question], principal.actor, principal.policy_section, follow_up_of=run_id
     )
     return RunAccepted(run_id=new_id, status="queued", questions=[question], follow_up_of=run_id)
+
+
+def _within_limit(service: Service, questions: list[str]) -> None:
+    """Refuse, before a run is created, a question the pipeline would refuse for its length."""
+    limit = service.runs.pipeline.config.max_question_chars
+    for n, question in enumerate(questions, start=1):
+        if len(question.strip()) > limit:
+            raise QuestionTooLong(
+                f"question {n} has {len(question.strip())} characters; at most {limit} are read"
+            )
 
 
 def _own_run(service: Service, principal: Principal, run_id: str) -> RunRow:

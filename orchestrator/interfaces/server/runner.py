@@ -45,11 +45,13 @@ def shared_pipeline(
     config: PipelineConfig | None = None,
     http_client: Any | None = None,
     memory: ReviewMemory | None = None,
+    asker: Callable[[str], str | None] | None = None,
 ) -> Pipeline:
     """The service's one pipeline: it pauses every run at the gate, and serves all runs at once.
 
     The rate limiter, the read-only database engine, the model client and the stores are
-    shared; each run carries its own state (``RunContext``) and progress callback.
+    shared; each run carries its own state (``RunContext``) and progress callback. ``asker``:
+    run id -> who asked (the run's owner), recorded with its batches as their author.
     """
     from orchestrator.core.json_mode_memory import JsonModeMemory
 
@@ -67,6 +69,7 @@ def shared_pipeline(
         approval_store=approval_store,
         run_store=run_store,
         memory=memory,
+        asker=asker,
     )
 
 

@@ -66,6 +66,7 @@ class Service:
             config=config.pipeline,
             http_client=config.http_client,
             memory=memory_for(self.state_db, self.database),
+            asker=self.state.owner_of,  # who asked a run authored its SQL
         )
         self.runs = RunService(
             self.state,
@@ -131,10 +132,17 @@ class Service:
 
     def gate_for(self, record: BatchRecord, actor: str) -> ApprovalGate:
         """A gate that validates edits with ``edit_validator(record)``."""
+        from orchestrator.core.database import policy_of
+        from orchestrator.features.risk import risk_approval
+
+        policy = policy_of(record.batch.context, self.database.policy)
         return ApprovalGate(
             reviewer=None,
             validate=self.edit_validator(record).validate,
             store=self.approvals,
             run_id=record.batch.run_id,
             actor=actor,
+            # an edit is assessed like the statement it replaces, and may need more reviewers
+            assess=self.database.risk_assessor(policy),
+            risk_approval=risk_approval(policy),
         )

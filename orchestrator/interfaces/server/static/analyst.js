@@ -5,7 +5,7 @@
 "use strict";
 
 (() => {
-  const { api, escape, highlight, follow, signIn, setLive, when, isNumber, formatValue, csvRows, download, copy } = sqlgate;
+  const { api, escape, visible, highlight, follow, signIn, setLive, when, isNumber, formatValue, csvRows, download, copy } = sqlgate;
   const runs = new Map(); // run_id -> section element
   const PAGE = 10;
   const ROWS_PAGE = 2000; // rows per GET /runs/{id}/rows request when a CSV is built
@@ -32,6 +32,7 @@
     el.className = "card run";
     el.dataset.runId = runId;
     el.dataset.testid = "run";
+    if (!atBottom) el.dataset.status = "queued";  // a new run: what it becomes is announced
     el.innerHTML = `
       <h3>Run <span class="meta">${escape(runId)}</span> <span class="status" data-testid="run-status">queued</span></h3>
       <div class="meta link" data-testid="follow-up-of" hidden></div>
@@ -45,7 +46,18 @@
     return el;
   }
 
+  // A polite announcement for screen readers when a run on the page moves on (not when the
+  // page first lists it).
+  function announce(el, status) {
+    const box = document.getElementById("announcer");
+    const first = el.querySelector(".questions li");
+    const text = `${first ? first.textContent : el.dataset.runId}: ${status.replace(/_/g, " ")}`;
+    box.textContent = "";
+    setTimeout(() => { box.textContent = visible(text); }, 50);
+  }
+
   function setStatus(el, status) {
+    if (el.dataset.status && el.dataset.status !== status) announce(el, status);
     const badge = el.querySelector(".status");
     badge.className = `status ${status}`;
     badge.textContent = status.replace(/_/g, " ");
@@ -334,7 +346,7 @@
     const body = { answers, question_id: `q${Number(form.dataset.index) + 1}` };
     const response = await api("POST", `/runs/${encodeURIComponent(run.run_id)}/clarify`, body);
     if (!response.ok) {
-      message.textContent = `Refused: ${response.data && response.data.error ? response.data.error.message : `HTTP ${response.status}`}`;
+      message.textContent = visible(`Refused: ${response.data && response.data.error ? response.data.error.message : `HTTP ${response.status}`}`);
       return;
     }
     const follow = response.data;
@@ -375,7 +387,7 @@
     const body = lines.length === 1 ? { question: lines[0] } : { questions: lines };
     const response = await api("POST", "/runs", body);
     if (!response.ok) {
-      message.textContent = `Refused: ${response.data && response.data.error ? response.data.error.message : `HTTP ${response.status}`}`;
+      message.textContent = visible(`Refused: ${response.data && response.data.error ? response.data.error.message : `HTTP ${response.status}`}`);
       return;
     }
     message.textContent = `Asked: ${response.data.run_id}`;

@@ -9,7 +9,9 @@ const sqlgate = (() => {
   // (a link from someone else would otherwise act as them): the page asks first.
   let offered = null;
   if (fromHash) {
-    history.replaceState(null, "", location.pathname);
+    const rest = new URLSearchParams(location.hash.slice(1));  // keep e.g. #batch=<id>
+    rest.delete("token");
+    history.replaceState(null, "", location.pathname + (rest.toString() ? `#${rest}` : ""));
     const stored = localStorage.getItem(KEY);
     if (!stored || stored === fromHash) localStorage.setItem(KEY, fromHash); else offered = fromHash;
   }
@@ -27,8 +29,16 @@ const sqlgate = (() => {
     return { status: response.status, ok: response.ok, data };
   }
 
+  // The one sanitiser of the pages: HTML-escaped, and every control or bidirectional formatting
+  // character (U+202E RIGHT-TO-LEFT OVERRIDE, isolates, marks, C0/C1 controls but tab and line
+  // breaks) shown as a visible \u{...} escape, so untrusted text cannot reorder what follows it.
+  const CONTROLS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+  function visible(text) {  // for textContent: the controls made visible, nothing else changed
+    return String(text ?? "").replace(CONTROLS, (c) => `\\u{${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}}`);
+  }
   function escape(text) {
-    return String(text ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+    return visible(text)
+      .replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
   }
 
   const KEYWORDS = new Set(("select from where group by order having limit offset join left right inner outer full cross on " +
@@ -217,5 +227,5 @@ const sqlgate = (() => {
     }
   }
 
-  return { api, escape, highlight, follow, signIn, setLive, ago, countdown, when, isNumber, formatValue, csv, csvRows, download, copy };
+  return { api, escape, visible, highlight, follow, signIn, setLive, ago, countdown, when, isNumber, formatValue, csv, csvRows, download, copy };
 })();

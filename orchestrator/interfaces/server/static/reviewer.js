@@ -5,7 +5,7 @@
 "use strict";
 
 (() => {
-  const { api, escape, highlight, follow, signIn, setLive, ago, countdown, when } = sqlgate;
+  const { api, escape, visible, highlight, follow, signIn, setLive, ago, countdown, when } = sqlgate;
   const cards = new Map(); // batch_id -> section element
   const records = new Map(); // batch_id -> the batch as last loaded
   const PAGE = 10;
@@ -17,13 +17,14 @@
   let sortKey = "age", sortDir = 1;
 
   const container = () => document.getElementById("batches");
+  const PAGE_OF_BATCHES = 200;
   const isOpen = (id) => cards.has(id) && !cards.get(id).classList.contains("closed");
 
   // A polite announcement for screen readers (new batches, decisions, expiries).
   function announce(text) {
     const box = document.getElementById("announcer");
     box.textContent = "";
-    setTimeout(() => { box.textContent = text; }, 50);
+    setTimeout(() => { box.textContent = visible(text); }, 50);
   }
 
   // -- the inbox count: in the page and in the tab's title ------------------------------------
@@ -100,6 +101,7 @@
     if (open.includes(batchId)) selectedIndex = open.indexOf(batchId);
     cards.forEach((card, id) => { card.hidden = id !== batchId; });
     const card = cards.get(batchId);
+    if (!card.dataset.memoryLoaded) { card.dataset.memoryLoaded = "1"; loadMemory(card, batchId); }
     if (!card.querySelector(".item.current")) setCurrent(card, firstUndecided(card));
     renderInbox();
     if (focus) card.querySelector(".batch-title").focus();
@@ -172,6 +174,7 @@
         <div class="question">${escape(item.question)}</div>
         <div class="meta">${escape(category.replace(/_/g, " "))}${note ? " · " + escape(note) : ""}</div>
         ${correctionHtml(correction)}
+        ${item.edited_by ? `<div class="meta" data-testid="edited-by">edited by ${escape(item.edited_by)}: this SQL replaced the one first shown, and its risk is its own</div>` : ""}
         <pre class="sql" data-testid="item-sql">${highlight(item.sql_pretty || item.sql)}</pre>
         ${riskHtml(item.risk)}
         ${assumptionsHtml(assumptions)}
@@ -207,7 +210,7 @@
   }
 
   function memoryHtml(m, applicable) {
-    const past = (e) => pastHtml(e, applicable && e.status !== "rejected");
+    const past = (e) => pastHtml(e, applicable && e.status !== "rejected" && e.offerable === true);
     const parts = [];
     const n = m.similar.length;
     if (n) {
@@ -259,9 +262,9 @@
   // -- a pending batch ------------------------------------------------------------------------
   function headerOf(card, record) {
     const batch = record.batch;
-    card.querySelector(".asked").textContent =
+    card.querySelector(".asked").textContent = visible(
       `asked by ${record.asked_by || "?"} ${record.asked_at ? `${ago(record.asked_at)} (${when(record.asked_at)})` : ""} · run ${batch.run_id} · cycle ${batch.cycle}` +
-      (record.runs_as ? ` · runs as ${record.runs_as}` : "");
+      (record.runs_as ? ` · runs as ${record.runs_as}` : ""));
     const deadline = card.querySelector(".deadline");
     if (batch.deadline) { deadline.dataset.at = batch.deadline; deadline.textContent = countdown(batch.deadline); }
     else { deadline.textContent = "no deadline"; deadline.classList.add("none"); }
@@ -279,7 +282,7 @@
     card.dataset.testid = "batch";
     card.hidden = true;
     const title = card.querySelector(".batch-title");
-    title.textContent = batch.items.length === 1 ? batch.items[0].question : `${batch.items.length} statements: ${batch.items[0].question} …`;
+    title.textContent = visible(batch.items.length === 1 ? batch.items[0].question : `${batch.items.length} statements: ${batch.items[0].question} …`);
     title.tabIndex = -1;
     card.querySelector(".batch-id").textContent = batch.batch_id;
     headerOf(card, record);
@@ -291,8 +294,7 @@
     card.querySelector("[data-testid=reject-all]").addEventListener("click", () => chooseAll(card, record, "reject"));
     card.querySelector(".submit").addEventListener("click", () => submit(card, record));
     cards.set(batch.batch_id, card);
-    container().appendChild(card);
-    loadMemory(card, batch.batch_id);
+    container().appendChild(card);  // memory is read when the batch is first shown (select)
     if (me && me.actor && (record.voters || []).includes(me.actor)) {
       close(card, "ok", `You voted on this batch; it waits for ${batch.quorum - record.voters.length} more reviewer(s).`);
     }
@@ -497,7 +499,7 @@
   function say(card, kind, text) {
     const box = card.querySelector(".message");
     box.className = `message show ${kind}`;
-    box.textContent = text;
+    box.textContent = visible(text);
   }
 
   // A decided card stays where it was, collapsed, with what happened; the history gets it too.
@@ -533,7 +535,10 @@
     const response = await api("POST", `/approvals/${encodeURIComponent(record.batch.batch_id)}/decision`,
       { decisions: decisionsOf(card, record) }, { "Idempotency-Key": key });
     const error = response.data && response.data.error;
-    if (response.ok && response.data.status === "pending") {
+    if (response.ok && response.data.status === "pending" && response.data.quorum > record.batch.quorum) {
+      const more = response.data.quorum - response.data.votes;
+      close(card, "ok", `Your edit raised the risk: the batch now needs ${response.data.quorum} reviewers and waits for ${more} more. Nothing runs until then.`);
+    } else if (response.ok && response.data.status === "pending") {
       close(card, "ok", "Your vote is recorded; the batch waits for more reviewers (quorum).");
     } else if (response.ok) {
       const counts = {};
@@ -688,9 +693,15 @@
   signIn(async (who) => {
     me = who;
     follow(onEvent, setLive);
-    const pending = await api("GET", "/approvals?status=pending");
-    if (pending.ok) for (const summary of pending.data) await load(summary.batch_id);
-    else {
+    // every waiting batch, a page of whole batches per request (no cap, no request per batch)
+    let pending = await api("GET", `/approvals/records?status=pending&limit=${PAGE_OF_BATCHES}`);
+    for (let offset = 0; pending.ok; ) {
+      for (const record of pending.data) if (record.status === "pending") render(record);
+      if (pending.data.length < PAGE_OF_BATCHES) break;
+      offset += pending.data.length;
+      pending = await api("GET", `/approvals/records?status=pending&limit=${PAGE_OF_BATCHES}&offset=${offset}`);
+    }
+    if (!pending.ok) {
       // not "0 waiting": this token may not review (or the list failed); say which
       const why = pending.status === 403
         ? `This token (${who.actor}, role ${who.role}) may not review batches; ask an admin for a reviewer token.`
@@ -706,5 +717,21 @@
     updateCount();
     loadHistory(true);
     loadNotificationFailures();
+    await openLinked();
+    window.addEventListener("hashchange", openLinked);
   });
+
+  // A notification's link (/reviewer#batch=<id>) opens that batch, not the oldest one.
+  async function openLinked() {
+    const wanted = new URLSearchParams(location.hash.slice(1)).get("batch");
+    if (!wanted) return;
+    if (!cards.has(wanted)) await load(wanted);
+    if (cards.has(wanted)) { select(wanted, true); return; }
+    const response = await api("GET", `/approvals/${encodeURIComponent(wanted)}`);
+    const notice = document.getElementById("signin-message");
+    notice.textContent = visible(response.ok
+      ? `Batch ${wanted} is already ${response.data.status}: see the history.`
+      : `Batch ${wanted} cannot be shown (${response.data && response.data.error ? response.data.error.message : `HTTP ${response.status}`}).`);
+    notice.hidden = false;
+  }
 })();
