@@ -204,6 +204,8 @@ class QuerySandbox:
             self.closed = True
             idle, self._idle = self._idle, []
             self._ready.notify_all()
+        for worker in idle:  # every socket closed first: the workers end side by side
+            worker.hang_up()
         for worker in idle:
             worker.stop()
 
@@ -383,10 +385,16 @@ class _Worker:
             pass
         self.channel.close()
 
-    def stop(self) -> None:
-        """Close the socket (the worker exits on its own), and kill it if it lingers."""
+    def hang_up(self) -> None:
+        """Close the socket: a ready worker exits on its own; one still starting is killed."""
+        if not self.ready and self.proc.poll() is None:
+            self.proc.kill()
         if not self.channel.closed:
             self.channel.close()
+
+    def stop(self) -> None:
+        """Hang up, and kill the worker if it lingers."""
+        self.hang_up()
         try:
             self.proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
