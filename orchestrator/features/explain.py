@@ -13,7 +13,9 @@ approved the statement, so it gets the bounds execution gets:
 - PostgreSQL and MySQL/MariaDB: on the read-only engine of ``safety.readonly``, whose every
   transaction is read-only under the statement timeout and a memory bound (PostgreSQL
   ``statement_timeout`` and ``work_mem`` set locally; MySQL ``max_execution_time``, MariaDB
-  ``max_statement_time``, in-memory temporary tables bounded).
+  ``max_statement_time``, in-memory temporary tables bounded). A server that has not answered
+  a grace after that timeout (MariaDB does not check it while matching a regular expression)
+  is asked to cancel, and the caller returns at once.
 
 Only statements the validator accepted reach here (the approval gate assesses those alone). A
 planner error, a timeout or a memory stop is reported, never raised; ``stopped`` says the planner
@@ -33,11 +35,12 @@ Example:
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from safety.errors import ResourceLimitExceeded, SafetyError, StatementTimeout
 from safety.sandbox import planner_sandbox
@@ -53,6 +56,9 @@ _PLAN_BYTES = 4 * 1024 * 1024
 _PG_CANCELLED = "57014"  # statement_timeout
 _PG_STOPPED_CLASSES = ("53", "54")  # insufficient resources, program limit exceeded
 _MYSQL_STOPPED = frozenset({1028, 1037, 1038, 1041, 1317, 1969, 3024, 3698, 3699})
+# How long a server may take to give a connection, and the bound assumed where none is in force.
+_CONNECT_WAIT_S = 30.0
+_DEFAULT_BOUND_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -84,15 +90,7 @@ def explain(engine: Engine, dialect: str, sql: str) -> PlanEstimate:
         return PlanEstimate(error=f"no planner estimate for {dialect}")
     if dialect in ("sqlite", "duckdb"):
         return _in_sandbox(engine, dialect, sql, reader)
-    try:
-        with engine.connect() as conn:
-            try:
-                rows = list(conn.exec_driver_sql(_prefix(dialect) + sql).fetchall())
-            finally:
-                conn.rollback()
-    except Exception as exc:  # drivers raise their own types (timeouts, syntax, permissions)
-        return PlanEstimate(error=_one_line(exc), stopped=_server_stopped(exc))
-    return _read(reader, rows)
+    return _on_server(engine, dialect, sql, reader)
 
 
 def _in_sandbox(engine: Engine, dialect: str, sql: str, reader: Reader) -> PlanEstimate:
@@ -117,6 +115,78 @@ def _in_sandbox(engine: Engine, dialect: str, sql: str, reader: Reader) -> PlanE
     return _read(reader, result.rows)
 
 
+class _ServerPlan:
+    """One ``EXPLAIN`` on a server, asked on a thread of its own so that the caller can stop
+    waiting: a server does not always notice its own time limit (MariaDB matching a regular
+    expression while optimising), and the caller must not wait longer than execution would."""
+
+    def __init__(self, engine: Engine, dialect: str, sql: str) -> None:
+        self.engine = engine
+        self.dialect = dialect
+        self.sql = sql
+        self.bound_s: float | None = None  # the statement timeout in force on the connection
+        self.raw: Any = None
+        self.rows: list[Any] | None = None
+        self.error: BaseException | None = None
+        self.started = threading.Event()
+        self.done = threading.Event()
+
+    def ask(self) -> None:
+        try:
+            with self.engine.connect() as conn:
+                try:
+                    self.bound_s = _bound_in_force(conn, self.dialect)
+                    self.raw = conn.connection.dbapi_connection
+                    self.started.set()
+                    self.rows = list(conn.exec_driver_sql(_prefix(self.dialect) + self.sql))
+                finally:
+                    conn.rollback()
+        except Exception as exc:  # drivers raise their own types (timeouts, syntax, permissions)
+            self.error = exc
+        finally:
+            self.started.set()
+            self.done.set()
+
+    def cancel(self) -> None:
+        """Ask the server to stop the statement; the caller does not wait for it."""
+        try:
+            if self.dialect == "postgres":
+                self.raw.cancel()
+            elif self.dialect == "mysql":
+                with self.engine.connect() as conn:
+                    conn.exec_driver_sql(f"KILL QUERY {int(self.raw.thread_id())}")
+        except Exception:  # noqa: S110 - best effort: the caller has already stopped waiting
+            pass
+
+
+def _on_server(engine: Engine, dialect: str, sql: str, reader: Reader) -> PlanEstimate:
+    plan = _ServerPlan(engine, dialect, sql)
+    threading.Thread(target=plan.ask, name="sqlgate-explain", daemon=True).start()
+    plan.started.wait(_CONNECT_WAIT_S)
+    bound = plan.bound_s or _DEFAULT_BOUND_S
+    if not plan.done.wait(bound + min(2.0, max(0.2, 0.25 * bound))):
+        plan.cancel()
+        return PlanEstimate(
+            error=f"planning ran past the {bound:g} s statement timeout and was stopped",
+            stopped=True,
+        )
+    if plan.error is not None:
+        return PlanEstimate(error=_one_line(plan.error), stopped=_server_stopped(plan.error))
+    return _read(reader, plan.rows or [])
+
+
+def _bound_in_force(conn: Connection, dialect: str) -> float | None:
+    """The statement timeout (seconds) the read-only session put on this transaction."""
+    if dialect == "postgres":
+        query = "SELECT EXTRACT(EPOCH FROM current_setting('statement_timeout')::interval)"
+    elif "mariadb" in str(conn.exec_driver_sql("SELECT VERSION()").scalar()).lower():
+        query = "SELECT @@max_statement_time"
+    else:
+        query = "SELECT @@max_execution_time / 1000"
+    value = conn.exec_driver_sql(query).scalar()
+    return float(value) if value else None
+
+
 def _read(reader: Reader, rows: Sequence[Any]) -> PlanEstimate:
     try:
         return reader(rows)
@@ -127,8 +197,8 @@ def _read(reader: Reader, rows: Sequence[Any]) -> PlanEstimate:
 def _server_stopped(exc: BaseException) -> bool:
     """Whether a PostgreSQL or MySQL/MariaDB error is a bound stopping the statement."""
     orig = getattr(exc, "orig", None) or exc
-    state = getattr(orig, "sqlstate", None)
-    if isinstance(state, str):
+    state = getattr(orig, "sqlstate", None)  # psycopg; pymysql's errors have None there
+    if isinstance(state, str) and state:
         return state == _PG_CANCELLED or state[:2] in _PG_STOPPED_CLASSES
     number = next(iter(getattr(orig, "args", ())), None)
     return isinstance(number, int) and number in _MYSQL_STOPPED

@@ -110,6 +110,7 @@ class Measured:
     ended_at: float  # time.monotonic() when it ended
     peak_rss: int  # the process itself (VmHWM)
     tree_peak_rss: int  # every process of its tree, each at its own peak, summed
+    largest_rss: int  # the largest peak of any one process of the tree (wait4's ru_maxrss)
     seen: dict[int, int] = field(default_factory=dict)
 
 
@@ -137,13 +138,14 @@ def measure_together(
     started = time.monotonic()
     runs = [_Sampled(argv, env, cwd) for argv in commands]
     deadline = started + timeout_s
-    while any(run.proc.poll() is None for run in runs):
+    while any(run.ended is None for run in runs):
         for run in runs:
-            if run.proc.poll() is None:
+            if run.ended is None:
                 run.sampler.sample()
         if time.monotonic() > deadline:
             for run in runs:
-                run.proc.kill()
+                if run.ended is None:
+                    run.proc.kill()
         time.sleep(interval_s)
     return [run.result(started) for run in runs]
 
@@ -161,6 +163,7 @@ class _Sampled:
         )
         self.sampler = TreeSampler(self.proc.pid)
         self.ended: float | None = None
+        self.largest_rss = 0
         self.out: list[str] = []
         self.err: list[str] = []
         stdout, stderr = self.proc.stdout, self.proc.stderr
@@ -174,22 +177,26 @@ class _Sampled:
 
     def _drain(self, stderr: IO[str]) -> None:
         self.err.append(stderr.read())
-        self.proc.wait()  # both pipes closed: the process has ended (or is about to)
+        # Reaped here alone (wait4 reports the rusage of the process and of every descendant
+        # it reaped itself: ru_maxrss is the largest of them, a peak no sampling can miss).
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.largest_rss = usage.ru_maxrss * 1024
         self.ended = time.monotonic()
 
     def result(self, started: float) -> Measured:
-        self.proc.wait()
         for reader in self.readers:
-            reader.join(timeout=10)
-        ended = self.ended or time.monotonic()
+            reader.join(timeout=30)
+        assert self.ended is not None and self.proc.returncode is not None
         return Measured(
             returncode=self.proc.returncode,
             stdout="".join(self.out),
             stderr="".join(self.err),
-            wall_s=ended - started,
-            ended_at=ended,
+            wall_s=self.ended - started,
+            ended_at=self.ended,
             peak_rss=self.sampler.seen.get(self.proc.pid, 0),
             tree_peak_rss=sum(self.sampler.seen.values()),
+            largest_rss=self.largest_rss,
             seen=dict(self.sampler.seen),
         )
 

@@ -51,7 +51,7 @@ from tests.scripted_llm.server import ScriptedLLMServer, ScriptedReply
 
 ROOT = Path(__file__).resolve().parents[2]
 SQLGATE = [sys.executable, "-m", "orchestrator.cli"]
-TIMEOUT_S = 2.0
+TIMEOUT_S = 4.0
 HEADROOM = 300 * 1024 * 1024
 HARMLESS = "SELECT c.name FROM customers AS c ORDER BY c.id"
 TOKENS = [
