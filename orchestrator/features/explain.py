@@ -197,11 +197,11 @@ def _read(reader: Reader, rows: Sequence[Any]) -> PlanEstimate:
 def _server_stopped(exc: BaseException) -> bool:
     """Whether a PostgreSQL or MySQL/MariaDB error is a bound stopping the statement."""
     orig = getattr(exc, "orig", None) or exc
-    state = getattr(orig, "sqlstate", None)  # psycopg; pymysql's errors have None there
-    if isinstance(state, str) and state:
-        return state == _PG_CANCELLED or state[:2] in _PG_STOPPED_CLASSES
-    number = next(iter(getattr(orig, "args", ())), None)
-    return isinstance(number, int) and number in _MYSQL_STOPPED
+    number = next(iter(getattr(orig, "args", ())), None)  # pymysql: (errno, message)
+    if isinstance(number, int):
+        return number in _MYSQL_STOPPED
+    state = getattr(orig, "sqlstate", None)  # psycopg
+    return isinstance(state, str) and (state == _PG_CANCELLED or state[:2] in _PG_STOPPED_CLASSES)
 
 
 def _prefix(dialect: str) -> str:
