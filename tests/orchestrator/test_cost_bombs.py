@@ -61,7 +61,15 @@ TOKENS = [
 ]
 # What a bomb may end as: stopped, refused, cancelled for want of a second reviewer (a stopped
 # estimate is high risk), or answered when the engine itself caps the value (MariaDB's repeat).
-ENDINGS = {"timed_out", "unsafe", "cancelled", "failed", "answered", "awaiting_approval"}
+ENDINGS = {
+    "timed_out",
+    "unsafe",
+    "cancelled",
+    "failed",
+    "execution_failed",
+    "answered",
+    "awaiting_approval",
+}
 
 
 @pytest.fixture
@@ -142,8 +150,11 @@ def clock(model: ScriptedLLMServer) -> SqlClock:
 
 @pytest.fixture
 def model(target: tuple[str, str]) -> Iterator[ScriptedLLMServer]:
+    # A hostile model answers a correction request with its bomb again.
     scenarios = {
-        bomb_question(name): Scenario(reasoning=reasoning(tables=["customers"]), sql=sql)
+        bomb_question(name): Scenario(
+            reasoning=reasoning(tables=["customers"]), sql=sql, corrections=[sql, sql]
+        )
         for name, sql in BOMBS[target[0]].items()
     }
     scenarios[QUESTION] = Scenario(reasoning=reasoning(tables=["customers"]), sql=HARMLESS)
@@ -172,15 +183,22 @@ def env(tmp_path: Path, model: ScriptedLLMServer) -> dict[str, str]:
 
 
 def _within_bounds(
-    run: Measured, after_sql: float, start: Measured, start_after_sql: float, what: str
+    run: Measured,
+    after_sql: float,
+    start: Measured,
+    start_after_sql: float,
+    what: str,
+    corrections: int = 0,
 ) -> None:
+    """Peak within ``HEADROOM`` of the harmless run's; from SQL to end within twice the timeout
+    of the harmless run's (per statement approved: each correction is one more)."""
     assert "Traceback" not in run.stderr, f"{what}: {run.stderr[-2000:]}"
     grown = run.peak_rss - start.peak_rss
     assert grown <= HEADROOM, (
         f"{what}: the sqlgate process peaked at {run.peak_rss >> 20} MB, "
         f"{grown >> 20} MB above the {start.peak_rss >> 20} MB of a harmless statement"
     )
-    assert after_sql <= start_after_sql + 2 * TIMEOUT_S, (
+    assert after_sql <= start_after_sql + 2 * TIMEOUT_S * (1 + corrections), (
         f"{what}: {after_sql:.1f} s from its SQL to its end ({run.wall_s:.1f} s in all); "
         f"a harmless statement {start_after_sql:.1f} s ({start.wall_s:.1f} s in all)"
     )
@@ -218,6 +236,7 @@ def test_ask_yes_bounds_every_bomb(
             start,
             clock.after_sql(start, QUESTION),
             f"ask --yes, {dialect} {name}",
+            result["corrections"],
         )
 
 
@@ -290,6 +309,7 @@ def test_batch_bounds_every_bomb(
         start,
         clock.after_sql(start, QUESTION),
         f"batch --yes, {dialect}",
+        max(r.get("corrections") or 0 for r in records),
     )
 
 
@@ -361,32 +381,36 @@ def test_serve_bounds_every_bomb_before_and_after_review(
                 _until(waiting, 120, f"{question!r} to reach review")
                 return run_id, time.monotonic() - asked
 
-            def approve(run_id: str) -> float:
+            def approve(run_id: str) -> tuple[float, int]:
+                """Approve every batch of the run (two reviewers: a high-risk one needs two)
+                until it finishes; the time it took and the corrections it made."""
                 decided = time.monotonic()
-                for reviewer in (rita, rob):  # a high-risk batch needs two
-                    for summary in reviewer.get("/approvals", params={"run_id": run_id}).json():
-                        batch = reviewer.get(f"/approvals/{summary['batch_id']}").json()
-                        reviewer.post(
-                            f"/approvals/{summary['batch_id']}/decision",
-                            json={"decisions": {c: "approve" for c in batch["pending_ids"]}},
-                        )
 
                 def finished() -> dict[str, Any] | None:
+                    for reviewer in (rita, rob):
+                        pending = reviewer.get("/approvals", params={"run_id": run_id}).json()
+                        for summary in pending:
+                            batch = reviewer.get(f"/approvals/{summary['batch_id']}").json()
+                            reviewer.post(
+                                f"/approvals/{summary['batch_id']}/decision",
+                                json={"decisions": {c: "approve" for c in batch["pending_ids"]}},
+                            )
                     sampler.sample()
                     run = alice.get(f"/runs/{run_id}").json()
                     return run if run["status"] == "finished" else None
 
-                result = _until(finished, 120, f"{run_id} to finish")["results"][0]
+                result = _until(finished, 180, f"{run_id} to finish")["results"][0]
                 assert result["status"] in ENDINGS, result
-                return time.monotonic() - decided
+                return time.monotonic() - decided, int(result.get("corrections") or 0)
 
             harmless, start_review = ask(QUESTION)
-            start_finish = approve(harmless)
+            start_finish, _ = approve(harmless)
             for name in BOMBS[dialect]:
                 run_id, to_review = ask(bomb_question(name))
                 assert to_review <= start_review + 2 * TIMEOUT_S, (name, to_review, start_review)
-                to_finish = approve(run_id)
-                assert to_finish <= start_finish + 2 * TIMEOUT_S, (name, to_finish, start_finish)
+                to_finish, corrections = approve(run_id)
+                allowed = start_finish + 2 * TIMEOUT_S * (1 + corrections)
+                assert to_finish <= allowed, (name, to_finish, start_finish, corrections)
         assert healthy()
     finally:
         proc.terminate()
