@@ -5,7 +5,8 @@ backtracking pattern, a huge string, a huge list, ``range`` / ``zeroblob``, a st
 aggregation), the "model" (sqlgate's scripted OpenAI-compatible server over local HTTP, NOT a
 live model) answers with the bomb, and ``sqlgate ask QUESTION --yes --timeout T`` runs it with
 the risk step on (it always is): the plan estimate before review, then execution when the
-statement is approved. Each run is a fresh process, measured from outside:
+statement is approved. Each run is a fresh process, measured from outside (a harmless statement
+first, per engine, shows what start-up alone costs on the machine):
 
 - wall time of the command;
 - the sqlgate process's own peak resident size (``VmHWM``, sampled from ``/proc``);
@@ -32,11 +33,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.orchestrator.cost_bombs import BOMBS, fill, measure, question_for  # noqa: E402
+from tests.orchestrator.cost_bombs import (  # noqa: E402
+    BOMBS,
+    QUESTION,
+    fill,
+    measure,
+    question_for,
+)
 from tests.scripted_llm.scenarios import Scenario, ScenarioScript, reasoning  # noqa: E402
 from tests.scripted_llm.server import ScriptedLLMServer  # noqa: E402
 
 ENGINES = ("sqlite", "duckdb")
+HARMLESS = "SELECT c.name FROM customers AS c ORDER BY c.id"  # the machine's own start, for scale
 MB = 1024 * 1024
 
 
@@ -48,20 +56,27 @@ def main() -> int:
     parser.add_argument("--max-rss-gb", type=float, default=1.5)
     args = parser.parse_args()
     limit = int(args.max_rss_gb * 1024 * MB)
+    # A hostile model answers a correction request with its bomb again.
     scenarios = {
-        question_for(name): Scenario(reasoning=reasoning(tables=["customers"]), sql=sql)
+        question_for(name): Scenario(
+            reasoning=reasoning(tables=["customers"]), sql=sql, corrections=[sql, sql]
+        )
         for engine in ENGINES
         for name, sql in BOMBS[engine].items()
     }
+    scenarios[QUESTION] = Scenario(reasoning=reasoning(tables=["customers"]), sql=HARMLESS)
     passed: dict[str, int] = dict.fromkeys(ENGINES, 0)
     total: dict[str, int] = dict.fromkeys(ENGINES, 0)
     print(
         "Model: sqlgate's scripted OpenAI-compatible server (tests/scripted_llm) over local "
         "HTTP; NOT a live model."
     )
-    print(f"sqlgate ask --yes --timeout {args.timeout:g}; risk step on; {os.cpu_count()} CPUs")
     print(
-        f"{'engine':8} {'bomb':12} {'status':18} {'wall s':>7} {'sqlgate MB':>10} "
+        f"sqlgate ask --yes --timeout {args.timeout:g}; risk step on; {os.cpu_count()} CPUs; "
+        f"load average {os.getloadavg()[0]:.1f} at start"
+    )
+    print(
+        f"{'engine':8} {'bomb':12} {'status':18} {'corr':>4} {'wall s':>7} {'sqlgate MB':>10} "
         f"{'tree MB':>8} {'largest MB':>10}  verdict"
     )
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(ScenarioScript(scenarios)) as llm:
@@ -81,27 +96,31 @@ def main() -> int:
         for engine in ENGINES:
             url = f"{engine}:///{work / f'shop.{engine}'}"
             fill(url)
-            for name in BOMBS[engine]:
+            for name in ["(harmless)", *BOMBS[engine]]:
+                question = QUESTION if name == "(harmless)" else question_for(name)
                 for _ in range(args.repeat):
-                    argv = [sys.executable, "-m", "orchestrator.cli", "ask", question_for(name)]
+                    argv = [sys.executable, "-m", "orchestrator.cli", "ask", question]
                     argv += ["--db", url, "--yes", "--timeout", f"{args.timeout:g}", "--json"]
                     run = measure(argv, env, cwd=ROOT)
                     try:
-                        status = str(json.loads(run.stdout)["status"])
+                        payload = json.loads(run.stdout)
+                        status, corrections = str(payload["status"]), int(payload["corrections"])
                     except (ValueError, KeyError):
-                        status = f"exit {run.returncode}"
+                        status, corrections = f"exit {run.returncode}", 0
                     ok = (
                         run.wall_s <= args.max_wall
                         and run.tree_peak_rss <= limit
                         and "Traceback" not in run.stderr
                     )
-                    total[engine] += 1
-                    passed[engine] += ok
+                    if name != "(harmless)":
+                        total[engine] += 1
+                        passed[engine] += ok
                     print(
-                        f"{engine:8} {name:12} {status:18} {run.wall_s:7.2f} "
+                        f"{engine:8} {name:12} {status:18} {corrections:4} {run.wall_s:7.2f} "
                         f"{run.peak_rss / MB:10.0f} {run.tree_peak_rss / MB:8.0f} "
                         f"{run.largest_rss / MB:10.0f}  {'ok' if ok else 'FAIL'}"
                     )
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     for engine in ENGINES:
         print(
             f"{engine}: {passed[engine]} of {total[engine]} within {args.max_wall:g} s and "
