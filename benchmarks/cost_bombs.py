@@ -76,7 +76,8 @@ def main() -> int:
         f"load average {os.getloadavg()[0]:.1f} at start"
     )
     print(
-        f"{'engine':8} {'bomb':12} {'status':18} {'corr':>4} {'wall s':>7} {'sqlgate MB':>10} "
+        f"{'engine':8} {'bomb':12} {'status':18} {'corr':>4} {'wall s':>7} {'+harmless':>9} "
+        f"{'sqlgate MB':>10} "
         f"{'tree MB':>8} {'largest MB':>10}  verdict"
     )
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(ScenarioScript(scenarios)) as llm:
@@ -96,6 +97,7 @@ def main() -> int:
         for engine in ENGINES:
             url = f"{engine}:///{work / f'shop.{engine}'}"
             fill(url)
+            start_s = 0.0
             for name in ["(harmless)", *BOMBS[engine]]:
                 question = QUESTION if name == "(harmless)" else question_for(name)
                 for _ in range(args.repeat):
@@ -112,11 +114,14 @@ def main() -> int:
                         and run.tree_peak_rss <= limit
                         and "Traceback" not in run.stderr
                     )
-                    if name != "(harmless)":
+                    if name == "(harmless)":
+                        start_s = run.wall_s
+                    else:
                         total[engine] += 1
                         passed[engine] += ok
                     print(
                         f"{engine:8} {name:12} {status:18} {corrections:4} {run.wall_s:7.2f} "
+                        f"{run.wall_s - start_s:+9.2f} "
                         f"{run.peak_rss / MB:10.0f} {run.tree_peak_rss / MB:8.0f} "
                         f"{run.largest_rss / MB:10.0f}  {'ok' if ok else 'FAIL'}"
                     )
