@@ -9,7 +9,9 @@ stages (the estimate before review, the execution after it: each the statement t
 grace after which it is stopped from outside) of its "start": the time it took to get its SQL
 from the model, plus what the same command spends after that on a harmless statement (startup
 varies by seconds on a busy machine; this keeps it out of the comparison). A batch's estimates
-run one after another, so a batch of N bombs gets N + 1 stages. The planner of SQLite and DuckDB works in
+run one after another, so a batch of N bombs gets N + 1 stages; on ``serve`` the time to review
+and the time from approval to the end each get twice the timeout (per correction, two stages
+more). The planner of SQLite and DuckDB works in
 sandbox workers, which die at their bounds; PostgreSQL and MariaDB work under the statement
 timeout of the read-only session.
 """
