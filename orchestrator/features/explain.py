@@ -170,8 +170,12 @@ def _on_server(engine: Engine, dialect: str, sql: str, reader: Reader) -> PlanEs
             error=f"planning ran past the {bound:g} s statement timeout and was stopped",
             stopped=True,
         )
+    if plan.error is not None and _server_stopped(plan.error):
+        return PlanEstimate(
+            error=f"planning was stopped for its cost ({_one_line(plan.error)})", stopped=True
+        )
     if plan.error is not None:
-        return PlanEstimate(error=_one_line(plan.error), stopped=_server_stopped(plan.error))
+        return PlanEstimate(error=_one_line(plan.error))
     return _read(reader, plan.rows or [])
 
 

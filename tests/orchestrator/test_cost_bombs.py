@@ -279,8 +279,8 @@ def test_ask_defer_bounds_every_bomb_and_shows_why(
                 assert f"no estimate: {risk.estimate_error}" in risk.reasons
     finally:
         store.close()
-    if dialect in ("duckdb", "postgres"):  # planners that fold these constants
-        assert stopped, f"no estimate on {dialect} was stopped"
+    if dialect == "postgres":  # its planner folds repeat() and refuses a value past 1 GB
+        assert "huge_string" in stopped, stopped
 
 
 def _waiting_risk(store: SqlApprovalStore, run_id: str) -> StatementRisk:
