@@ -47,7 +47,7 @@ from .dialects import dialect_for_url
 from .errors import ReadOnlySetupError, ResourceLimitExceeded, StatementFailed, StatementTimeout
 from .readonly import ReadOnlySettings, embedded_target
 
-__all__ = ["RESULT_TYPES", "QuerySandbox", "SandboxRows", "sandbox_for"]
+__all__ = ["RESULT_TYPES", "QuerySandbox", "SandboxRows", "planner_sandbox", "sandbox_for"]
 
 # What a worker's reply may hold besides builtins: a reply is unpickled with only these, so a
 # worker can hand back values, never code.
@@ -113,7 +113,7 @@ class QuerySandbox:
         >>> sqlite3.connect(path).execute("create table t(a)").connection.commit()
         >>> with QuerySandbox(f"sqlite:///{path}", ReadOnlySettings(sandbox_workers=1)) as box:
         ...     box.run("select 1 as n union all select 2", row_cap=1)
-        SandboxRows(columns=['n'], rows=[(1,)], truncated=True)
+        SandboxRows(columns=['n'], rows=[(1,)], truncated=True, cut_by='rows')
     """
 
     def __init__(
@@ -204,6 +204,8 @@ class QuerySandbox:
             self.closed = True
             idle, self._idle = self._idle, []
             self._ready.notify_all()
+        for worker in idle:  # every socket closed first: the workers end side by side
+            worker.hang_up()
         for worker in idle:
             worker.stop()
 
@@ -383,10 +385,16 @@ class _Worker:
             pass
         self.channel.close()
 
-    def stop(self) -> None:
-        """Close the socket (the worker exits on its own), and kill it if it lingers."""
+    def hang_up(self) -> None:
+        """Close the socket: a ready worker exits on its own; one still starting is killed."""
+        if not self.ready and self.proc.poll() is None:
+            self.proc.kill()
         if not self.channel.closed:
             self.channel.close()
+
+    def stop(self) -> None:
+        """Hang up, and kill the worker if it lingers."""
+        self.hang_up()
         try:
             self.proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
@@ -411,3 +419,32 @@ def sandbox_for(engine: Engine) -> QuerySandbox | None:
             _POOLS[engine] = pool
             weakref.finalize(engine, pool.close)
         return pool
+
+
+def planner_sandbox(engine: Engine) -> QuerySandbox:
+    """The sandbox a SQLite or DuckDB statement's plan is asked in, before anyone approved it.
+
+    The same pool as ``sandbox_for`` when there is one. Planning never runs in the calling
+    process, so a pool of one worker is started also when the settings ask for
+    ``sandbox_workers=0`` (approved statements then still run in-process, as asked), and for an
+    embedded engine not made by ``open_readonly_engine`` (default bounds, its URL). Raises
+    ``ReadOnlySetupError`` for any other engine.
+    """
+    target = embedded_target(engine)
+    if target is None:
+        url = engine.url.render_as_string(hide_password=False)
+        target = (url, ReadOnlySettings())
+    elif target[1].sandbox_workers > 0:
+        pool = sandbox_for(engine)
+        assert pool is not None  # an embedded engine with workers has a pool
+        return pool
+    with _POOLS_LOCK:
+        pool = _PLANNERS.get(engine)
+        if pool is None or pool.closed:
+            pool = QuerySandbox(target[0], target[1].model_copy(update={"sandbox_workers": 1}))
+            _PLANNERS[engine] = pool
+            weakref.finalize(engine, pool.close)
+        return pool
+
+
+_PLANNERS: weakref.WeakKeyDictionary[Engine, QuerySandbox] = weakref.WeakKeyDictionary()

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import sqlglot
@@ -87,9 +88,7 @@ class RiskAssessor:
         plan = self._explain(self.engine, self.dialect, item.sql)
         tables, aliases, limit = _reads(item.sql, self.dialect)
         scans = sorted({aliases[s.lower()] for s in plan.full_scans if s.lower() in aliases})
-        plan = PlanEstimate(
-            rows=plan.rows, full_scans=scans, summary=plan.summary, error=plan.error
-        )
+        plan = replace(plan, full_scans=scans)
         _, columns = columns_read(item.sql, self.dialect, self._resolver)
         default = self.schema.default_schema if self.schema else None
         if columns is None:
@@ -164,7 +163,8 @@ def level_of(
     if cuts:
         raise_to(rules.row_cap_cut, "the row cap will cut the result")
     if plan.error is not None:
-        raise_to(rules.no_estimate, f"no estimate: {plan.error}")
+        # A planner stopped by a bound (time, memory) was handed something costly: high.
+        raise_to("high" if plan.stopped else rules.no_estimate, f"no estimate: {plan.error}")
     return level, reasons
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import sqlite3
+import os
+import resource
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -10,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from approvals import ApprovalItem, StatementRisk
 from orchestrator.features.explain import explain
 from orchestrator.features.risk import RiskAssessor
-from safety import Policy, ReadOnlySettings, open_readonly_engine, read_schema
+from safety import Policy, ReadOnlySettings, open_readonly_engine, read_schema, sandbox_for
+from safety.sandbox import planner_sandbox
 
 POLICY = Policy.from_toml_text(
     """
@@ -179,27 +180,14 @@ def test_a_planner_error_is_reported_and_raises_the_level(target: tuple[str, str
 # -- EXPLAIN never runs the statement ------------------------------------------------------------
 
 
-def _counting_sqlite(url: str, calls: list[object]) -> sa.Engine:
-    engine = open_readonly_engine(url)
-
-    @event.listens_for(engine, "connect")
-    def _register(dbapi: sqlite3.Connection, _record: object) -> None:
-        dbapi.create_function("count_me", 1, lambda x: calls.append(x) or x)
-
-    engine.pool.dispose()
-    return engine
-
-
-def test_sqlite_explain_does_not_call_the_statements_function(sqlite_url: str) -> None:
-    calls: list[object] = []
-    engine = _counting_sqlite(sqlite_url, calls)
-    sql = "SELECT count_me(total) FROM orders LIMIT 5"
+def test_sqlite_explain_does_not_run_the_statement(sqlite_url: str) -> None:
+    # abs() of the smallest integer fails with "integer overflow", but only when it runs.
+    sql = "SELECT abs(id - 9223372036854775807 - 1) AS v FROM orders LIMIT 5"
+    engine = open_readonly_engine(sqlite_url)
     plan = explain(engine, "sqlite", sql)
     assert plan.error is None and plan.full_scans == ["orders"]
-    assert calls == []
-    with engine.connect() as conn:  # the counter does count when the statement runs
+    with engine.connect() as conn, pytest.raises(sa.exc.OperationalError, match="overflow"):
         conn.exec_driver_sql(sql).fetchall()
-    assert len(calls) == 5
     engine.dispose()
 
 
@@ -267,7 +255,8 @@ def test_postgres_explain_is_bounded_by_the_statement_timeout(postgres_url_fille
     )
     assert time.monotonic() - started < 2.5
     assert risk.estimate_error and "timeout" in risk.estimate_error
-    assert risk.level == "medium"
+    assert risk.level == "high"  # a planner stopped by a bound was handed something costly
+    assert risk.reasons == [f"no estimate: {risk.estimate_error}"]
     engine.dispose()
     admin.dispose()
 
@@ -333,3 +322,69 @@ def test_a_sqlite_double_quoted_string_is_a_string(sqlite_url: str) -> None:
 def test_what_really_is_unresolved_is_still_assumed_sensitive(sqlite_url: str) -> None:
     risk = _assess(sqlite_url, "sqlite", "SELECT nosuch FROM customers LIMIT 5")
     assert risk.level == "high" and risk.sensitive_columns == ["(columns not resolved)"]
+
+
+# -- the estimate is bounded like execution ------------------------------------------------------
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "duckdb"])
+def test_an_embedded_plan_is_asked_in_a_worker_even_without_a_sandbox(
+    dialect: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(ENGINES[dialect])
+    engine = open_readonly_engine(url, ReadOnlySettings(statement_timeout_s=5, sandbox_workers=0))
+    assert sandbox_for(engine) is None  # approved statements would run here, as asked
+    plan = explain(engine, dialect, "SELECT total FROM orders LIMIT 5")
+    assert plan.error is None and plan.full_scans == ["orders"]
+    assert planner_sandbox(engine).pids  # but the plan was asked in a worker process
+    assert os.getpid() not in planner_sandbox(engine).pids
+    engine.dispose()
+
+
+def test_a_plan_on_an_engine_of_another_maker_is_asked_in_a_worker(sqlite_url: str) -> None:
+    engine = sa.create_engine(sqlite_url)  # not read-only, no bounds of its own
+    plan = explain(engine, "sqlite", "SELECT total FROM orders LIMIT 5")
+    assert plan.error is None and plan.full_scans == ["orders"]
+    assert planner_sandbox(engine).pids
+    engine.dispose()
+
+
+def test_duckdb_constant_folding_costs_this_process_nothing(duckdb_url: str) -> None:
+    """DuckDB folds constants while planning: in this process ``EXPLAIN`` of the list below
+    took 13 s and 3.4 GB. In the worker it is stopped at its bounds, and stopped is high."""
+    timeout = 0.5
+    engine = open_readonly_engine(duckdb_url, ReadOnlySettings(statement_timeout_s=timeout))
+    planner_sandbox(engine).run("SELECT 1", row_cap=1)  # warm: the worker's start is not timed
+    before = _peak_rss()
+    started = time.monotonic()
+    risk = RiskAssessor(engine, "duckdb", Policy(), read_schema(engine))(
+        ApprovalItem.new(
+            question_id="q",
+            question="?",
+            sql="SELECT len(range(40000000)) AS n, regexp_matches(repeat('a', 200000000), "
+            "'(a|aa)*b') AS m FROM customers LIMIT 5",
+        )
+    )
+    assert time.monotonic() - started < 2 * timeout + 2.0  # the worker is killed past the grace
+    assert _peak_rss() - before < 100 * 1024 * 1024
+    assert risk.estimate_error and "stopped" in risk.estimate_error
+    assert risk.level == "high"
+    assert risk.reasons == [f"no estimate: {risk.estimate_error}"]
+    engine.dispose()
+
+
+def test_mysql_explain_is_bounded_by_the_statement_time_limit(mysql_url_filled: str) -> None:
+    """MariaDB evaluates a constant condition while optimising; its statement time limit
+    stops it like any query."""
+    engine = open_readonly_engine(mysql_url_filled, ReadOnlySettings(statement_timeout_s=0.5))
+    started = time.monotonic()
+    plan = explain(
+        engine, "mysql", "SELECT o.total FROM orders AS o WHERE BENCHMARK(500000000, md5('x')) = 0"
+    )
+    assert time.monotonic() - started < 2.0  # the benchmark alone takes a minute
+    assert plan.error is None or plan.stopped, plan.error
+    engine.dispose()
