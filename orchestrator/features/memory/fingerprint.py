@@ -133,16 +133,17 @@ def columns_read(
     tables = frozenset(
         t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in ctes
     )
-    if (
-        dialect == "sqlite"
-        and schema
-        and not isinstance(schema, Schema)
-        and isinstance(tree, exp.Expression)
-    ):
+    if dialect == "sqlite" and schema and isinstance(tree, exp.Expression) and _quoted_bare(tree):
         # SQLite reads a double-quoted name that is no column as a string ("dog"); the validator
-        # reads it so (``safety.resolve.sqlite_quoted_strings``), and so does this
+        # reads it so (``safety.resolve.sqlite_quoted_strings``), and so does this. A shared
+        # sqlglot schema gives the columns of just the tables read (cheap, per statement).
+        local = (
+            {t: schema.column_names(exp.to_table(t)) for t in tables}
+            if isinstance(schema, Schema)
+            else schema
+        )
         tree = tree.copy()
-        sqlite_quoted_strings(tree, SchemaCatalog(schema, dialect))
+        sqlite_quoted_strings(tree, SchemaCatalog(local, dialect))
     try:
         resolver: Schema | None
         if isinstance(schema, Schema):
@@ -170,6 +171,15 @@ def columns_read(
     except (SqlglotError, KeyError, ValueError):
         return tables, None
     return tables, frozenset(columns)
+
+
+def _quoted_bare(tree: exp.Expression) -> bool:
+    """Whether the statement has a double-quoted column name without a table (what SQLite may
+    read as a string)."""
+    return any(
+        not c.table and isinstance(c.this, exp.Identifier) and c.this.quoted
+        for c in tree.find_all(exp.Column)
+    )
 
 
 def _source(scope: Scope, name: str) -> object:
