@@ -116,6 +116,15 @@ class NameRules:
     def has_column_rules(self) -> bool:
         return self.allowed_columns is not None or bool(self.denied_columns)
 
+    def is_view(self, schema: str | None, table: str) -> bool:
+        """True when ``schema.table`` is a view whose verdicts follow its lineage
+        (``safety.lineage.LineageRules``); plain name rules know no views."""
+        return False
+
+    def view_reason(self, schema: str | None, table: str, default: str | None) -> str:
+        """Why reading a view is refused, in words; empty for plain name rules."""
+        return ""
+
     def table_verdict(self, schema: str | None, table: str, default: str | None) -> str | None:
         """None when ``schema.table`` may be read, else ``table_denied`` / ``table_not_allowed``."""
         if any(
@@ -185,6 +194,13 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
             ctx.report(
                 verdict, f"The table {table.shown} {where(table.node)} may not be read.", table.node
             )
+        elif verdict in ("view_unreadable", "view_reads_protected"):
+            reason = rules.view_reason(table.schema, table.table, default)
+            ctx.report(
+                verdict,
+                f"The view {table.shown} {where(table.node)} may not be read: {reason}.",
+                table.node,
+            )
         elif verdict is not None:
             ctx.report(
                 verdict,
@@ -195,7 +211,14 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
         ctx.report(problem.code, problem.message, problem.node)
     for column in resolution.columns:
         verdict = rules.column_verdict(column.schema, column.table, column.column, default)
-        if verdict == "column_denied":
+        if verdict is not None and rules.is_view(column.schema, column.table):
+            ctx.report(
+                verdict,
+                f"The view column {column.table}.{column.column} {where(column.node)} is derived from "
+                f"a column this query may not read; leave it out.",
+                column.node,
+            )
+        elif verdict == "column_denied":
             ctx.report(
                 verdict,
                 f"The column {column.table}.{column.column} {where(column.node)} is a protected column and "

@@ -87,6 +87,8 @@ _REGISTRY = (
     FindingCode("table_denied", _N, "a table the policy denies"),
     FindingCode("column_not_allowed", _N, "a column outside the policy's allowlist"),
     FindingCode("column_denied", _N, "a column the policy denies"),
+    FindingCode("view_unreadable", _N, "a view whose definition cannot be followed, not named"),
+    FindingCode("view_reads_protected", _N, "a view whose rows depend on a protected column"),
     FindingCode("function_not_allowed", _N, "a function outside the dialect's allowlist"),
     # a form a rewrite avoids
     FindingCode("parse_error", _F, "text the dialect's parser cannot read"),

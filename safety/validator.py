@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 from sqlglot import exp
@@ -15,6 +15,7 @@ from .dialect_rules import render
 from .dialects import check_dialect
 from .errors import UnregisteredFindingCode
 from .functions import FunctionAllowlist
+from .lineage import LineageRules, ViewLineages
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
 from .rules import RULES, Rule, RuleContext, label
@@ -27,7 +28,8 @@ def _protected_names(
 ) -> frozenset[str]:
     """Lower-case names of the columns the policy keeps from being read (for ``safety.shapes``)."""
     protected = {column for _, _, column in names.denied_columns}
-    if names.allowed_columns is not None and catalog is not None:
+    views_count = isinstance(names, LineageRules) and names.has_column_rules
+    if (names.allowed_columns is not None or views_count) and catalog is not None:
         for schema, table in catalog.tables():
             for column in catalog.columns(schema, table) or ():
                 if names.column_verdict(schema, table, column, default_schema):
@@ -46,7 +48,9 @@ class SqlValidator:
     schema-qualified ``{"schema.table": [columns]}``; ``default_schema`` is the schema unqualified
     tables live in (defaults: ``main`` for SQLite/DuckDB, ``public`` for PostgreSQL; for MySQL
     pass the URL's database). With table or column rules in the policy, every reference is
-    resolved against that schema first (see ``safety.resolve``).
+    resolved against that schema first (see ``safety.resolve``). ``views`` maps the views among
+    those tables to their definitions (None: unreadable), so that rules follow what a view reads
+    (see ``safety.lineage``); ``safety.read_schema`` gives all three.
 
     Example:
         >>> v = SqlValidator(dialect="sqlite", policy=SafetyPolicy(max_limit=10))
@@ -67,6 +71,7 @@ class SqlValidator:
         rules: Sequence[Rule] = RULES,
         *,
         default_schema: str | None = None,
+        views: Mapping[str, str | None] | None = None,
     ) -> None:
         self.dialect = check_dialect(dialect)
         self._dialect = Dialect.get_or_raise(self.dialect)  # resolved once, not per statement
@@ -87,11 +92,17 @@ class SqlValidator:
             if self.catalog is not None
             else None
         )
-        self.names = NameRules.from_policy(
-            self.policy.allowed_tables,
-            self.policy.denied_tables,
-            self.policy.allowed_columns,
-            self.policy.denied_columns,
+        self.views = (
+            ViewLineages(views, self.catalog) if views and self.catalog is not None else None
+        )
+        self.names = LineageRules.wrap(
+            NameRules.from_policy(
+                self.policy.allowed_tables,
+                self.policy.denied_tables,
+                self.policy.allowed_columns,
+                self.policy.denied_columns,
+            ),
+            self.views,
         )
         self.protected = _protected_names(self.names, self.catalog, self.default_schema)
         allowlist = functions or FunctionAllowlist.for_dialect(self.dialect)

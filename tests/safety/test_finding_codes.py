@@ -93,8 +93,16 @@ EXAMPLES = [
     ("star_columns_omitted", "sqlite", DENY, SCHEMA, "SELECT * FROM owners"),
     ("schema_unknown", "sqlite", DENY, None, "SELECT a FROM t"),
 ]
-#: Codes no SQL text reaches here, each shown by its own test below.
-REACHED_OTHERWISE = {"ambiguous_column", "ddl_in_tree", "command_in_tree", "validation_failed"}
+#: Codes no SQL text reaches here, each shown by its own test below (the view codes need view
+#: definitions: tests/safety/test_safety_views.py).
+REACHED_OTHERWISE = {
+    "ambiguous_column",
+    "ddl_in_tree",
+    "command_in_tree",
+    "validation_failed",
+    "view_unreadable",
+    "view_reads_protected",
+}
 
 
 def test_correctable_refusals_are_derived_from_the_registry() -> None:
@@ -113,6 +121,8 @@ def test_correctable_refusals_are_derived_from_the_registry() -> None:
         "column_not_allowed",
         "column_denied",
         "function_not_allowed",
+        "view_unreadable",
+        "view_reads_protected",
     }
     assert not CORRECTABLE_REFUSALS & codes_of(FindingKind.FORBIDDEN, FindingKind.INTERNAL)
 
