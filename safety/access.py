@@ -8,8 +8,9 @@ Policy entries are ``table`` or ``schema.table`` for tables, and ``column``, ``t
   (``public``, ``main``, the MySQL database), so ``other_schema.allowed_name`` is not allowed;
 - a bare column entry applies to that column of every table.
 
-When column rules exist, every reference is resolved against the real schema (see
-``safety.resolve``); without a schema, column rules refuse the statement (``schema_unknown``),
+When the schema is known, every reference is resolved against it (see ``safety.resolve``), with
+or without rules, so ``SELECT nosuch FROM pets`` is refused (``unresolved_column``); without a
+schema, column rules refuse the statement (``schema_unknown``),
 since a reference that cannot be resolved cannot be judged. Table rules need no schema; when one
 is known, a table outside it is refused (``unresolved_table``).
 
@@ -160,11 +161,16 @@ class NameRules:
 def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Refuse tables and columns outside the policy's allowlists or inside its denylists."""
     rules = ctx.names
-    if (rules.empty and not ctx.policy.require_resolution) or ctx.refused:
+    # With the schema known, every reference is resolved, rules or not; catalog tables are not
+    # in the schema, so a policy that allows them resolves only when it has rules or asks to.
+    resolve_all = ctx.policy.require_resolution or (
+        ctx.catalog is not None and not ctx.policy.allow_system_tables
+    )
+    if (rules.empty and not resolve_all) or ctx.refused:
         return expression
     from .rules import where
 
-    if rules.has_column_rules or ctx.policy.require_resolution:
+    if rules.has_column_rules or resolve_all:
         if ctx.catalog is None:
             ctx.report(
                 "schema_unknown",

@@ -66,6 +66,12 @@ class SafetyPolicy(BaseModel):
     denied_functions: tuple[str, ...] = Field(
         default=(), description="Function names refused on top of the built-in denylist."
     )
+    max_value_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description="The most bytes one result row may take, checked by the database itself "
+        "(PostgreSQL: the outermost query is wrapped, see safety.value_bound); None: unchecked.",
+    )
 
     @field_validator("star", mode="before")
     @classmethod

@@ -388,6 +388,7 @@ class Policy(BaseModel):
             allow_system_tables=self.allow_system_tables,
             extra_functions=self.extra_functions,
             denied_functions=self.denied_functions,
+            max_value_bytes=self.max_result_bytes,
         )
 
     def fingerprint(self) -> str:

@@ -25,6 +25,7 @@ __all__ = [
     "RULES",
     "Rule",
     "RuleContext",
+    "bound_values",
     "check_access",
     "check_executable_comments",
     "check_file_tables",
@@ -41,6 +42,7 @@ __all__ = [
     "check_system_tables",
     "enforce_limit",
     "handle_star",
+    "unwrap_value_bound",
 ]
 
 
@@ -75,6 +77,8 @@ class RuleContext:
         severity: Severity = "error",
     ) -> None:
         check_code(code)  # a code without a kind in safety/codes.py is a programming error
+        if any(f.code == code and f.message == message for f in self.findings):
+            return  # the same refusal twice (one column named twice) is told once
         # model_construct: the fields are built right here, so pydantic's validation is skipped (hot path).
         self.findings.append(
             SafetyFinding.model_construct(
@@ -544,6 +548,17 @@ def check_shapes(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
             f"check; rewrite it with plain SELECT clauses, operators and functions.",
             node,
         )
+    for node in ctx.of(expression, exp.Lambda):
+        # The parser reads every name in a lambda's body as its parameter, even inside a
+        # subquery there (DuckDB ``email -> (SELECT max(email) FROM customers)``), so such a
+        # subquery's columns cannot be resolved; DuckDB refuses subqueries in lambdas anyway.
+        if node.this is not None and node.this.find(exp.Query):
+            ctx.report(
+                "opaque_reference",
+                f"The lambda {where(node)} holds a subquery, whose names cannot be told apart "
+                f"from the lambda's parameters; compute the subquery outside the lambda.",
+                node,
+            )
     if ctx.names.empty and not ctx.policy.require_resolution:
         return expression
     for code, message, node in opaque_names(
@@ -560,7 +575,22 @@ def check_selectors(expression: exp.Expression, ctx: RuleContext) -> exp.Express
     return check(expression, ctx)
 
 
+def unwrap_value_bound(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """The query inside the validator's own value-bound wrapper (``safety.value_bound``)."""
+    from .value_bound import unwrap_value_bound as unwrap
+
+    return unwrap(expression, ctx)
+
+
+def bound_values(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """No result row larger than the budget leaves the database (``safety.value_bound``)."""
+    from .value_bound import bound_values as bound
+
+    return bound(expression, ctx)
+
+
 RULES: tuple[Rule, ...] = (
+    unwrap_value_bound,
     check_root,
     check_executable_comments,
     check_statements_in_tree,
@@ -577,4 +607,5 @@ RULES: tuple[Rule, ...] = (
     check_shapes,
     check_access,
     enforce_limit,
+    bound_values,
 )

@@ -19,6 +19,7 @@ from .lineage import LineageRules, ViewLineages
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
 from .rules import RULES, Rule, RuleContext, label
+from .statement import _minted
 
 __all__ = ["SqlValidator"]
 
@@ -159,9 +160,12 @@ class SqlValidator:
                 f"The statement could not be checked ({type(error).__name__}: {error}).",
             )
             rendered = None
-        return ValidationResult.model_construct(
+        result = ValidationResult.model_construct(
             dialect=self.dialect, original=sql, sql=rendered, findings=ctx.findings
         )
+        if rendered is not None and not ctx.refused:
+            result._statement = _minted(rendered, self.dialect, self.row_limit)
+        return result
 
     def _parse(self, sql: str) -> exp.Expr | SafetyFinding:
         try:

@@ -72,8 +72,8 @@ def approve_and_execute(
             cycle,
             executor,
             gate,
-            validator.row_limit,
-            revalidate=validator if ctx.schema_changed else None,
+            validator,
+            revalidate=ctx.schema_changed,
         )
     while True:
         waiting = [q for q in ctx.questions if q.active and q.pending_sql is not None]
@@ -82,7 +82,7 @@ def approve_and_execute(
         cycle += 1
         pending = _validate_all(p, waiting, validator, cycle)
         outcome = _decide(p, ctx, pending, gate, cycle)
-        _after_review(p, ctx, pending, outcome, cycle, executor, gate, validator.row_limit)
+        _after_review(p, ctx, pending, outcome, cycle, executor, gate, validator)
 
 
 def _after_review(
@@ -93,14 +93,14 @@ def _after_review(
     cycle: int,
     executor: SQLExecutor,
     gate: ApprovalGate,
-    row_limit: int | None,
+    validator: SqlValidator,
     *,
-    revalidate: SqlValidator | None = None,
+    revalidate: bool = False,
 ) -> None:
     runnable = _apply(p, pending, outcome, cycle)
-    if revalidate is not None:
-        runnable = _still_valid(runnable, revalidate)
-    execute(p, ctx, runnable, executor, gate, row_limit=row_limit)
+    if revalidate:
+        runnable = _still_valid(runnable, validator)
+    execute(p, ctx, runnable, executor, gate, validator)
     remember_rejected(p, ctx, pending, outcome, gate)
     needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
     if needing:
