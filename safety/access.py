@@ -34,7 +34,7 @@ from .resolve_fast import GIVE_UP, fast_resolve, needs_full
 if TYPE_CHECKING:
     from .rules import RuleContext
 
-__all__ = ["NameRules", "check_access", "split_entry"]
+__all__ = ["NameRules", "check_access", "resolve_statement", "split_entry"]
 
 TableKey = tuple[str | None, str]
 ColumnKey = tuple[str | None, str | None, str]
@@ -158,13 +158,33 @@ class NameRules:
         return None
 
 
+def resolve_statement(expression: exp.Expression, ctx: RuleContext) -> tuple[Resolution, bool]:
+    """Every column of ``expression`` followed to its table (``ctx.catalog`` must be known), and
+    whether the resolution's nodes are ``expression``'s own (the fast path) rather than a
+    qualified copy's."""
+    assert ctx.catalog is not None
+    if ctx.dialect == "sqlite" and any(
+        isinstance(c.this, exp.Identifier) and c.this.quoted for c in ctx.of(expression, exp.Column)
+    ):
+        if sqlite_quoted_strings(expression, ctx.catalog):
+            ctx.invalidate()
+    fast = None
+    if not needs_full(ctx.of(expression, *GIVE_UP), ctx.of(expression, exp.Star)):
+        fast = fast_resolve(expression, ctx.catalog, ctx.dialect, ctx.of(expression, exp.Column))
+    if fast is not None:
+        return fast, True
+    return resolve(expression, ctx.catalog, ctx.dialect), False
+
+
 def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Refuse tables and columns outside the policy's allowlists or inside its denylists."""
     rules = ctx.names
     # With the schema known, every reference is resolved, rules or not; catalog tables are not
     # in the schema, so a policy that allows them resolves only when it has rules or asks to.
-    resolve_all = ctx.policy.require_resolution or (
-        ctx.catalog is not None and not ctx.policy.allow_system_tables
+    resolve_all = (
+        ctx.policy.require_resolution
+        or bool(ctx.policy.masked_columns)
+        or (ctx.catalog is not None and not ctx.policy.allow_system_tables)
     )
     if (rules.empty and not resolve_all) or ctx.refused:
         return expression
@@ -179,18 +199,7 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
                 expression,
             )
             return expression
-        if ctx.dialect == "sqlite" and any(
-            isinstance(c.this, exp.Identifier) and c.this.quoted
-            for c in ctx.of(expression, exp.Column)
-        ):
-            if sqlite_quoted_strings(expression, ctx.catalog):
-                ctx.invalidate()
-        fast = None
-        if not needs_full(ctx.of(expression, *GIVE_UP), ctx.of(expression, exp.Star)):
-            fast = fast_resolve(
-                expression, ctx.catalog, ctx.dialect, ctx.of(expression, exp.Column)
-            )
-        resolution: Resolution = fast or resolve(expression, ctx.catalog, ctx.dialect)
+        resolution, _ = resolve_statement(expression, ctx)
     else:
         resolution = resolve_tables(expression, ctx.catalog, ctx.default_schema)
     default = ctx.default_schema

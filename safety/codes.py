@@ -101,6 +101,7 @@ _REGISTRY = (
         "opaque_reference", _F, "a name where resolution cannot follow it (method, field, lambda)"
     ),
     FindingCode("unsupported_node", _F, "a construct the validator does not understand"),
+    FindingCode("masked_column_use", _F, "a masked column used where its hidden value leaks"),
     FindingCode("limit_not_literal", _F, "a LIMIT whose row count cannot be checked"),
     FindingCode("regexp_unsupported", _F, "REGEXP where the engine has none"),
     # what a read-only query never does: never retried
@@ -124,6 +125,7 @@ _REGISTRY = (
     FindingCode("limit_added", _R, "a LIMIT added to the outermost query"),
     FindingCode("limit_lowered", _R, "a LIMIT lowered to the row cap"),
     FindingCode("star_expanded", _R, "SELECT * expanded to the columns"),
+    FindingCode("column_masked", _R, "masked columns shown through their masks"),
     FindingCode("star_columns_omitted", _R, "columns the policy hides left out of SELECT *"),
     # the validator could not judge
     FindingCode("schema_unknown", _I, "column rules without a schema to resolve against"),

@@ -302,9 +302,17 @@ class LineageRules(NameRules):
     """
 
     views: ViewLineages | None = field(default=None, compare=False)
+    #: Base columns shown only through a mask (``safety.masking``): a view column derived from
+    #: one, or a view whose rows depend on one, is refused like a denied column.
+    masked: frozenset[tuple[str | None, str | None, str]] = frozenset()
 
     @classmethod
-    def wrap(cls, names: NameRules, views: ViewLineages | None) -> NameRules:
+    def wrap(
+        cls,
+        names: NameRules,
+        views: ViewLineages | None,
+        masked: frozenset[tuple[str | None, str | None, str]] = frozenset(),
+    ) -> NameRules:
         if not views:
             return names
         return cls(
@@ -313,7 +321,17 @@ class LineageRules(NameRules):
             names.allowed_columns,
             names.denied_columns,
             views,
+            masked,
         )
+
+    def _base_column(self, s: str | None, t: str, c: str, default: str | None) -> str | None:
+        """The verdict on a base column a view reads: a masked one counts as denied."""
+        if any(
+            mc == c and (mt is None or mt == t) and (ms is None or ms == s)
+            for ms, mt, mc in self.masked
+        ):
+            return "column_denied"
+        return NameRules.column_verdict(self, s, t, c, default)
 
     def is_view(self, schema: str | None, table: str) -> bool:
         return self.views is not None and self.views.is_view(schema, table)
@@ -344,7 +362,7 @@ class LineageRules(NameRules):
             if inner is not None and inner.opaque and not self._named(s, t, default):
                 return f"it reads the view {t}, whose definition cannot be followed"
         for s, t, c in sorted(lineage.rows, key=str):
-            if NameRules.column_verdict(self, s, t, c, default):
+            if self._base_column(s, t, c, default):
                 return f"its rows depend on {t}.{c}, a column this query may not read"
         return ""
 
@@ -364,7 +382,7 @@ class LineageRules(NameRules):
             if verdict is not None and not explicit:
                 return verdict
         for s, t, c in lineage.rows:
-            verdict = NameRules.column_verdict(self, s, t, c, default)
+            verdict = self._base_column(s, t, c, default)
             if verdict == "column_denied" or (verdict is not None and not explicit):
                 return "view_reads_protected"
         return None
@@ -384,7 +402,7 @@ class LineageRules(NameRules):
             for s, t, c in self.allowed_columns
         )
         for s, t, c in lineage.columns[columns.index(column)]:
-            verdict = NameRules.column_verdict(self, s, t, c, default)
+            verdict = self._base_column(s, t, c, default)
             if verdict == "column_denied" or (verdict is not None and not explicit):
                 return verdict
         return None

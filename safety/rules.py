@@ -25,6 +25,7 @@ __all__ = [
     "RULES",
     "Rule",
     "RuleContext",
+    "apply_masks",
     "bound_values",
     "check_access",
     "check_executable_comments",
@@ -559,7 +560,7 @@ def check_shapes(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
                 f"from the lambda's parameters; compute the subquery outside the lambda.",
                 node,
             )
-    if ctx.names.empty and not ctx.policy.require_resolution:
+    if ctx.names.empty and not ctx.policy.require_resolution and not ctx.policy.masked_columns:
         return expression
     for code, message, node in opaque_names(
         expression, ctx.dialect, ctx.protected, ctx.of(expression, *_NAME_NODES)
@@ -580,6 +581,13 @@ def unwrap_value_bound(expression: exp.Expression, ctx: RuleContext) -> exp.Expr
     from .value_bound import unwrap_value_bound as unwrap
 
     return unwrap(expression, ctx)
+
+
+def apply_masks(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Masked columns shown through their masks, refused elsewhere (``safety.masking``)."""
+    from .masking import apply_masks as mask
+
+    return mask(expression, ctx)
 
 
 def bound_values(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
@@ -606,6 +614,7 @@ RULES: tuple[Rule, ...] = (
     handle_star,
     check_shapes,
     check_access,
+    apply_masks,
     enforce_limit,
     bound_values,
 )

@@ -16,6 +16,7 @@ from .dialects import check_dialect
 from .errors import UnregisteredFindingCode
 from .functions import FunctionAllowlist
 from .lineage import LineageRules, ViewLineages
+from .masking import MaskRules
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
 from .rules import RULES, Rule, RuleContext, label
@@ -29,7 +30,7 @@ def _protected_names(
 ) -> frozenset[str]:
     """Lower-case names of the columns the policy keeps from being read (for ``safety.shapes``)."""
     protected = {column for _, _, column in names.denied_columns}
-    views_count = isinstance(names, LineageRules) and names.has_column_rules
+    views_count = isinstance(names, LineageRules) and (names.has_column_rules or bool(names.masked))
     if (names.allowed_columns is not None or views_count) and catalog is not None:
         for schema, table in catalog.tables():
             for column in catalog.columns(schema, table) or ():
@@ -96,6 +97,7 @@ class SqlValidator:
         self.views = (
             ViewLineages(views, self.catalog) if views and self.catalog is not None else None
         )
+        masks = MaskRules.from_policy(self.policy.masked_columns, self.policy.mask_aggregates)
         self.names = LineageRules.wrap(
             NameRules.from_policy(
                 self.policy.allowed_tables,
@@ -104,8 +106,11 @@ class SqlValidator:
                 self.policy.denied_columns,
             ),
             self.views,
+            frozenset(key for key, _ in masks.masks),
         )
-        self.protected = _protected_names(self.names, self.catalog, self.default_schema)
+        self.protected = _protected_names(self.names, self.catalog, self.default_schema) | {
+            column for (_, _, column), _ in masks.masks
+        }
         allowlist = functions or FunctionAllowlist.for_dialect(self.dialect)
         if self.policy.extra_functions:
             allowlist = allowlist.extend(*self.policy.extra_functions)

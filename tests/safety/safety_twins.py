@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,12 +125,17 @@ def _fill(execute, dialect: str, twin: str, extra: tuple[str, ...] = ()) -> None
         execute(statement)
 
 
-def _twin(dialect: str, engine: sa.Engine, views: bool = False) -> Twin:
+def _twin(
+    dialect: str,
+    engine: sa.Engine,
+    views: bool = False,
+    keep: tuple[str, ...] = ("customers", "staff"),
+) -> Twin:
     found = read_schema(engine)
     schema = {
         k: v
         for k, v in found.tables.items()
-        if k.split(".")[-1] in ("customers", "staff") or (views and k in found.views)
+        if k.split(".")[-1] in keep or (views and k in found.views)
     }
     kept = {k: v for k, v in found.views.items() if k in schema}
     return Twin(dialect, engine, schema, found.default_schema or "", views=kept)
@@ -138,17 +144,33 @@ def _twin(dialect: str, engine: sa.Engine, views: bool = False) -> Twin:
 SETTINGS = ReadOnlySettings(statement_timeout_s=5, sandbox_workers=0)
 
 
-def make_twins(dialect: str, tmp: Path, extra: tuple[str, ...] = ()) -> Twins:
+def make_twins(
+    dialect: str,
+    tmp: Path,
+    extra: tuple[str, ...] = (),
+    fill: Callable[[Callable, str, str], None] | None = None,
+    keep: tuple[str, ...] = ("customers", "staff"),
+) -> Twins:
     """Two databases of ``dialect`` that differ only in the protected values; ``extra``
-    statements (views) run on both after the tables are filled."""
+    statements (views) run on both after the tables are filled. ``fill(execute, dialect, twin)``
+    fills twin ``"a"`` or ``"b"`` instead of the default tables; ``keep`` names the tables the
+    validator sees."""
+    if fill is not None:
+
+        def filler(execute, dialect: str, twin: str, extra: tuple[str, ...] = ()) -> None:
+            fill(execute, dialect, twin)
+            for statement in extra:
+                execute(statement)
+    else:
+        filler = _fill
     if dialect == "sqlite":
         twins = []
         for name in "ab":
             path = tmp / f"{name}.db"
             with sqlite3.connect(path) as conn:
-                _fill(conn.execute, dialect, name, extra)
+                filler(conn.execute, dialect, name, extra)
             engine = open_readonly_engine(f"sqlite:///{path}", SETTINGS)
-            twins.append(_twin(dialect, engine, bool(extra)))
+            twins.append(_twin(dialect, engine, bool(extra), keep))
         return Twins(dialect, *twins)
     if dialect == "duckdb":
         import duckdb
@@ -157,10 +179,10 @@ def make_twins(dialect: str, tmp: Path, extra: tuple[str, ...] = ()) -> Twins:
         for name in "ab":
             path = tmp / f"{name}.duckdb"
             conn = duckdb.connect(str(path))
-            _fill(conn.execute, dialect, name, extra)
+            filler(conn.execute, dialect, name, extra)
             conn.close()
             engine = open_readonly_engine(f"duckdb:///{path}", SETTINGS)
-            twins.append(_twin(dialect, engine, bool(extra)))
+            twins.append(_twin(dialect, engine, bool(extra), keep))
         return Twins(dialect, *twins)
     env = POSTGRES_ENV if dialect == "postgres" else MYSQL_ENV
     url = os.environ.get(env)
@@ -178,10 +200,11 @@ def make_twins(dialect: str, tmp: Path, extra: tuple[str, ...] = ()) -> Twins:
         twin_url = make_url(url).set(database=database)
         owner = sa.create_engine(twin_url)
         with owner.begin() as conn:
-            _fill(conn.exec_driver_sql, dialect, name, extra)
+            filler(conn.exec_driver_sql, dialect, name, extra)
         owner.dispose()
         rendered = twin_url.render_as_string(hide_password=False)
-        twins.append(_twin(dialect, open_readonly_engine(rendered, SETTINGS), bool(extra)))
+        engine = open_readonly_engine(rendered, SETTINGS)
+        twins.append(_twin(dialect, engine, bool(extra), keep))
     return Twins(dialect, *twins, cleanup=[admin, names])
 
 

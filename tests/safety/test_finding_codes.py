@@ -36,6 +36,7 @@ SCHEMA = {
     "vet": ["id"],
 }
 DENY = SafetyPolicy(denied_columns=("owners.email",), denied_tables=("audit",))
+MASK = SafetyPolicy(masked_columns=(("owners.email", "email"),))
 ALLOW = SafetyPolicy(
     allowed_tables=("pets", "owners"),
     allowed_columns=("pets.petid", "pets.pettype", "owners.name", "owners.petid"),
@@ -92,6 +93,8 @@ EXAMPLES = [
     ("star_expanded", "sqlite", None, SCHEMA, "SELECT * FROM pets"),
     ("star_columns_omitted", "sqlite", DENY, SCHEMA, "SELECT * FROM owners"),
     ("schema_unknown", "sqlite", DENY, None, "SELECT a FROM t"),
+    ("masked_column_use", "sqlite", MASK, SCHEMA, "SELECT name FROM owners WHERE email = 'x'"),
+    ("column_masked", "sqlite", MASK, SCHEMA, "SELECT email FROM owners"),
 ]
 #: Codes no SQL text reaches here, each shown by its own test below (the view codes need view
 #: definitions: tests/safety/test_safety_views.py).
