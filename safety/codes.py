@@ -89,6 +89,7 @@ _REGISTRY = (
     FindingCode("column_denied", _N, "a column the policy denies"),
     FindingCode("view_unreadable", _N, "a view whose definition cannot be followed, not named"),
     FindingCode("view_reads_protected", _N, "a view whose rows depend on a protected column"),
+    FindingCode("row_filter_view", _N, "a view over a table whose rows are filtered per asker"),
     FindingCode("function_not_allowed", _N, "a function outside the dialect's allowlist"),
     # a form a rewrite avoids
     FindingCode("parse_error", _F, "text the dialect's parser cannot read"),
@@ -120,11 +121,13 @@ _REGISTRY = (
     FindingCode("file_as_table", _X, "a file path or URL read as a table"),
     FindingCode("executable_comment", _X, "a MySQL executable comment"),
     FindingCode("session_variable_write", _X, "an assignment to a session variable"),
+    FindingCode("row_filter_unbound", _X, "a row filter needing an attribute the asker lacks"),
     FindingCode("server_setting", _X, "a read of a server setting"),
     # changes the validator made
     FindingCode("limit_added", _R, "a LIMIT added to the outermost query"),
     FindingCode("limit_lowered", _R, "a LIMIT lowered to the row cap"),
     FindingCode("star_expanded", _R, "SELECT * expanded to the columns"),
+    FindingCode("rows_filtered", _R, "row filters added for who asks"),
     FindingCode("column_masked", _R, "masked columns shown through their masks"),
     FindingCode("star_columns_omitted", _R, "columns the policy hides left out of SELECT *"),
     # the validator could not judge

@@ -75,6 +75,11 @@ class SafetyPolicy(BaseModel):
         default=("count_distinct",),
         description="Aggregates a masked column may stand in: count_distinct (count(DISTINCT c)).",
     )
+    row_filters: tuple[tuple[str, str], ...] = Field(
+        default=(),
+        description="(table entry, predicate) pairs: the table is read only through the predicate, "
+        "whose {user.x} placeholders take the asker's attributes (see safety.row_filters).",
+    )
     max_value_bytes: int | None = Field(
         default=None,
         ge=1,

@@ -253,6 +253,11 @@ class RolePolicy(BaseModel):
     model_config = _STRICT
 
     tables: TableRules = Field(default_factory=TableRules, description="Narrower table lists.")
+    rows: dict[str, str] = Field(
+        default_factory=dict,
+        description="Table entry -> predicate with {user.x} placeholders: the table is read only "
+        "through it, for the asker's attributes (safety.row_filters).",
+    )
     columns: ColumnRules = Field(default_factory=ColumnRules, description="Narrower column lists.")
     select_star: StarMode | None = Field(
         default=None, description="'refuse' to refuse SELECT * for this role (it cannot widen)."
@@ -278,6 +283,11 @@ class Policy(BaseModel):
     model_config = _STRICT
 
     tables: TableRules = Field(default_factory=TableRules, description="Which tables may be read.")
+    rows: dict[str, str] = Field(
+        default_factory=dict,
+        description="Table entry -> predicate with {user.x} placeholders: the table is read only "
+        "through it, for the asker's attributes (safety.row_filters).",
+    )
     columns: ColumnRules = Field(
         default_factory=ColumnRules, description="Which columns may be referenced."
     )
@@ -387,6 +397,8 @@ class Policy(BaseModel):
                         self.columns.mask_aggregates, role.columns.mask_aggregates
                     ),
                 ),
+                # a role adds row filters; where both filter a table, both apply (AND)
+                "rows": _rows_union(self.rows, role.rows),
                 "select_star": _star(self.select_star, role.select_star, name),
                 "max_limit": min(self.max_limit, role.max_limit or self.max_limit),
                 "row_cap": min(self.row_cap, role.row_cap or self.row_cap),
@@ -420,6 +432,7 @@ class Policy(BaseModel):
             denied_functions=self.denied_functions,
             max_value_bytes=self.max_result_bytes,
             masked_columns=tuple(sorted(self.columns.mask.items())),
+            row_filters=tuple(sorted(self.rows.items())),
             mask_aggregates=(
                 self.columns.mask_aggregates
                 if self.columns.mask_aggregates is not None
@@ -437,6 +450,14 @@ class Policy(BaseModel):
 
 
 _STRICT_MASKS = ("null", "redact", "last4", "email")
+
+
+def _rows_union(base: dict[str, str], role: dict[str, str]) -> dict[str, str]:
+    merged = dict(base)
+    for entry, predicate in role.items():
+        held = merged.get(entry)
+        merged[entry] = predicate if held is None else f"({held}) AND ({predicate})"
+    return merged
 
 
 def _masks_union(base: dict[str, str], role: dict[str, str]) -> dict[str, str]:

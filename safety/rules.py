@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -20,6 +21,10 @@ from .dialect_rules import check_executable_comments, check_regexp, check_sessio
 from .functions import FunctionAllowlist
 from .models import SafetyFinding, Severity
 from .policy import SafetyPolicy
+
+if TYPE_CHECKING:
+    from .lineage import ViewLineages
+    from .row_filters import RowFilters
 
 __all__ = [
     "RULES",
@@ -42,6 +47,7 @@ __all__ = [
     "check_statements_in_tree",
     "check_system_tables",
     "enforce_limit",
+    "filter_rows",
     "handle_star",
     "unwrap_value_bound",
 ]
@@ -65,6 +71,8 @@ class RuleContext:
     names: NameRules = field(default_factory=NameRules.from_policy)
     sql: str = ""
     protected: frozenset[str] = frozenset()
+    row_filters: RowFilters | None = None
+    views: ViewLineages | None = None
     findings: list[SafetyFinding] = field(default_factory=list)
     halted: bool = False
     _index: dict[type, list[exp.Expression]] | None = None
@@ -590,6 +598,13 @@ def apply_masks(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     return mask(expression, ctx)
 
 
+def filter_rows(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Every filtered table read only through its row filter (``safety.row_filters``)."""
+    from .row_filters import filter_rows as rows
+
+    return rows(expression, ctx)
+
+
 def bound_values(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """No result row larger than the budget leaves the database (``safety.value_bound``)."""
     from .value_bound import bound_values as bound
@@ -613,6 +628,7 @@ RULES: tuple[Rule, ...] = (
     check_selectors,
     handle_star,
     check_shapes,
+    filter_rows,
     check_access,
     apply_masks,
     enforce_limit,

@@ -19,6 +19,7 @@ from .lineage import LineageRules, ViewLineages
 from .masking import MaskRules
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
+from .row_filters import IdentityValue, RowFilters
 from .rules import RULES, Rule, RuleContext, label
 from .statement import _minted
 
@@ -52,7 +53,8 @@ class SqlValidator:
     pass the URL's database). With table or column rules in the policy, every reference is
     resolved against that schema first (see ``safety.resolve``). ``views`` maps the views among
     those tables to their definitions (None: unreadable), so that rules follow what a view reads
-    (see ``safety.lineage``); ``safety.read_schema`` gives all three.
+    (see ``safety.lineage``); ``safety.read_schema`` gives all three. ``identity`` is the
+    asker's attributes, which the policy's row filters take (see ``safety.row_filters``).
 
     Example:
         >>> v = SqlValidator(dialect="sqlite", policy=SafetyPolicy(max_limit=10))
@@ -74,6 +76,7 @@ class SqlValidator:
         *,
         default_schema: str | None = None,
         views: Mapping[str, str | None] | None = None,
+        identity: Mapping[str, IdentityValue] | None = None,
     ) -> None:
         self.dialect = check_dialect(dialect)
         self._dialect = Dialect.get_or_raise(self.dialect)  # resolved once, not per statement
@@ -111,6 +114,11 @@ class SqlValidator:
         self.protected = _protected_names(self.names, self.catalog, self.default_schema) | {
             column for (_, _, column), _ in masks.masks
         }
+        self.row_filters = (
+            RowFilters(self.policy.row_filters, self.dialect, self.catalog, identity)
+            if self.policy.row_filters
+            else None
+        )
         allowlist = functions or FunctionAllowlist.for_dialect(self.dialect)
         if self.policy.extra_functions:
             allowlist = allowlist.extend(*self.policy.extra_functions)
@@ -141,6 +149,8 @@ class SqlValidator:
             names=self.names,
             sql=sql,
             protected=self.protected,
+            row_filters=self.row_filters,
+            views=self.views,
         )
         expression = cast(exp.Expression, parsed)  # every statement sqlglot parses is one
         try:

@@ -37,6 +37,7 @@ SCHEMA = {
 }
 DENY = SafetyPolicy(denied_columns=("owners.email",), denied_tables=("audit",))
 MASK = SafetyPolicy(masked_columns=(("owners.email", "email"),))
+ROWS = SafetyPolicy(row_filters=(("pets", "pettype = {user.kind}"),))
 ALLOW = SafetyPolicy(
     allowed_tables=("pets", "owners"),
     allowed_columns=("pets.petid", "pets.pettype", "owners.name", "owners.petid"),
@@ -95,6 +96,7 @@ EXAMPLES = [
     ("schema_unknown", "sqlite", DENY, None, "SELECT a FROM t"),
     ("masked_column_use", "sqlite", MASK, SCHEMA, "SELECT name FROM owners WHERE email = 'x'"),
     ("column_masked", "sqlite", MASK, SCHEMA, "SELECT email FROM owners"),
+    ("row_filter_unbound", "sqlite", ROWS, SCHEMA, "SELECT petid FROM pets"),
 ]
 #: Codes no SQL text reaches here, each shown by its own test below (the view codes need view
 #: definitions: tests/safety/test_safety_views.py).
@@ -105,6 +107,8 @@ REACHED_OTHERWISE = {
     "validation_failed",
     "view_unreadable",
     "view_reads_protected",
+    "row_filter_view",
+    "rows_filtered",
 }
 
 
@@ -126,6 +130,7 @@ def test_correctable_refusals_are_derived_from_the_registry() -> None:
         "function_not_allowed",
         "view_unreadable",
         "view_reads_protected",
+        "row_filter_view",
     }
     assert not CORRECTABLE_REFUSALS & codes_of(FindingKind.FORBIDDEN, FindingKind.INTERNAL)
 
