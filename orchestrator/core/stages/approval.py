@@ -100,7 +100,13 @@ def _after_review(
     runnable = _apply(p, pending, outcome, cycle)
     if revalidate:
         runnable = _still_valid(runnable, validator)
-    execute(p, ctx, runnable, executor, gate, validator)
+    # This cycle's statements as the validator minted them: run without validating them again
+    # when the approved text is theirs byte for byte (an edit or a changed text is validated).
+    checked = {
+        call_id: entry.validation.statement if entry.validation is not None else None
+        for call_id, entry in pending.items()
+    }
+    execute(p, ctx, runnable, executor, gate, validator, checked)
     remember_rejected(p, ctx, pending, outcome, gate)
     needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
     if needing:

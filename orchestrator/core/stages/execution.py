@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -44,13 +45,15 @@ def execute(
     executor: SQLExecutor,
     gate: ApprovalGate,
     validator: SqlValidator,
+    checked: Mapping[str, ValidatedStatement | None] | None = None,
 ) -> None:
     """Run each approved statement once, and check its result.
 
     What runs is a ``safety.ValidatedStatement``: the approved text, byte for byte, validated
     again by the run's ``validator`` just before it runs (a text that no longer renders to
-    itself, or is refused, ends the question ``unsafe`` and nothing runs). The executor keeps at
-    most ``min(row_cap, validator.row_limit)`` rows (see ``SQLExecutor.run``)."""
+    itself, or is refused, ends the question ``unsafe`` and nothing runs), unless ``checked``
+    holds this cycle's own statement for the call with exactly that text (validated once). The
+    executor keeps at most ``min(row_cap, validator.row_limit)`` rows (see ``SQLExecutor.run``)."""
     if not runnable:
         return
     if ctx.lease is not None:
@@ -78,7 +81,10 @@ def execute(
         try:
             with gate.ledger.executing(outcome, call_id) as sql:
                 q.sql = sql  # byte-for-byte what was approved (or edited)
-                return _Ran(q, executor.run(validated(validator, sql)), None, started)
+                statement = (checked or {}).get(call_id)
+                if statement is None or statement.sql != sql:
+                    statement = validated(validator, sql)
+                return _Ran(q, executor.run(statement), None, started)
         except ExecutionError as exc:
             return _Ran(q, None, exc, started)
         except (AlreadyExecuted, ExecutionInDoubt) as exc:
