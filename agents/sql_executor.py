@@ -17,7 +17,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
@@ -30,25 +30,17 @@ from safety import (
     ResourceLimitExceeded,
     StatementFailed,
     StatementTimeout,
+    ValidatedStatement,
+    ValidationResult,
     dialect_for_url,
     is_statement_timeout,
     sandbox_for,
 )
 from safety.error_text import error_class, error_code
 from safety.result_budget import DEFAULT_MAX_RESULT_BYTES, Fetched, fetch_bounded
+from safety.value_bound import MARKER as VALUE_MARKER
 
-__all__ = ["ExecutionResult", "SQLExecutor", "ValidatedSQL", "clean_message", "json_safe"]
-
-
-class ValidatedSQL(Protocol):
-    """What the validator hands on: the SQL to run and the dialect it was checked in
-    (``safety.ValidationResult`` is one; ``sql`` is None when it was refused)."""
-
-    @property
-    def sql(self) -> str | None: ...
-
-    @property
-    def dialect(self) -> str: ...
+__all__ = ["ExecutionResult", "SQLExecutor", "clean_message", "json_safe"]
 
 
 MAX_MESSAGE_CHARS = 1000
@@ -96,17 +88,18 @@ class ExecutionResult(BaseModel):
 class SQLExecutor:
     """Runs exactly the SQL it is given, once, and fetches at most ``row_cap + 1`` rows.
 
-    The text goes to the driver untouched (no bind-parameter parsing), so ``':x'`` and
-    ``'%'`` inside literals stay literals. The executor knows its engine's dialect; give it
-    the validator's result (or the SQL with ``dialect=``) and it refuses SQL checked in another
-    dialect before touching the database. An engine from ``safety.open_readonly_engine`` on
-    SQLite or DuckDB runs its statements in that database's ``safety.sandbox`` worker processes
-    (or in ``sandbox``, when given).
+    It runs only what a validator accepted: a ``safety.ValidatedStatement`` (or the
+    ``ValidationResult`` that carries one), never SQL text, so nothing reaches the database
+    that skipped the rules. The text goes to the driver untouched (no bind-parameter parsing),
+    so ``':x'`` and ``'%'`` inside literals stay literals. The executor knows its engine's
+    dialect and refuses a statement checked in another one before touching the database. An
+    engine from ``safety.open_readonly_engine`` on SQLite or DuckDB runs its statements in that
+    database's ``safety.sandbox`` worker processes (or in ``sandbox``, when given).
 
     Args:
         engine: the database; its URL gives the executor's dialect.
-        row_cap: the most rows kept; ``truncated`` is True exactly when more existed. ``run``
-            takes the policy's ``row_limit`` too: the smaller of the two is kept.
+        row_cap: the most rows kept; ``truncated`` is True exactly when more existed. The
+            statement's ``row_limit`` (the policy's) counts too: the smaller of the two is kept.
         max_result_bytes: the most bytes of rows kept (``safety.result_budget``): rows are
             streamed (server-side cursors on PostgreSQL and MariaDB/MySQL) and the fetch stops
             at the row that would pass it; the result is then ``truncated`` with
@@ -119,10 +112,16 @@ class SQLExecutor:
         sandbox: the worker pool to run in; default: the engine's own, if it has one.
 
     Example:
+        >>> from safety import SqlValidator
         >>> ex = SQLExecutor(sa.create_engine("sqlite://"), row_cap=2)
-        >>> res = ex.run("SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3", dialect="sqlite")
+        >>> checked = SqlValidator("sqlite").validate("SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3")
+        >>> res = ex.run(checked)
         >>> res.rows, res.truncated
         ([[1], [2]], True)
+        >>> ex.run("SELECT 1")
+        Traceback (most recent call last):
+        ...
+        agents.errors.ExecutionError: SQL text is never run: ...
     """
 
     def __init__(
@@ -148,33 +147,32 @@ class SQLExecutor:
         self.sandbox = sandbox if sandbox is not None else sandbox_for(engine)
 
     def run(
-        self,
-        statement: str | ValidatedSQL,
-        *,
-        dialect: str | None = None,
-        row_limit: int | None = None,
+        self, statement: ValidatedStatement | ValidationResult, *, row_limit: int | None = None
     ) -> ExecutionResult:
         """Run ``statement`` and return its rows.
 
-        ``statement`` is the validator's result (its ``sql`` and ``dialect`` are used), or the
-        text a reviewer approved with the ``dialect`` it was validated in. SQL text without a
-        dialect is refused (``unchecked_statement``): nothing runs that skipped the dialect check.
+        ``statement`` is what a ``SqlValidator`` accepted (``ValidationResult.statement``, or
+        the result itself). Anything else, SQL text above all, is refused
+        (``unchecked_statement``): nothing runs that skipped the validator.
 
-        ``row_limit`` is the validator's ``row_limit``: a LIMIT the safety policy added or
-        lowered is one more than it, so keeping ``min(row_cap, row_limit)`` rows and fetching
-        one more tells whether the policy's LIMIT cut the result (a LIMIT the question asked
-        for, at most ``row_limit``, never reads as cut).
+        The statement's ``row_limit`` (or ``row_limit`` here, when given) is the validator's:
+        a LIMIT the safety policy added or lowered is one more than it, so keeping
+        ``min(row_cap, row_limit)`` rows and fetching one more tells whether the policy's LIMIT
+        cut the result (a LIMIT the question asked for, at most ``row_limit``, never reads as
+        cut).
 
         Raises:
-            ExecutionError: code ``unchecked_statement`` (text without a dialect; nothing ran),
-                ``dialect_mismatch`` (checked in another dialect than the engine's; nothing ran),
-                ``refused_statement`` (a validator result that was refused),
+            ExecutionError: code ``unchecked_statement`` (not a validated statement; nothing
+                ran), ``dialect_mismatch`` (checked in another dialect than the engine's;
+                nothing ran), ``refused_statement`` (a validator result that was refused),
                 ``statement_timeout`` (``timed_out``), ``resource_limit`` (stopped for memory,
                 CPU time or size; ``timed_out`` too, so the question ends),
                 ``database_unreachable`` or ``execution_error``.
         """
-        sql = self._checked(statement, dialect)
-        keep = self.row_cap if row_limit is None else max(1, min(self.row_cap, row_limit))
+        checked = self._checked(statement)
+        sql = checked.sql
+        limit = row_limit if row_limit is not None else checked.row_limit
+        keep = self.row_cap if limit is None else max(1, min(self.row_cap, limit))
         started = self.clock()
         if self.sandbox is not None:
             columns, fetched = self._run_sandboxed(self.sandbox, sql, keep)
@@ -192,34 +190,26 @@ class SQLExecutor:
             duration_s=max(0.0, self.clock() - started),
         )
 
-    def _checked(self, statement: str | ValidatedSQL, dialect: str | None) -> str:
-        if isinstance(statement, str):
-            if dialect is None:
-                raise ExecutionError(
-                    "unchecked_statement",
-                    "SQL text without the dialect it was validated in is never run: pass the "
-                    "validator's result, or the approved text with dialect=. Nothing was run.",
-                )
-            sql = statement
-        else:
-            if statement.sql is None:
+    def _checked(self, statement: object) -> ValidatedStatement:
+        if isinstance(statement, ValidationResult):
+            if not statement.ok:
                 raise ExecutionError(
                     "refused_statement", "the validator refused this statement; nothing was run"
                 )
-            if dialect is not None and dialect != statement.dialect:
-                raise ExecutionError(
-                    "dialect_mismatch",
-                    f"dialect={dialect!r} contradicts the validated statement's "
-                    f"{statement.dialect!r}; nothing was run",
-                )
-            sql, dialect = statement.sql, statement.dialect
-        if dialect is not None and dialect != self.dialect:
+            statement = statement.statement
+        if not isinstance(statement, ValidatedStatement):
+            raise ExecutionError(
+                "unchecked_statement",
+                "SQL text is never run: only a statement a validator accepted "
+                "(SqlValidator.validate(...).statement). Nothing was run.",
+            )
+        if statement.dialect != self.dialect:
             raise ExecutionError(
                 "dialect_mismatch",
-                f"the statement was validated as {dialect} but this database speaks "
+                f"the statement was validated as {statement.dialect} but this database speaks "
                 f"{self.dialect}; validate it again as {self.dialect}. Nothing was run.",
             )
-        return sql
+        return statement
 
     def _run_here(self, sql: str, keep: int) -> tuple[list[str], Fetched]:
         try:
@@ -277,6 +267,14 @@ class SQLExecutor:
         return error_class(message, error_code(exc))
 
     def _error(self, exc: sa.exc.SQLAlchemyError) -> ExecutionError:
+        over = _OVER_BUDGET.search(str(getattr(exc, "orig", exc)))
+        if over is not None:  # safety.value_bound: the server refused to send a row that large
+            return ExecutionError(
+                "value_over_budget",
+                f"A result row is larger than the result budget ({self.max_result_bytes} bytes); "
+                f"nothing of it was sent. Select less of it: a shorter part of long text "
+                f"(left(...)), or fewer columns.",
+            )
         if is_statement_timeout(exc):
             return ExecutionError("statement_timeout", clean_message(exc), timed_out=True)
         if getattr(exc, "connection_invalidated", False):
@@ -284,6 +282,7 @@ class SQLExecutor:
         return ExecutionError("execution_error", self._message(exc))
 
 
+_OVER_BUDGET = re.compile(re.escape(VALUE_MARKER))
 _DECLARE_CURSOR = re.compile(r'DECLARE "[^"]+" (?:NO SCROLL )?CURSOR (?:WITHOUT HOLD )?FOR ')
 
 

@@ -6,7 +6,7 @@ One cycle, as the pipeline drives it::
     outcome = gate.review(items)              # categorise; ask the reviewer ONCE; check; store
     for call_id in gate.ledger.remaining(outcome):
         with gate.ledger.executing(outcome, call_id) as sql:   # claimed once, hash checked
-            executor.run(sql, dialect=dialect)  # the text as approved, in its dialect
+            executor.run(validator.validate(sql).statement)  # the text as approved, checked again
 
 - Items (``ApprovalItem``) each get their own ``call_id``; the gate validates each again and
   sorts it: denied (shown, not approvable), auto-approved (only by an explicit policy such as

@@ -7,7 +7,7 @@ the worker died between the two — is found by ``recover()`` on resume and mark
 
 Example:
     with ledger.executing(outcome, call_id) as sql:
-        result = executor.run(sql, dialect=dialect)
+        result = executor.run(validator.validate(sql).statement)
 """
 
 from __future__ import annotations

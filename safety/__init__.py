@@ -35,6 +35,7 @@ if _typing.TYPE_CHECKING:
     from .rules import RULES, RuleContext
     from .sandbox import QuerySandbox, SandboxRows, sandbox_for
     from .schema_reader import DatabaseSchema, read_schema
+    from .statement import ValidatedStatement
     from .validator import SqlValidator
 
 # Exports are imported on first use, so importing the package stays cheap.
@@ -70,6 +71,7 @@ _EXPORTS = {
     "StatementTimeout": "safety.errors",
     "UnregisteredFindingCode": "safety.errors",
     "UnsupportedDialect": "safety.errors",
+    "ValidatedStatement": "safety.statement",
     "ValidationResult": "safety.models",
     "check_privileges": "safety.privileges",
     "dialect_for_url": "safety.dialects",
@@ -113,6 +115,7 @@ __all__ = [
     "StatementTimeout",
     "UnregisteredFindingCode",
     "UnsupportedDialect",
+    "ValidatedStatement",
     "ValidationResult",
     "check_privileges",
     "dialect_for_url",

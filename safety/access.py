@@ -8,8 +8,9 @@ Policy entries are ``table`` or ``schema.table`` for tables, and ``column``, ``t
   (``public``, ``main``, the MySQL database), so ``other_schema.allowed_name`` is not allowed;
 - a bare column entry applies to that column of every table.
 
-When column rules exist, every reference is resolved against the real schema (see
-``safety.resolve``); without a schema, column rules refuse the statement (``schema_unknown``),
+When the schema is known, every reference is resolved against it (see ``safety.resolve``), with
+or without rules, so ``SELECT nosuch FROM pets`` is refused (``unresolved_column``); without a
+schema, column rules refuse the statement (``schema_unknown``),
 since a reference that cannot be resolved cannot be judged. Table rules need no schema; when one
 is known, a table outside it is refused (``unresolved_table``).
 
@@ -33,7 +34,7 @@ from .resolve_fast import GIVE_UP, fast_resolve, needs_full
 if TYPE_CHECKING:
     from .rules import RuleContext
 
-__all__ = ["NameRules", "check_access", "split_entry"]
+__all__ = ["NameRules", "check_access", "resolve_statement", "split_entry"]
 
 TableKey = tuple[str | None, str]
 ColumnKey = tuple[str | None, str | None, str]
@@ -116,6 +117,15 @@ class NameRules:
     def has_column_rules(self) -> bool:
         return self.allowed_columns is not None or bool(self.denied_columns)
 
+    def is_view(self, schema: str | None, table: str) -> bool:
+        """True when ``schema.table`` is a view whose verdicts follow its lineage
+        (``safety.lineage.LineageRules``); plain name rules know no views."""
+        return False
+
+    def view_reason(self, schema: str | None, table: str, default: str | None) -> str:
+        """Why reading a view is refused, in words; empty for plain name rules."""
+        return ""
+
     def table_verdict(self, schema: str | None, table: str, default: str | None) -> str | None:
         """None when ``schema.table`` may be read, else ``table_denied`` / ``table_not_allowed``."""
         if any(
@@ -148,14 +158,39 @@ class NameRules:
         return None
 
 
+def resolve_statement(expression: exp.Expression, ctx: RuleContext) -> tuple[Resolution, bool]:
+    """Every column of ``expression`` followed to its table (``ctx.catalog`` must be known), and
+    whether the resolution's nodes are ``expression``'s own (the fast path) rather than a
+    qualified copy's."""
+    assert ctx.catalog is not None
+    if ctx.dialect == "sqlite" and any(
+        isinstance(c.this, exp.Identifier) and c.this.quoted for c in ctx.of(expression, exp.Column)
+    ):
+        if sqlite_quoted_strings(expression, ctx.catalog):
+            ctx.invalidate()
+    fast = None
+    if not needs_full(ctx.of(expression, *GIVE_UP), ctx.of(expression, exp.Star)):
+        fast = fast_resolve(expression, ctx.catalog, ctx.dialect, ctx.of(expression, exp.Column))
+    if fast is not None:
+        return fast, True
+    return resolve(expression, ctx.catalog, ctx.dialect), False
+
+
 def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Refuse tables and columns outside the policy's allowlists or inside its denylists."""
     rules = ctx.names
-    if (rules.empty and not ctx.policy.require_resolution) or ctx.refused:
+    # With the schema known, every reference is resolved, rules or not; catalog tables are not
+    # in the schema, so a policy that allows them resolves only when it has rules or asks to.
+    resolve_all = (
+        ctx.policy.require_resolution
+        or bool(ctx.policy.masked_columns)
+        or (ctx.catalog is not None and not ctx.policy.allow_system_tables)
+    )
+    if (rules.empty and not resolve_all) or ctx.refused:
         return expression
     from .rules import where
 
-    if rules.has_column_rules or ctx.policy.require_resolution:
+    if rules.has_column_rules or resolve_all:
         if ctx.catalog is None:
             ctx.report(
                 "schema_unknown",
@@ -164,18 +199,7 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
                 expression,
             )
             return expression
-        if ctx.dialect == "sqlite" and any(
-            isinstance(c.this, exp.Identifier) and c.this.quoted
-            for c in ctx.of(expression, exp.Column)
-        ):
-            if sqlite_quoted_strings(expression, ctx.catalog):
-                ctx.invalidate()
-        fast = None
-        if not needs_full(ctx.of(expression, *GIVE_UP), ctx.of(expression, exp.Star)):
-            fast = fast_resolve(
-                expression, ctx.catalog, ctx.dialect, ctx.of(expression, exp.Column)
-            )
-        resolution: Resolution = fast or resolve(expression, ctx.catalog, ctx.dialect)
+        resolution, _ = resolve_statement(expression, ctx)
     else:
         resolution = resolve_tables(expression, ctx.catalog, ctx.default_schema)
     default = ctx.default_schema
@@ -184,6 +208,13 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
         if verdict == "table_denied":
             ctx.report(
                 verdict, f"The table {table.shown} {where(table.node)} may not be read.", table.node
+            )
+        elif verdict in ("view_unreadable", "view_reads_protected"):
+            reason = rules.view_reason(table.schema, table.table, default)
+            ctx.report(
+                verdict,
+                f"The view {table.shown} {where(table.node)} may not be read: {reason}.",
+                table.node,
             )
         elif verdict is not None:
             ctx.report(
@@ -195,7 +226,14 @@ def check_access(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
         ctx.report(problem.code, problem.message, problem.node)
     for column in resolution.columns:
         verdict = rules.column_verdict(column.schema, column.table, column.column, default)
-        if verdict == "column_denied":
+        if verdict is not None and rules.is_view(column.schema, column.table):
+            ctx.report(
+                verdict,
+                f"The view column {column.table}.{column.column} {where(column.node)} is derived from "
+                f"a column this query may not read; leave it out.",
+                column.node,
+            )
+        elif verdict == "column_denied":
             ctx.report(
                 verdict,
                 f"The column {column.table}.{column.column} {where(column.node)} is a protected column and "

@@ -87,6 +87,9 @@ _REGISTRY = (
     FindingCode("table_denied", _N, "a table the policy denies"),
     FindingCode("column_not_allowed", _N, "a column outside the policy's allowlist"),
     FindingCode("column_denied", _N, "a column the policy denies"),
+    FindingCode("view_unreadable", _N, "a view whose definition cannot be followed, not named"),
+    FindingCode("view_reads_protected", _N, "a view whose rows depend on a protected column"),
+    FindingCode("row_filter_view", _N, "a view over a table whose rows are filtered per asker"),
     FindingCode("function_not_allowed", _N, "a function outside the dialect's allowlist"),
     # a form a rewrite avoids
     FindingCode("parse_error", _F, "text the dialect's parser cannot read"),
@@ -99,6 +102,7 @@ _REGISTRY = (
         "opaque_reference", _F, "a name where resolution cannot follow it (method, field, lambda)"
     ),
     FindingCode("unsupported_node", _F, "a construct the validator does not understand"),
+    FindingCode("masked_column_use", _F, "a masked column used where its hidden value leaks"),
     FindingCode("limit_not_literal", _F, "a LIMIT whose row count cannot be checked"),
     FindingCode("regexp_unsupported", _F, "REGEXP where the engine has none"),
     # what a read-only query never does: never retried
@@ -117,11 +121,14 @@ _REGISTRY = (
     FindingCode("file_as_table", _X, "a file path or URL read as a table"),
     FindingCode("executable_comment", _X, "a MySQL executable comment"),
     FindingCode("session_variable_write", _X, "an assignment to a session variable"),
+    FindingCode("row_filter_unbound", _X, "a row filter needing an attribute the asker lacks"),
     FindingCode("server_setting", _X, "a read of a server setting"),
     # changes the validator made
     FindingCode("limit_added", _R, "a LIMIT added to the outermost query"),
     FindingCode("limit_lowered", _R, "a LIMIT lowered to the row cap"),
     FindingCode("star_expanded", _R, "SELECT * expanded to the columns"),
+    FindingCode("rows_filtered", _R, "row filters added for who asks"),
+    FindingCode("column_masked", _R, "masked columns shown through their masks"),
     FindingCode("star_columns_omitted", _R, "columns the policy hides left out of SELECT *"),
     # the validator could not judge
     FindingCode("schema_unknown", _I, "column rules without a schema to resolve against"),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, field_validator
 
 from .codes import check_code
+from .statement import ValidatedStatement
 
 __all__ = ["SafetyFinding", "Severity", "ValidationResult"]
 
@@ -49,6 +50,13 @@ class ValidationResult(BaseModel):
     findings: list[SafetyFinding] = Field(
         default_factory=list, description="Every finding, rewrites included."
     )
+    _statement: ValidatedStatement | None = PrivateAttr(default=None)
+
+    @property
+    def statement(self) -> ValidatedStatement | None:
+        """What the executor may run: set by the validator that accepted the SQL, None when it
+        refused it or when this result was built (or parsed back from JSON) anywhere else."""
+        return self._statement if self.ok else None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

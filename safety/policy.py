@@ -66,6 +66,26 @@ class SafetyPolicy(BaseModel):
     denied_functions: tuple[str, ...] = Field(
         default=(), description="Function names refused on top of the built-in denylist."
     )
+    masked_columns: tuple[tuple[str, str], ...] = Field(
+        default=(),
+        description="(column entry, mask) pairs: the column is shown through the mask (email, "
+        "last4, null, redact) and used nowhere its value would leak (see safety.masking).",
+    )
+    mask_aggregates: tuple[str, ...] = Field(
+        default=("count_distinct",),
+        description="Aggregates a masked column may stand in: count_distinct (count(DISTINCT c)).",
+    )
+    row_filters: tuple[tuple[str, str], ...] = Field(
+        default=(),
+        description="(table entry, predicate) pairs: the table is read only through the predicate, "
+        "whose {user.x} placeholders take the asker's attributes (see safety.row_filters).",
+    )
+    max_value_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description="The most bytes one result row may take, checked by the database itself "
+        "(PostgreSQL: the outermost query is wrapped, see safety.value_bound); None: unchecked.",
+    )
 
     @field_validator("star", mode="before")
     @classmethod
@@ -77,6 +97,25 @@ class SafetyPolicy(BaseModel):
     def _table_entries(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         for entry in value or ():
             split_entry(entry, 2)
+        return value
+
+    @field_validator("masked_columns", mode="after")
+    @classmethod
+    def _mask_entries(cls, value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        from .masking import MASKS
+
+        for entry, kind in value:
+            split_entry(entry, 3)
+            if kind not in MASKS:
+                raise ValueError(f"{kind!r} is not a mask (expected one of {', '.join(MASKS)})")
+        return value
+
+    @field_validator("mask_aggregates", mode="after")
+    @classmethod
+    def _aggregates(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if name != "count_distinct":
+                raise ValueError(f"{name!r} is not an aggregate masks allow (count_distinct)")
         return value
 
     @field_validator("allowed_columns", "denied_columns", mode="after")

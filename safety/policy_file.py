@@ -117,6 +117,31 @@ class ColumnRules(BaseModel):
         description="When set, only these columns (column, table.column, schema.table.column) may be read.",
     )
     deny: tuple[str, ...] = Field(default=(), description="Columns that may never be read.")
+    mask: dict[str, str] = Field(
+        default_factory=dict,
+        description='Column entry -> mask ("email", "last4", "null", "redact"): shown only through '
+        "the mask, used nowhere its value would leak (safety.masking).",
+    )
+    mask_aggregates: tuple[str, ...] | None = Field(
+        default=None,
+        description='Aggregates a masked column may stand in (["count_distinct"] by default).',
+    )
+
+    @field_validator("mask", mode="after")
+    @classmethod
+    def _masks(cls, value: dict[str, str]) -> dict[str, str]:
+        from .masking import MASKS
+
+        for entry, kind in value.items():
+            split_entry(entry, 3)
+            if kind not in MASKS:
+                raise ValueError(f"{entry}: {kind!r} is not a mask (one of {', '.join(MASKS)})")
+        return value
+
+    @field_validator("mask_aggregates", mode="before")
+    @classmethod
+    def _aggregates_tuple(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
 
     @field_validator("allow", "deny", mode="before")
     @classmethod
@@ -252,6 +277,11 @@ class RolePolicy(BaseModel):
     model_config = _STRICT
 
     tables: TableRules = Field(default_factory=TableRules, description="Narrower table lists.")
+    rows: dict[str, str] = Field(
+        default_factory=dict,
+        description="Table entry -> predicate with {user.x} placeholders: the table is read only "
+        "through it, for the asker's attributes (safety.row_filters).",
+    )
     columns: ColumnRules = Field(default_factory=ColumnRules, description="Narrower column lists.")
     select_star: StarMode | None = Field(
         default=None, description="'refuse' to refuse SELECT * for this role (it cannot widen)."
@@ -290,6 +320,11 @@ class Policy(BaseModel):
     model_config = _STRICT
 
     tables: TableRules = Field(default_factory=TableRules, description="Which tables may be read.")
+    rows: dict[str, str] = Field(
+        default_factory=dict,
+        description="Table entry -> predicate with {user.x} placeholders: the table is read only "
+        "through it, for the asker's attributes (safety.row_filters).",
+    )
     columns: ColumnRules = Field(
         default_factory=ColumnRules, description="Which columns may be referenced."
     )
@@ -411,7 +446,14 @@ class Policy(BaseModel):
                         self.columns.allow, role.columns.allow, f"roles.{name}.columns.allow"
                     ),
                     deny=_union(self.columns.deny, role.columns.deny),
+                    # a role adds masks; where both mask a column, the stricter one shows
+                    mask=_masks_union(self.columns.mask, role.columns.mask),
+                    mask_aggregates=_narrow_aggregates(
+                        self.columns.mask_aggregates, role.columns.mask_aggregates
+                    ),
                 ),
+                # a role adds row filters; where both filter a table, both apply (AND)
+                "rows": _rows_union(self.rows, role.rows),
                 "select_star": _star(self.select_star, role.select_star, name),
                 "max_limit": min(self.max_limit, role.max_limit or self.max_limit),
                 "row_cap": min(self.row_cap, role.row_cap or self.row_cap),
@@ -431,7 +473,7 @@ class Policy(BaseModel):
     def protects_columns(self) -> bool:
         """True when some column may not be read: database error text is then reduced to its
         error class (``safety.error_text``), since engines quote values in their errors."""
-        return bool(self.columns.deny) or self.columns.allow is not None
+        return bool(self.columns.deny) or self.columns.allow is not None or bool(self.columns.mask)
 
     def safety_policy(self) -> SafetyPolicy:
         """The ``SafetyPolicy`` the validator takes (for a role: call ``for_role`` first)."""
@@ -445,6 +487,14 @@ class Policy(BaseModel):
             allow_system_tables=self.allow_system_tables,
             extra_functions=self.extra_functions,
             denied_functions=self.denied_functions,
+            max_value_bytes=self.max_result_bytes,
+            masked_columns=tuple(sorted(self.columns.mask.items())),
+            row_filters=tuple(sorted(self.rows.items())),
+            mask_aggregates=(
+                self.columns.mask_aggregates
+                if self.columns.mask_aggregates is not None
+                else ("count_distinct",)
+            ),
         )
 
     def fingerprint(self) -> str:
@@ -469,6 +519,34 @@ class Policy(BaseModel):
 
 #: The largest policy file read (a policy is a few hundred lines at most).
 MAX_POLICY_BYTES = 1024 * 1024
+
+
+_STRICT_MASKS = ("null", "redact", "last4", "email")
+
+
+def _rows_union(base: dict[str, str], role: dict[str, str]) -> dict[str, str]:
+    merged = dict(base)
+    for entry, predicate in role.items():
+        held = merged.get(entry)
+        merged[entry] = predicate if held is None else f"({held}) AND ({predicate})"
+    return merged
+
+
+def _masks_union(base: dict[str, str], role: dict[str, str]) -> dict[str, str]:
+    merged = dict(base)
+    for entry, kind in role.items():
+        held = merged.get(entry)
+        merged[entry] = kind if held is None else min(held, kind, key=_STRICT_MASKS.index)
+    return merged
+
+
+def _narrow_aggregates(
+    base: tuple[str, ...] | None, role: tuple[str, ...] | None
+) -> tuple[str, ...] | None:
+    if role is None:
+        return base
+    allowed = set(base if base is not None else ("count_distinct",))
+    return tuple(a for a in role if a in allowed)
 
 
 def load_policy(path: str | Path) -> Policy:

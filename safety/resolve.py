@@ -255,10 +255,15 @@ def _alias_shadowing(
 
 
 def _lambda_variable(column: exp.Column) -> bool:
+    """True when ``column`` is a parameter of a lambda around it, in the same query: a name in a
+    subquery inside the lambda's body is that subquery's column, never the parameter (DuckDB
+    ``email -> (SELECT max(email) FROM customers)`` must not hide ``customers.email``)."""
     if column.table:
         return False
     parent = column.parent
     while parent is not None:
+        if isinstance(parent, exp.Query):
+            return False
         if isinstance(parent, exp.Lambda) and column.name in {e.name for e in parent.expressions}:
             return True
         parent = parent.parent

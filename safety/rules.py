@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -21,10 +22,16 @@ from .functions import FunctionAllowlist
 from .models import SafetyFinding, Severity
 from .policy import SafetyPolicy
 
+if TYPE_CHECKING:
+    from .lineage import ViewLineages
+    from .row_filters import RowFilters
+
 __all__ = [
     "RULES",
     "Rule",
     "RuleContext",
+    "apply_masks",
+    "bound_values",
     "check_access",
     "check_executable_comments",
     "check_file_tables",
@@ -40,7 +47,9 @@ __all__ = [
     "check_statements_in_tree",
     "check_system_tables",
     "enforce_limit",
+    "filter_rows",
     "handle_star",
+    "unwrap_value_bound",
 ]
 
 
@@ -62,6 +71,8 @@ class RuleContext:
     names: NameRules = field(default_factory=NameRules.from_policy)
     sql: str = ""
     protected: frozenset[str] = frozenset()
+    row_filters: RowFilters | None = None
+    views: ViewLineages | None = None
     findings: list[SafetyFinding] = field(default_factory=list)
     halted: bool = False
     _index: dict[type, list[exp.Expression]] | None = None
@@ -75,6 +86,8 @@ class RuleContext:
         severity: Severity = "error",
     ) -> None:
         check_code(code)  # a code without a kind in safety/codes.py is a programming error
+        if any(f.code == code and f.message == message for f in self.findings):
+            return  # the same refusal twice (one column named twice) is told once
         # model_construct: the fields are built right here, so pydantic's validation is skipped (hot path).
         self.findings.append(
             SafetyFinding.model_construct(
@@ -544,7 +557,18 @@ def check_shapes(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
             f"check; rewrite it with plain SELECT clauses, operators and functions.",
             node,
         )
-    if ctx.names.empty and not ctx.policy.require_resolution:
+    for node in ctx.of(expression, exp.Lambda):
+        # The parser reads every name in a lambda's body as its parameter, even inside a
+        # subquery there (DuckDB ``email -> (SELECT max(email) FROM customers)``), so such a
+        # subquery's columns cannot be resolved; DuckDB refuses subqueries in lambdas anyway.
+        if node.this is not None and node.this.find(exp.Query):
+            ctx.report(
+                "opaque_reference",
+                f"The lambda {where(node)} holds a subquery, whose names cannot be told apart "
+                f"from the lambda's parameters; compute the subquery outside the lambda.",
+                node,
+            )
+    if ctx.names.empty and not ctx.policy.require_resolution and not ctx.policy.masked_columns:
         return expression
     for code, message, node in opaque_names(
         expression, ctx.dialect, ctx.protected, ctx.of(expression, *_NAME_NODES)
@@ -560,7 +584,36 @@ def check_selectors(expression: exp.Expression, ctx: RuleContext) -> exp.Express
     return check(expression, ctx)
 
 
+def unwrap_value_bound(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """The query inside the validator's own value-bound wrapper (``safety.value_bound``)."""
+    from .value_bound import unwrap_value_bound as unwrap
+
+    return unwrap(expression, ctx)
+
+
+def apply_masks(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Masked columns shown through their masks, refused elsewhere (``safety.masking``)."""
+    from .masking import apply_masks as mask
+
+    return mask(expression, ctx)
+
+
+def filter_rows(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """Every filtered table read only through its row filter (``safety.row_filters``)."""
+    from .row_filters import filter_rows as rows
+
+    return rows(expression, ctx)
+
+
+def bound_values(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
+    """No result row larger than the budget leaves the database (``safety.value_bound``)."""
+    from .value_bound import bound_values as bound
+
+    return bound(expression, ctx)
+
+
 RULES: tuple[Rule, ...] = (
+    unwrap_value_bound,
     check_root,
     check_executable_comments,
     check_statements_in_tree,
@@ -575,6 +628,9 @@ RULES: tuple[Rule, ...] = (
     check_selectors,
     handle_star,
     check_shapes,
+    filter_rows,
     check_access,
+    apply_masks,
     enforce_limit,
+    bound_values,
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 from sqlglot import exp
@@ -15,9 +15,13 @@ from .dialect_rules import render
 from .dialects import check_dialect
 from .errors import UnregisteredFindingCode
 from .functions import FunctionAllowlist
+from .lineage import LineageRules, ViewLineages
+from .masking import MaskRules
 from .models import SafetyFinding, ValidationResult
 from .policy import SafetyPolicy
+from .row_filters import IdentityValue, RowFilters
 from .rules import RULES, Rule, RuleContext, label
+from .statement import _minted
 
 __all__ = ["SqlValidator"]
 
@@ -27,7 +31,8 @@ def _protected_names(
 ) -> frozenset[str]:
     """Lower-case names of the columns the policy keeps from being read (for ``safety.shapes``)."""
     protected = {column for _, _, column in names.denied_columns}
-    if names.allowed_columns is not None and catalog is not None:
+    views_count = isinstance(names, LineageRules) and (names.has_column_rules or bool(names.masked))
+    if (names.allowed_columns is not None or views_count) and catalog is not None:
         for schema, table in catalog.tables():
             for column in catalog.columns(schema, table) or ():
                 if names.column_verdict(schema, table, column, default_schema):
@@ -46,7 +51,10 @@ class SqlValidator:
     schema-qualified ``{"schema.table": [columns]}``; ``default_schema`` is the schema unqualified
     tables live in (defaults: ``main`` for SQLite/DuckDB, ``public`` for PostgreSQL; for MySQL
     pass the URL's database). With table or column rules in the policy, every reference is
-    resolved against that schema first (see ``safety.resolve``).
+    resolved against that schema first (see ``safety.resolve``). ``views`` maps the views among
+    those tables to their definitions (None: unreadable), so that rules follow what a view reads
+    (see ``safety.lineage``); ``safety.read_schema`` gives all three. ``identity`` is the
+    asker's attributes, which the policy's row filters take (see ``safety.row_filters``).
 
     Example:
         >>> v = SqlValidator(dialect="sqlite", policy=SafetyPolicy(max_limit=10))
@@ -67,6 +75,8 @@ class SqlValidator:
         rules: Sequence[Rule] = RULES,
         *,
         default_schema: str | None = None,
+        views: Mapping[str, str | None] | None = None,
+        identity: Mapping[str, IdentityValue] | None = None,
     ) -> None:
         self.dialect = check_dialect(dialect)
         self._dialect = Dialect.get_or_raise(self.dialect)  # resolved once, not per statement
@@ -87,13 +97,28 @@ class SqlValidator:
             if self.catalog is not None
             else None
         )
-        self.names = NameRules.from_policy(
-            self.policy.allowed_tables,
-            self.policy.denied_tables,
-            self.policy.allowed_columns,
-            self.policy.denied_columns,
+        self.views = (
+            ViewLineages(views, self.catalog) if views and self.catalog is not None else None
         )
-        self.protected = _protected_names(self.names, self.catalog, self.default_schema)
+        masks = MaskRules.from_policy(self.policy.masked_columns, self.policy.mask_aggregates)
+        self.names = LineageRules.wrap(
+            NameRules.from_policy(
+                self.policy.allowed_tables,
+                self.policy.denied_tables,
+                self.policy.allowed_columns,
+                self.policy.denied_columns,
+            ),
+            self.views,
+            frozenset(key for key, _ in masks.masks),
+        )
+        self.protected = _protected_names(self.names, self.catalog, self.default_schema) | {
+            column for (_, _, column), _ in masks.masks
+        }
+        self.row_filters = (
+            RowFilters(self.policy.row_filters, self.dialect, self.catalog, identity)
+            if self.policy.row_filters
+            else None
+        )
         allowlist = functions or FunctionAllowlist.for_dialect(self.dialect)
         if self.policy.extra_functions:
             allowlist = allowlist.extend(*self.policy.extra_functions)
@@ -124,6 +149,8 @@ class SqlValidator:
             names=self.names,
             sql=sql,
             protected=self.protected,
+            row_filters=self.row_filters,
+            views=self.views,
         )
         expression = cast(exp.Expression, parsed)  # every statement sqlglot parses is one
         try:
@@ -148,9 +175,12 @@ class SqlValidator:
                 f"The statement could not be checked ({type(error).__name__}: {error}).",
             )
             rendered = None
-        return ValidationResult.model_construct(
+        result = ValidationResult.model_construct(
             dialect=self.dialect, original=sql, sql=rendered, findings=ctx.findings
         )
+        if rendered is not None and not ctx.refused:
+            result._statement = _minted(rendered, self.dialect, self.row_limit)
+        return result
 
     def _parse(self, sql: str) -> exp.Expr | SafetyFinding:
         try:

@@ -321,6 +321,7 @@ class TargetDatabase:
                     policy=chosen.safety_policy(),
                     schema=schema.tables,
                     default_schema=schema.default_schema,
+                    views=schema.views,
                 )
                 if len(self._validators) >= _VALIDATORS_KEPT:
                     self._validators.pop(next(iter(self._validators)))

@@ -93,15 +93,13 @@ def schema_fingerprint(schema: DatabaseSchema) -> str:
         >>> schema_fingerprint(a) == schema_fingerprint(a), schema_fingerprint(a) == schema_fingerprint(b)
         (True, False)
     """
-    body = json.dumps(
-        {
-            "default": schema.default_schema,
-            "tables": {
-                name.lower(): [c.lower() for c in cols] for name, cols in schema.tables.items()
-            },
-        },
-        sort_keys=True,
-    )
+    shape: dict[str, object] = {
+        "default": schema.default_schema,
+        "tables": {name.lower(): [c.lower() for c in cols] for name, cols in schema.tables.items()},
+    }
+    if schema.views:  # a changed view definition changes what its columns read
+        shape["views"] = {name.lower(): text for name, text in schema.views.items()}
+    body = json.dumps(shape, sort_keys=True)
     return hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
 
 

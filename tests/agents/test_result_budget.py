@@ -27,6 +27,9 @@ from agents.errors import ExecutionError
 from agents.sql_executor import SQLExecutor
 from safety import ReadOnlySettings, open_readonly_engine
 from safety.result_budget import fetch_bounded, row_bytes
+from safety.statement import (
+    _minted as unchecked,  # the database's own walls, tested apart from the validator
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS, SIZE = 300, 1_000_000
@@ -73,7 +76,7 @@ class TestByteBudget:
         executor = SQLExecutor(engine, row_cap=1000, max_result_bytes=BUDGET)
         tracemalloc.start()
         try:
-            result = executor.run(BIG[kind.split("-")[0]], dialect=executor.dialect)
+            result = executor.run(unchecked(BIG[kind.split("-")[0]], executor.dialect, None))
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -90,7 +93,7 @@ class TestByteBudget:
         executor = SQLExecutor(engine, row_cap=1000, max_result_bytes=BUDGET)
         small = BIG[kind.split("-")[0]].replace(str(SIZE), "10")
         try:
-            result = executor.run(small, dialect=executor.dialect)
+            result = executor.run(unchecked(small, executor.dialect, None))
         finally:
             engine.dispose()
         assert not result.truncated and result.cut_by is None and result.row_count == ROWS
@@ -99,7 +102,7 @@ class TestByteBudget:
         engine = _engine(kind, tmp_path)
         executor = SQLExecutor(engine, row_cap=2, max_result_bytes=BUDGET)
         try:
-            result = executor.run(BIG[kind.split("-")[0]], dialect=executor.dialect)
+            result = executor.run(unchecked(BIG[kind.split("-")[0]], executor.dialect, None))
         finally:
             engine.dispose()
         assert result.truncated and result.cut_by == "rows" and result.row_count == 2
@@ -111,11 +114,12 @@ sys.path.insert(0, sys.argv[1])
 from agents.errors import ExecutionError
 from agents.sql_executor import SQLExecutor
 from safety import ReadOnlySettings, open_readonly_engine
+from safety.statement import _minted as unchecked
 engine = open_readonly_engine(sys.argv[2], ReadOnlySettings(statement_timeout_s=30))
 executor = SQLExecutor(engine, row_cap=1000, max_result_bytes=int(sys.argv[4]))
-executor.run("SELECT 1", dialect="postgres")
+executor.run(unchecked("SELECT 1", "postgres", None))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-result = executor.run(sys.argv[3], dialect="postgres")
+result = executor.run(unchecked(sys.argv[3], "postgres", None))
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"grew_kb": after - before, "rows": result.row_count, "cut": result.cut_by}))
 """
@@ -179,9 +183,11 @@ class TestStreamingKeepsTheWalls:
         try:
             for sql in ("SELECT 1; SELECT 2", "SELECT 1; CREATE TABLE sg_budget_wall (a INT)"):
                 with pytest.raises(ExecutionError):
-                    executor.run(sql, dialect=executor.dialect)
+                    executor.run(unchecked(sql, executor.dialect, None))
             with pytest.raises(ExecutionError):
-                executor.run("CREATE TABLE sg_budget_wall (a INT)", dialect=executor.dialect)
-            assert executor.run("SELECT 1 AS a", dialect=executor.dialect).rows == [[1]]
+                executor.run(
+                    unchecked("CREATE TABLE sg_budget_wall (a INT)", executor.dialect, None)
+                )
+            assert executor.run(unchecked("SELECT 1 AS a", executor.dialect, None)).rows == [[1]]
         finally:
             engine.dispose()

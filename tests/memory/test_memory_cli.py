@@ -58,7 +58,8 @@ def test_seeding_validates_and_runs_each_pair(
     assert result.exit_code == 1  # some pairs were refused
     report = json.loads(result.stdout)
     assert [r["accepted"] for r in report] == [True, False, False, False]
-    assert [r["code"] for r in report][1:] == ["not_a_query", "select_star", "execution_error"]
+    # the missing column is refused by the validator (every reference is resolved), not run
+    assert [r["code"] for r in report][1:] == ["not_a_query", "select_star", "unresolved_column"]
     stored = StateDatabase(cli_state).memory.examples()
     assert [(e.question, e.status, e.reviewers) for e in stored] == [
         ("How many customers are there?", "seeded", ["alice"])

@@ -108,4 +108,6 @@ def test_corrections_are_batched_and_re_approved_once_per_round(
     assert [r.corrections for r in results] == [1, 2, 0]
     # B1, B2, B3 (both questions), B3 (the one still failing), B4
     assert interactions(vcr) == 5
-    assert [len(b.pending) for b in reviewer.batches] == [3, 2, 1]
+    # The failing statements name columns the schema does not have: the validator refuses them
+    # before review, so each round's batch holds only what may run (one per round here).
+    assert [len(b.pending) for b in reviewer.batches] == [1, 1, 1]

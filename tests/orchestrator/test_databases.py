@@ -135,7 +135,7 @@ def test_the_factory_on_every_engine_binds_dialect_schema_and_warns_about_privil
             assert result.ok and "cost" not in (result.sql or ""), (dialect, result.refusal)
             refused = validator.validate("SELECT cost FROM products")
             assert refused.refusal is not None and refused.refusal.code == "column_denied"
-            rows = database.executor().run(result, dialect=None).rows
+            rows = database.executor().run(result).rows
             assert len(rows) == 120 and len(rows[0]) == 6  # every product, without its cost
         finally:
             database.dispose()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,15 @@ class Twin:
 
     def validator(self, policy: SafetyPolicy = POLICY) -> SqlValidator:
         return SqlValidator(
-            self.dialect, policy, schema=self.schema, default_schema=self.default_schema
+            self.dialect,
+            policy,
+            schema=self.schema,
+            default_schema=self.default_schema,
+            views=self.views,
         )
 
     conn: sa.Connection | None = None
+    views: dict[str, str | None] = field(default_factory=dict)
 
     def outcome(self, sql: str) -> tuple[str, Any]:
         """("rows", rows) or ("error", the driver's text) of running ``sql`` raw, on one
@@ -103,7 +109,7 @@ class Twins:
         return self.a, self.b
 
 
-def _fill(execute, dialect: str, twin: str) -> None:
+def _fill(execute, dialect: str, twin: str, extra: tuple[str, ...] = ()) -> None:
     json_type, int_type = TYPES[dialect]
     people, salaries = SECRETS[twin]
     execute(
@@ -115,25 +121,56 @@ def _fill(execute, dialect: str, twin: str) -> None:
         execute(f"INSERT INTO customers VALUES ({i}, 'name{i}', '{email}', '{info}')")
     for i, salary in enumerate(salaries, 1):
         execute(f"INSERT INTO staff VALUES ({i}, 'staff{i}', {salary})")
+    for statement in extra:  # views over the two tables, the same on both twins
+        execute(statement)
 
 
-def _twin(dialect: str, engine: sa.Engine) -> Twin:
+def _twin(
+    dialect: str,
+    engine: sa.Engine,
+    views: bool = False,
+    keep: tuple[str, ...] = ("customers", "staff"),
+) -> Twin:
     found = read_schema(engine)
-    schema = {k: v for k, v in found.tables.items() if k.split(".")[-1] in ("customers", "staff")}
-    return Twin(dialect, engine, schema, found.default_schema or "")
+    schema = {
+        k: v
+        for k, v in found.tables.items()
+        if k.split(".")[-1] in keep or (views and k in found.views)
+    }
+    kept = {k: v for k, v in found.views.items() if k in schema}
+    return Twin(dialect, engine, schema, found.default_schema or "", views=kept)
 
 
 SETTINGS = ReadOnlySettings(statement_timeout_s=5, sandbox_workers=0)
 
 
-def make_twins(dialect: str, tmp: Path) -> Twins:
+def make_twins(
+    dialect: str,
+    tmp: Path,
+    extra: tuple[str, ...] = (),
+    fill: Callable[[Callable, str, str], None] | None = None,
+    keep: tuple[str, ...] = ("customers", "staff"),
+) -> Twins:
+    """Two databases of ``dialect`` that differ only in the protected values; ``extra``
+    statements (views) run on both after the tables are filled. ``fill(execute, dialect, twin)``
+    fills twin ``"a"`` or ``"b"`` instead of the default tables; ``keep`` names the tables the
+    validator sees."""
+    if fill is not None:
+
+        def filler(execute, dialect: str, twin: str, extra: tuple[str, ...] = ()) -> None:
+            fill(execute, dialect, twin)
+            for statement in extra:
+                execute(statement)
+    else:
+        filler = _fill
     if dialect == "sqlite":
         twins = []
         for name in "ab":
             path = tmp / f"{name}.db"
             with sqlite3.connect(path) as conn:
-                _fill(conn.execute, dialect, name)
-            twins.append(_twin(dialect, open_readonly_engine(f"sqlite:///{path}", SETTINGS)))
+                filler(conn.execute, dialect, name, extra)
+            engine = open_readonly_engine(f"sqlite:///{path}", SETTINGS)
+            twins.append(_twin(dialect, engine, bool(extra), keep))
         return Twins(dialect, *twins)
     if dialect == "duckdb":
         import duckdb
@@ -142,9 +179,10 @@ def make_twins(dialect: str, tmp: Path) -> Twins:
         for name in "ab":
             path = tmp / f"{name}.duckdb"
             conn = duckdb.connect(str(path))
-            _fill(conn.execute, dialect, name)
+            filler(conn.execute, dialect, name, extra)
             conn.close()
-            twins.append(_twin(dialect, open_readonly_engine(f"duckdb:///{path}", SETTINGS)))
+            engine = open_readonly_engine(f"duckdb:///{path}", SETTINGS)
+            twins.append(_twin(dialect, engine, bool(extra), keep))
         return Twins(dialect, *twins)
     env = POSTGRES_ENV if dialect == "postgres" else MYSQL_ENV
     url = os.environ.get(env)
@@ -162,10 +200,11 @@ def make_twins(dialect: str, tmp: Path) -> Twins:
         twin_url = make_url(url).set(database=database)
         owner = sa.create_engine(twin_url)
         with owner.begin() as conn:
-            _fill(conn.exec_driver_sql, dialect, name)
+            filler(conn.exec_driver_sql, dialect, name, extra)
         owner.dispose()
         rendered = twin_url.render_as_string(hide_password=False)
-        twins.append(_twin(dialect, open_readonly_engine(rendered, SETTINGS)))
+        engine = open_readonly_engine(rendered, SETTINGS)
+        twins.append(_twin(dialect, engine, bool(extra), keep))
     return Twins(dialect, *twins, cleanup=[admin, names])
 
 

@@ -36,6 +36,8 @@ SCHEMA = {
     "vet": ["id"],
 }
 DENY = SafetyPolicy(denied_columns=("owners.email",), denied_tables=("audit",))
+MASK = SafetyPolicy(masked_columns=(("owners.email", "email"),))
+ROWS = SafetyPolicy(row_filters=(("pets", "pettype = {user.kind}"),))
 ALLOW = SafetyPolicy(
     allowed_tables=("pets", "owners"),
     allowed_columns=("pets.petid", "pets.pettype", "owners.name", "owners.petid"),
@@ -92,9 +94,22 @@ EXAMPLES = [
     ("star_expanded", "sqlite", None, SCHEMA, "SELECT * FROM pets"),
     ("star_columns_omitted", "sqlite", DENY, SCHEMA, "SELECT * FROM owners"),
     ("schema_unknown", "sqlite", DENY, None, "SELECT a FROM t"),
+    ("masked_column_use", "sqlite", MASK, SCHEMA, "SELECT name FROM owners WHERE email = 'x'"),
+    ("column_masked", "sqlite", MASK, SCHEMA, "SELECT email FROM owners"),
+    ("row_filter_unbound", "sqlite", ROWS, SCHEMA, "SELECT petid FROM pets"),
 ]
-#: Codes no SQL text reaches here, each shown by its own test below.
-REACHED_OTHERWISE = {"ambiguous_column", "ddl_in_tree", "command_in_tree", "validation_failed"}
+#: Codes no SQL text reaches here, each shown by its own test below (the view codes need view
+#: definitions: tests/safety/test_safety_views.py).
+REACHED_OTHERWISE = {
+    "ambiguous_column",
+    "ddl_in_tree",
+    "command_in_tree",
+    "validation_failed",
+    "view_unreadable",
+    "view_reads_protected",
+    "row_filter_view",
+    "rows_filtered",
+}
 
 
 def test_correctable_refusals_are_derived_from_the_registry() -> None:
@@ -113,6 +128,9 @@ def test_correctable_refusals_are_derived_from_the_registry() -> None:
         "column_not_allowed",
         "column_denied",
         "function_not_allowed",
+        "view_unreadable",
+        "view_reads_protected",
+        "row_filter_view",
     }
     assert not CORRECTABLE_REFUSALS & codes_of(FindingKind.FORBIDDEN, FindingKind.INTERNAL)
 

@@ -10,6 +10,7 @@ def test_all_is_sorted_and_complete():
 def test_contract_names_are_exported():
     for name in (
         "SqlValidator",
+        "ValidatedStatement",
         "ValidationResult",
         "SafetyFinding",
         "SafetyPolicy",

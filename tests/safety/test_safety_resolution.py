@@ -137,8 +137,11 @@ def test_duckdb_selectors_and_positional_references():
     )
 
 
-def test_without_rules_nothing_is_resolved_unless_asked():
-    assert code("SELECT ghost FROM nowhere", policy=SafetyPolicy()) is None
+def test_without_rules_every_reference_is_resolved_when_the_schema_is_known():
+    assert code("SELECT ghost FROM nowhere", policy=SafetyPolicy()) == "unresolved_table"
+    assert code("SELECT nosuch FROM users", policy=SafetyPolicy()) == "unresolved_column"
+    assert code("SELECT name FROM users", policy=SafetyPolicy()) is None
+    assert code("SELECT ghost FROM nowhere", policy=SafetyPolicy(), schema=None) is None
     strict = SafetyPolicy(require_resolution=True)
     assert code("SELECT ghost FROM users", policy=strict) == "unresolved_column"
     assert code("SELECT name FROM users", policy=strict) is None

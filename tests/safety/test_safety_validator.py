@@ -15,6 +15,13 @@ def validate(sql, dialect="sqlite", **policy):
 
 # (title, dialect, sql, expected refusal code)
 REFUSED = [
+    # sqlglot reads it as ``U & "d\0061ta"``: two columns the table does not have
+    (
+        "postgres unicode escape names no column",
+        "postgres",
+        'SELECT U&"d\\0061ta" FROM users',
+        "unresolved_column",
+    ),
     ("two statements", "sqlite", "SELECT 1; DROP TABLE users", "multiple_statements"),
     (
         "select then delete",
@@ -230,12 +237,6 @@ ACCEPTED = [
         "sqlite",
         "SELECT name /* DROP TABLE users */ FROM users -- bye",
         "SELECT name FROM users LIMIT 1001",
-    ),
-    (
-        "postgres unicode escape is not an identifier after rendering",
-        "postgres",
-        'SELECT U&"d\\0061ta" FROM users',
-        'SELECT U & "d\\0061ta" FROM users LIMIT 1001',
     ),
     (
         "window and aggregate functions",

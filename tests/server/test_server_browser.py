@@ -386,15 +386,13 @@ def test_the_inbox_shows_the_deadline_counting_down_and_the_votes_so_far(
 def test_a_correction_cycle_shows_the_error_and_the_change(browser: Any, live: Running) -> None:
     with live.client("alice") as alice, live.client("rita") as rita:
         run_id = alice.post("/runs", json={"question": sc.SALES_BY_REGION}).json()["run_id"]
-        first = pending_batch(rita, run_id)
-        rita.post(
-            f"/approvals/{first['batch_id']}/decision",
-            json={"decisions": {cid: "approve" for cid in first["pending_ids"]}},
-        ).raise_for_status()
+        # Both mistakes are refused by the validator before review (an ambiguous column, then a
+        # misspelt one): the first batch the reviewer sees is the second correction.
+        pending_batch(rita, run_id)
     reviewer = _page(browser, live, "/reviewer", "rita")
     correction = reviewer.locator(".batch").get_by_test_id("correction")
     correction.wait_for()
-    assert "ambiguous column name: customer_id" in correction.inner_text()
+    assert "region_name" in correction.inner_text()
     diff = correction.get_by_test_id("correction-diff")
     assert diff.locator(".add").count() >= 1 and diff.locator(".del").count() >= 1
     _shot(reviewer, "server-reviewer-correction.png")

@@ -73,8 +73,8 @@ def approve_and_execute(
             cycle,
             executor,
             gate,
-            validator.row_limit,
-            revalidate=validator if ctx.schema_changed else None,
+            validator,
+            revalidate=ctx.schema_changed,
         )
     while True:
         waiting = [q for q in ctx.questions if q.active and q.pending_sql is not None]
@@ -83,7 +83,7 @@ def approve_and_execute(
         cycle += 1
         pending = _validate_all(p, waiting, validator, cycle)
         outcome = _decide(p, ctx, pending, gate, cycle)
-        _after_review(p, ctx, pending, outcome, cycle, executor, gate, validator.row_limit)
+        _after_review(p, ctx, pending, outcome, cycle, executor, gate, validator)
 
 
 def _after_review(
@@ -94,14 +94,20 @@ def _after_review(
     cycle: int,
     executor: SQLExecutor,
     gate: ApprovalGate,
-    row_limit: int | None,
+    validator: SqlValidator,
     *,
-    revalidate: SqlValidator | None = None,
+    revalidate: bool = False,
 ) -> None:
     runnable = _apply(p, pending, outcome, cycle)
-    if revalidate is not None:
-        runnable = _still_valid(runnable, revalidate)
-    execute(p, ctx, runnable, executor, gate, row_limit=row_limit)
+    if revalidate:
+        runnable = _still_valid(runnable, validator)
+    # This cycle's statements as the validator minted them: run without validating them again
+    # when the approved text is theirs byte for byte (an edit or a changed text is validated).
+    checked = {
+        call_id: entry.validation.statement if entry.validation is not None else None
+        for call_id, entry in pending.items()
+    }
+    execute(p, ctx, runnable, executor, gate, validator, checked)
     remember_rejected(p, ctx, pending, outcome, gate)
     needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
     if needing:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -17,8 +18,9 @@ from orchestrator.features.memory import remember_executed
 if TYPE_CHECKING:
     from agents import SQLExecutor
     from orchestrator.core.pipeline import Pipeline
+    from safety import SqlValidator, ValidatedStatement
 
-__all__ = ["Runnable", "execute"]
+__all__ = ["Runnable", "execute", "validated"]
 
 
 class Runnable(NamedTuple):
@@ -42,11 +44,16 @@ def execute(
     runnable: list[Runnable],
     executor: SQLExecutor,
     gate: ApprovalGate,
-    *,
-    row_limit: int | None = None,
+    validator: SqlValidator,
+    checked: Mapping[str, ValidatedStatement | None] | None = None,
 ) -> None:
-    """Run each approved statement once, keeping at most ``min(row_cap, row_limit)`` rows
-    (``row_limit``: the validator's; see ``SQLExecutor.run``), and check its result."""
+    """Run each approved statement once, and check its result.
+
+    What runs is a ``safety.ValidatedStatement``: the approved text, byte for byte, validated
+    again by the run's ``validator`` just before it runs (a text that no longer renders to
+    itself, or is refused, ends the question ``unsafe`` and nothing runs), unless ``checked``
+    holds this cycle's own statement for the call with exactly that text (validated once). The
+    executor keeps at most ``min(row_cap, validator.row_limit)`` rows (see ``SQLExecutor.run``)."""
     if not runnable:
         return
     if ctx.lease is not None:
@@ -74,9 +81,10 @@ def execute(
         try:
             with gate.ledger.executing(outcome, call_id) as sql:
                 q.sql = sql  # byte-for-byte what was approved (or edited)
-                return _Ran(
-                    q, executor.run(sql, dialect=p.db.dialect, row_limit=row_limit), None, started
-                )
+                statement = (checked or {}).get(call_id)
+                if statement is None or statement.sql != sql:
+                    statement = validated(validator, sql)
+                return _Ran(q, executor.run(statement), None, started)
         except ExecutionError as exc:
             return _Ran(q, None, exc, started)
         except (AlreadyExecuted, ExecutionInDoubt) as exc:
@@ -121,7 +129,9 @@ def execute(
             continue
         assert exc is not None
         q.note("SQLExecutor", q.sql or "", f"{exc.code}: {exc.message}", started=started, ok=False)
-        if exc.code == "database_unreachable":
+        if exc.code == "not_validated":
+            q.finish(RunStatus.UNSAFE, RunError(code=exc.code, message=exc.message))
+        elif exc.code == "database_unreachable":
             q.finish(RunStatus.DATABASE_ERROR, RunError(code=exc.code, message=exc.message))
         elif exc.code == "execution_in_doubt":  # never re-run what may have run
             q.finish(RunStatus.EXECUTION_IN_DOUBT, RunError(code=exc.code, message=exc.message))
@@ -135,6 +145,22 @@ def execute(
             q.failure = exc.message
             q.after_synthesis = RunStatus.EXECUTION_FAILED
             q.error = RunError(code=exc.code, message=exc.message)
+
+
+def validated(validator: SqlValidator, sql: str) -> ValidatedStatement:
+    """``sql`` as a statement ``validator`` accepts exactly as written (approved SQL is the
+    validator's own rendering, so it renders to itself); ``ExecutionError("not_validated")``
+    otherwise, before anything runs."""
+    result = validator.validate(sql)
+    statement = result.statement
+    if statement is None or statement.sql != sql:
+        refusal = result.refusal
+        why = f"{refusal.code}: {refusal.message}" if refusal else "it renders differently"
+        raise ExecutionError(
+            "not_validated",
+            f"The approved statement does not pass the validator as written ({why}); nothing was run.",
+        )
+    return statement
 
 
 def _check_result(p: Pipeline, q: QuestionState, result: ExecutionResult) -> None:

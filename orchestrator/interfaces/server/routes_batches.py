@@ -164,6 +164,12 @@ def _corrections(service: Service, record: BatchRecord, dialect: str) -> dict[st
         execution = service.approvals.execution(item.call_id)
         if execution is not None and execution.state == "failed" and execution.detail:
             settled[item.question_id] = execution.detail.removeprefix("ExecutionError: ")
+    # A statement the validator refused never ran: its refusal is what the correction answers.
+    refused: dict[str, str] = {}
+    for item in previous.batch.items:
+        blocking = [f for f in item.findings if f.severity == "error"] if item.refused else []
+        if blocking:
+            refused[item.question_id] = f"{blocking[0].code}: {blocking[0].message}"
     corrections: dict[str, Any] = {}
     for item in batch.items:
         if item.question_id in before:
@@ -171,7 +177,9 @@ def _corrections(service: Service, record: BatchRecord, dialect: str) -> dict[st
                 "previous_cycle": previous.batch.cycle,
                 "previous_batch_id": previous.batch_id,
                 "previous_sql": before[item.question_id],
-                "error": errors.get(item.question) or settled.get(item.question_id),
+                "error": errors.get(item.question)
+                or settled.get(item.question_id)
+                or refused.get(item.question_id),
                 "diff": [
                     line.model_dump()
                     for line in sql_diff(before[item.question_id], item.sql, dialect)
