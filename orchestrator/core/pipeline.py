@@ -101,7 +101,7 @@ class Pipeline:
         memory: ReviewMemory | None = None,
         result_rows: ResultRowStore | None = None,
         actor: str = "reviewer",
-        asker: Callable[[str], str | None] | None = None,
+        asker: Callable[[str], str | Sequence[str] | None] | None = None,
     ) -> None:
         if reviewer is None and (approval_store is None or run_store is None):
             raise ValueError(
@@ -130,6 +130,13 @@ class Pipeline:
         self.result_rows = result_rows or (
             ResultRowStore(run_store.engine) if run_store is not None else None
         )
+
+    def _authors(self, run_id: str) -> list[str]:
+        """Who authored the run's SQL: ``asker``'s name, or names (one transport may prove
+        more than one, e.g. stdio MCP's chosen actor and the login the agent runs as)."""
+        found = self.asker(run_id) if self.asker else None
+        names = [found] if isinstance(found, str) else list(found or ())
+        return [name for name in names if name]
 
     # -- shared services -----------------------------------------------------------------------
 
@@ -167,7 +174,7 @@ class Pipeline:
             quorum=self.config.approval_quorum,
             assess=self.db.risk_assessor(policy),
             risk_approval=risk_approval(policy or self.db.policy),
-            authors=[a for a in [self.asker(run_id) if self.asker else None] if a],
+            authors=self._authors(run_id),
             four_eyes=(policy or self.db.policy).approvals.four_eyes,
             ttl=timedelta(seconds=self.config.approval_ttl_s)
             if self.config.approval_ttl_s

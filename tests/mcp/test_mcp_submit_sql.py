@@ -202,3 +202,45 @@ def test_refused_rejected_and_approved_sql_with_who_asked_approved_and_ran(
     assert "rita" in {e["actor"] for e in events if e["event"] in ("vote_cast", "batch_resolved")}
     ran = {e["detail"]["sql_hash"] for e in events if e["event"] == "execution_done"}
     assert ran == {sql_hash(w["sql"]) for w in waiting["waiting"]}
+
+
+def test_on_stdio_the_login_the_agent_runs_as_is_an_author_whatever_actor_it_chose(
+    demo_db: Path, state_url: str
+) -> None:
+    """``SQLGATE_MCP_ACTOR`` names an agent's runs; it does not make the login that runs the
+    agent someone else. Under four eyes that login cannot approve its agent's SQL at the command
+    line (which proves the same login), and another reviewer can."""
+    from approvals import AuthorMayNotDecide
+    from orchestrator.interfaces.mcp.config import login_name
+
+    server = SqlgateMCPServer(
+        McpService(
+            McpConfig(
+                database_url=f"sqlite:///{demo_db}",
+                state_url=state_url,
+                llm=LLMSettings(base_url="http://127.0.0.1:9/v1", max_attempts=1),
+                actor="reporting-bot",  # chosen by SQLGATE_MCP_ACTOR
+                http_client=httpx2.Client(transport=CassetteTransport([])),
+                poll_interval=0.05,
+                sweep_interval=0.2,
+                policy=Policy.from_toml_text(POLICY + "\n[approvals]\nfour_eyes = true\n"),
+            )
+        )
+    )
+
+    async def session() -> dict[str, Any]:
+        async with Client(server) as client:
+            submitted = await client.call_tool(
+                "submit_sql", {"sql": ORDERS_BY_STATUS, "purpose": "order book"}
+            )
+            return submitted.structured_content
+
+    paused = anyio.run(session)
+    batch_id = paused["review"]["batch_id"]
+    state = StateDatabase(state_url)
+    record = state.approvals.get_batch(batch_id)
+    assert set(record.batch.authors) == {"reporting-bot", login_name()}
+    state.close()
+    with pytest.raises(AuthorMayNotDecide):
+        decide(state_url, batch_id, login_name(), "approve")
+    decide(state_url, batch_id, "rita", "approve")

@@ -30,7 +30,8 @@ REVIEWER_URL_ENV = "SQLGATE_REVIEWER_URL"
 ACTOR_ENV = "SQLGATE_MCP_ACTOR"
 
 
-def _login() -> str:
+def login_name() -> str:
+    """The OS login this process runs as (what stdio proves about its caller)."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (some containers)
@@ -53,7 +54,7 @@ class McpConfig:
     tokens: TokenRegistry | None = None
     #: The organisation's identity provider (``SQLGATE_OIDC_FILE``), for the HTTP transport.
     identity: IdentityProvider | None = None
-    actor: str = field(default_factory=_login)
+    actor: str = field(default_factory=login_name)
     reviewer_url: str | None = None
     #: Ask the human at the client (MCP elicitation) to review, when their token may decide.
     elicit: bool = False
@@ -120,7 +121,7 @@ class McpConfig:
             pipeline=pipeline,
             tokens=tokens,
             identity=identity,
-            actor=env.get(ACTOR_ENV) or _login(),
+            actor=env.get(ACTOR_ENV) or login_name(),
             reviewer_url=reviewer_url or env.get(REVIEWER_URL_ENV) or None,
             elicit=elicit,
             workers=workers or int(env.get("SQLGATE_SERVER_WORKERS", "4")),

@@ -26,7 +26,7 @@ from orchestrator.core.result import RunError, RunResult, RunStatus
 from orchestrator.core.server_state import RunRow
 from orchestrator.core.state_db import StateDatabase
 from orchestrator.features.memory import memory_for
-from orchestrator.interfaces.mcp.config import McpConfig
+from orchestrator.interfaces.mcp.config import McpConfig, login_name
 from orchestrator.interfaces.mcp.template_tools import (
     TemplateTool,
     TemplateToolError,
@@ -102,7 +102,7 @@ class McpService:
             config=config.pipeline,
             http_client=config.http_client,
             memory=memory_for(self.state_db, self.database),
-            asker=self.state.owner_of,  # who asked a run authored its SQL
+            asker=self._authors_of,  # who asked a run authored its SQL
         )
         self.hub = EventHub(
             EventSource(self.approvals, self.state, with_items=False),
@@ -182,6 +182,16 @@ class McpService:
                 break
             page += 1
         return kept[: limit + 1]
+
+    def _authors_of(self, run_id: str) -> list[str]:
+        """Who authored a run's SQL: its owner and, on stdio (no tokens, no identity provider),
+        the login the agent runs as, whatever actor name ``SQLGATE_MCP_ACTOR`` chose, so that
+        login deciding at the command line is still the author (four eyes, earned trust)."""
+        owner = self.state.owner_of(run_id)
+        authors = [owner] if owner else []
+        if self.config.tokens is None and self.config.identity is None:
+            authors.append(login_name())
+        return authors
 
     def cancel(self, row: RunRow, actor: str) -> RunRow:
         """Withdraw a run waiting at the gate: its checkpoint ends (cancelled), its pending

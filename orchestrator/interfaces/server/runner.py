@@ -13,7 +13,7 @@ import logging
 import threading
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -45,7 +45,7 @@ def shared_pipeline(
     config: PipelineConfig | None = None,
     http_client: Any | None = None,
     memory: ReviewMemory | None = None,
-    asker: Callable[[str], str | None] | None = None,
+    asker: Callable[[str], str | Sequence[str] | None] | None = None,
 ) -> Pipeline:
     """The service's one pipeline: it pauses every run at the gate, and serves all runs at once.
 
