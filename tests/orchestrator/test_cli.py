@@ -143,7 +143,15 @@ def test_the_readme_exit_codes_are_the_cli_exit_codes() -> None:
         status: int(code) for status, code in rows.items()
     }
     others = [int(c) for c in re.findall(r"^\| \([^)]*\) \| (\d+) \|", table, re.MULTILINE)]
-    assert sorted(others) == [1, BATCH_INCOMPLETE_EXIT, WRONG_DATABASE_EXIT]
+    from orchestrator.interfaces.cli.eval import EVAL_REGRESSION_EXIT, EVAL_REPLAY_MISS_EXIT
+
+    assert sorted(others) == [
+        1,
+        BATCH_INCOMPLETE_EXIT,
+        WRONG_DATABASE_EXIT,
+        EVAL_REGRESSION_EXIT,
+        EVAL_REPLAY_MISS_EXIT,
+    ]
 
 
 def test_ask_without_a_terminal_needs_yes(monkeypatch: pytest.MonkeyPatch, demo_db: Path) -> None:
