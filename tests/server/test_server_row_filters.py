@@ -1,7 +1,8 @@
 """Row filters through the HTTP API: each asker's run is bound to the attributes their token
-proves (a static token's ``attributes``), so two askers of the same question get only their own
-rows; a reviewer's edit is checked with the ASKER's attributes; an asker without the attribute
-is refused (``row_filter_unbound``). Nothing in a request body can set an attribute."""
+proves (a static token's ``attributes``, a provider token's claims), so two askers of the same
+question get only their own rows; a reviewer's edit is checked with the ASKER's attributes; an
+asker without the attribute is refused (``row_filter_unbound``). Nothing in a request body can
+set an attribute."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from orchestrator.interfaces.auth import OidcSettings
 from orchestrator.interfaces.server import TokenRegistry, create_app
+from orchestrator.interfaces.server.identity import IdentityProvider
 from safety import Policy
+from tests.auth.oidc_provider import LocalOidcProvider
 from tests.scripted_llm.scenarios import Scenario, ScenarioScript, reasoning
 from tests.scripted_llm.server import ScriptedLLMServer
 from tests.server.conftest import Running, make_config, start_server, stop_server
@@ -44,7 +49,15 @@ def shop(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def served(shop: Path, state_url: str, allow_scripted_model: None) -> Iterator[Running]:
+def idp() -> Iterator[LocalOidcProvider]:
+    with LocalOidcProvider(audience="sqlgate-api") as provider:
+        yield provider
+
+
+@pytest.fixture
+def served(
+    shop: Path, state_url: str, allow_scripted_model: None, idp: LocalOidcProvider
+) -> Iterator[Running]:
     script = ScenarioScript(
         {
             QUESTION: Scenario(
@@ -60,6 +73,15 @@ def served(shop: Path, state_url: str, allow_scripted_model: None) -> Iterator[R
             model,
             policy=POLICY,
             tokens=TokenRegistry.from_json(json.dumps(TOKENS)),
+            identity=IdentityProvider(
+                OidcSettings.model_validate(
+                    {
+                        "issuer": idp.issuer,
+                        "audience": "sqlgate-api",
+                        "roles": [{"claim": "groups", "value": "analysts", "role": "analyst"}],
+                    }
+                )
+            ),
         )
         app = create_app(config)
         server, thread, base_url = start_server(app)
@@ -69,19 +91,37 @@ def served(shop: Path, state_url: str, allow_scripted_model: None) -> Iterator[R
             stop_server(server, thread)
 
 
-def _ask(running: Running, actor: str) -> str:
-    with running.client(actor) as client:
+def _client(running: Running, bearer: str) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {bearer}"}
+    return httpx.Client(base_url=running.base_url, headers=headers, timeout=30.0)
+
+
+def _ask(running: Running, bearer: str) -> str:
+    with _client(running, bearer) as client:
         response = client.post("/runs", json={"question": QUESTION})
         assert response.status_code == 202, response.text
         return response.json()["run_id"]
 
 
-def test_each_asker_gets_only_their_rows_and_edits_keep_the_askers_filter(
+def test_static_token_askers_get_only_their_rows_and_edits_keep_the_askers_filter(
     served: Running,
 ) -> None:
-    ann_run, ben_run, cal_run = (_ask(served, a) for a in ("ann", "ben", "cal"))
+    _each_their_rows(served, "tok-ann", "tok-ben", "tok-cal")
 
-    with served.client("cal") as cal:
+
+def test_provider_token_askers_get_only_their_rows(served: Running, idp: LocalOidcProvider) -> None:
+    def token(sub: str, **claims: str) -> str:
+        return idp.mint({"sub": sub, "groups": ["analysts"], **claims})
+
+    _each_their_rows(
+        served, token("u-ann", region="EU"), token("u-ben", region="US"), token("u-cal")
+    )
+
+
+def _each_their_rows(served: Running, ann_token: str, ben_token: str, cal_token: str) -> None:
+    ann_run, ben_run, cal_run = (_ask(served, t) for t in (ann_token, ben_token, cal_token))
+
+    with _client(served, cal_token) as cal:
         refused = wait_for_run(cal, cal_run, DONE)["results"][0]
     assert refused["status"] != "answered" and refused["rows_preview"] == []
     assert "row_filter_unbound" in json.dumps(refused)
@@ -115,7 +155,7 @@ def test_each_asker_gets_only_their_rows_and_edits_keep_the_askers_filter(
         )
         assert decided.status_code == 200, decided.text
 
-    with served.client("ann") as ann, served.client("ben") as ben:
+    with _client(served, ann_token) as ann, _client(served, ben_token) as ben:
         ann_result = wait_for_run(ann, ann_run, DONE)["results"][0]
         ben_result = wait_for_run(ben, ben_run, DONE)["results"][0]
     assert ann_result["status"] == ben_result["status"] == "answered"
