@@ -19,9 +19,9 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-__all__ = ["Identity", "IdentityValue", "checked_identity", "identity_key"]
+__all__ = ["Identity", "IdentityValue", "checked_identity", "identity_key", "needed_identity"]
 
 IdentityValue = str | int | float | bool
 Identity = Mapping[str, IdentityValue]
@@ -47,3 +47,19 @@ def checked_identity(value: object) -> dict[str, IdentityValue] | None:
 def identity_key(identity: Identity | None) -> str:
     """The attributes as one text, the same for equal attributes (a cache key)."""
     return json.dumps(dict(identity or {}), sort_keys=True, separators=(",", ":"))
+
+
+def needed_identity(identity: object, names: Iterable[str]) -> dict[str, IdentityValue] | None:
+    """Of the asker's attributes, only those the policy's row filters name (``names``): what a
+    run records and its batch shows the reviewer, and what its validators are cached by (a
+    provider token's other claims, its times and ids, are neither kept nor shown).
+
+    Example:
+        >>> needed_identity({"region": "EU", "sub": "u-1", "exp": "1767225600"}, ["region"])
+        {'region': 'EU'}
+        >>> needed_identity({"sub": "u-1"}, ["region"]) is None
+        True
+    """
+    found = checked_identity(identity) or {}
+    wanted = set(names)
+    return {k: v for k, v in found.items() if k in wanted} or None

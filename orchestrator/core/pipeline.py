@@ -49,7 +49,7 @@ from orchestrator.core.errors import (
     RunNotFound,
     WrongDatabase,
 )
-from orchestrator.core.identity import Identity, checked_identity
+from orchestrator.core.identity import Identity, IdentityValue, checked_identity, needed_identity
 from orchestrator.core.lease import Lease, LeaseLost, process_owner
 from orchestrator.core.llm import LLMClient
 from orchestrator.core.pipeline_config import PipelineConfig
@@ -64,6 +64,7 @@ from orchestrator.features.memory import ReviewMemory, gate_policy
 from orchestrator.features.risk import risk_approval
 from ratelimit import RateLimitError
 from safety import Policy, SqlValidator
+from safety.row_filters import attributes_named
 
 #: Where a run carries on from: the start (None), a decided gate (cycle, pending statements,
 #: outcome), or results whose answers are still to be written ("executed").
@@ -227,7 +228,7 @@ class Pipeline:
         ctx = self._context(run_id, list(questions), progress, on_result)
         self._submitted(ctx, statements)
         ctx.policy = self.db.policy_for(role).model_dump(mode="json")
-        ctx.identity = checked_identity(identity)
+        ctx.identity = self._needed(identity, ctx.policy)
         ctx.follow_up_of = follow_up_of
         ctx.database = self.db.safe_url
         if self._durable:
@@ -236,7 +237,7 @@ class Pipeline:
             )
             if queued is not None:  # queued: what it was recorded with
                 ctx.policy = queued.policy or ctx.policy
-                ctx.identity = checked_identity(queued.identity)
+                ctx.identity = self._needed(queued.identity, ctx.policy)
         for q in ctx.questions:
             stages.check_input(self, q)
         stages.admit(self, ctx)
@@ -269,7 +270,7 @@ class Pipeline:
                 questions=list(questions),
                 statements=list(statements) if statements is not None else None,
                 policy=policy,
-                identity=checked_identity(identity),
+                identity=self._needed(identity, policy),
             ),
             status="queued",
             follow_up_of=follow_up_of,
@@ -359,7 +360,7 @@ class Pipeline:
             ctx = self._context(run_id, checkpoint.questions, progress, None)
             self._submitted(ctx, checkpoint.statements)
             ctx.policy = checkpoint.policy
-            ctx.identity = checked_identity(checkpoint.identity)
+            ctx.identity = self._needed(checkpoint.identity, ctx.policy)
             ctx.stored = ("running", version)
             ctx.follow_up_of = stored.follow_up_of
             ctx.database = stored.database
@@ -466,6 +467,14 @@ class Pipeline:
             on_result=on_result,
             release_streamed=on_result is not None and self.reviewer is not None,
         )
+
+    def _needed(
+        self, identity: object, policy: dict[str, object] | None
+    ) -> dict[str, IdentityValue] | None:
+        """Of the asker's attributes, those the run's policy's row filters name: what the run
+        records, its batches show and its validators are bound to."""
+        chosen = Policy.from_data(policy) if policy is not None else self.db.policy
+        return needed_identity(identity, attributes_named(chosen.safety_policy().row_filters))
 
     @staticmethod
     def _submitted(ctx: RunContext, statements: Sequence[str] | None) -> None:

@@ -131,6 +131,8 @@ def _each_their_rows(served: Running, ann_token: str, ben_token: str, cal_token:
         ben_batch = pending_batch(rita, ben_run)
         assert "region = 'EU'" in ann_batch["batch"]["items"][0]["sql"]
         assert "region = 'US'" in ben_batch["batch"]["items"][0]["sql"]
+        # only what the filters name is recorded and shown (no token ids, times or e-mail)
+        assert ann_batch["batch"]["context"]["identity"] == {"region": "EU"}
 
         # rita edits ann's statement: checked (and run) with ann's attributes, not rita's
         call_id = ann_batch["pending_ids"][0]
