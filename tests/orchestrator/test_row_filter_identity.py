@@ -136,3 +136,36 @@ def test_validators_are_cached_per_policy_and_attributes(shop: Path) -> None:
     assert us is not eu
     assert "'US'" in us.validate(LIST_ORDERS).sql and "'EU'" in eu.validate(LIST_ORDERS).sql
     assert db.validator(POLICY).validate(LIST_ORDERS).refusal.code == "row_filter_unbound"
+
+
+def test_a_distributed_batch_run_is_claimed_with_the_attributes_it_was_recorded_with(
+    shop: Path, tmp_path: Path
+) -> None:
+    from orchestrator.core.state_db import StateDatabase
+
+    state = tmp_path / "state.sqlite"
+    db = TargetDatabase(f"sqlite:///{shop}", policy=POLICY)
+    store = StateDatabase(f"sqlite:///{state}")
+    store.setup()  # the runs table a batch records its runs in
+    recorded = store.batches.record(
+        "batch_rows",
+        db.safe_url,
+        [[PURPOSE]],
+        options={},
+        login=db.login_for(),
+        identity={"region": "US", "team": "sales"},
+    )
+    [run] = recorded.runs
+
+    # a worker claims the queued run as ``sqlgate worker`` does: nothing but its id and questions
+    [paused] = pipeline(shop, state).run_batch(
+        run.questions, run_id=run.run_id, statements=[LIST_ORDERS]
+    )
+    assert paused.status == RunStatus.AWAITING_APPROVAL
+    [record] = SqlApprovalStore(f"sqlite:///{state}").pending_batches(run_id=run.run_id)
+    assert record.batch.context["identity"] == {"region": "US"}  # what the filters name only
+    approve(state, run.run_id)
+
+    [answered] = pipeline(shop, state).resume(run.run_id)
+
+    assert answered.rows_preview == [[2, "US"]]
