@@ -86,3 +86,23 @@ def test_ask_and_resume_keep_the_token_attributes_and_none_is_refused(
     refused = runner.invoke(app, ask)
     assert "row_filter_unbound" in refused.stdout, refused.output
     assert json.loads(refused.stdout)["status"] != "answered"
+
+
+def test_validate_binds_the_filter_as_ask_does(
+    monkeypatch: pytest.MonkeyPatch, demo_db: Path, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("SQLGATE_TOKENS_FILE", raising=False)
+    monkeypatch.setenv("SQLGATE_TOKENS", TOKENS)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    check = ["validate", "SELECT name FROM products", "--db", f"sqlite:///{demo_db}"]
+    check += ["--policy", str(policy), "--json"]
+
+    monkeypatch.setenv("SQLGATE_REVIEWER_TOKEN", "ann-token")
+    bound = runner.invoke(app, check)
+    assert bound.exit_code == 0, bound.output
+    assert "category_id = 1" in json.loads(bound.stdout)["sql"]
+
+    monkeypatch.delenv("SQLGATE_REVIEWER_TOKEN")
+    unbound = runner.invoke(app, check)
+    assert unbound.exit_code == 1 and json.loads(unbound.stdout)["code"] == "row_filter_unbound"

@@ -159,7 +159,7 @@ def batch(
     except SqlgateError as exc:
         fail(exc.message, error_code=exc.code)
     reviewer = reviewer_for(yes, as_json=False)  # after the settings: the order a person fixes
-    identity = terminal_identity()
+    identity = terminal_identity(database.policy)
     records: list[RunResult] = []
     written = _Written(writer, records)
 

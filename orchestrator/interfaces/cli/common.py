@@ -17,6 +17,7 @@ from orchestrator.core.errors import SqlgateError
 if TYPE_CHECKING:  # the result model loads pydantic and the model client: not for --help
     from orchestrator.core.identity import Identity, IdentityValue
     from orchestrator.core.result import RunResult
+    from safety import Policy
 
 err = terminal_console(stderr=True)
 
@@ -310,12 +311,15 @@ def check_edits_with(reviewer: Any, pipeline: Any, identity: Identity | None = N
         reviewer.validate = pipeline.validator(None, identity).validate
 
 
-def terminal_identity(as_json: bool = False) -> dict[str, IdentityValue] | None:
+def terminal_identity(policy: Policy, as_json: bool = False) -> dict[str, IdentityValue] | None:
     """The attributes of whoever asks at this terminal: those of the token
-    ``SQLGATE_REVIEWER_TOKEN`` proves, else none (``cli_asker_identity``). Exit 2 for a token
-    the registry does not accept."""
+    ``SQLGATE_REVIEWER_TOKEN`` proves, else none (``cli_asker_identity``). Only asked when
+    ``policy`` (or a role of it) filters rows; then exit 2 for a token the registry does not
+    accept."""
     from orchestrator.interfaces.reviewer_identity import cli_asker_identity
 
+    if not policy.rows and not any(role.rows for role in policy.roles.values()):
+        return None
     try:
         return cli_asker_identity()
     except SqlgateError as exc:

@@ -249,7 +249,7 @@ def ask(
     # Settings first (a person fixes the key or the URL first), then the gate fails closed
     # before anything runs.
     reviewer = None if defer else reviewer_for(yes, as_json)
-    identity = terminal_identity(as_json)
+    identity = terminal_identity(database.policy, as_json)
     with tempfile.TemporaryDirectory(prefix="sqlgate-rows-") as spool:
         rows = ResultRowStore(f"sqlite:///{spool}/rows.sqlite") if out is not None else None
         with Spinner(enabled=True) as spinner:
