@@ -42,10 +42,20 @@ if TYPE_CHECKING:
     from .catalog import SchemaCatalog
     from .rules import RuleContext
 
-__all__ = ["RowFilter", "RowFilters", "filter_rows"]
+__all__ = ["RowFilter", "RowFilters", "attributes_named", "filter_rows"]
 
 IdentityValue = str | int | float | bool
 _PLACEHOLDER = re.compile(r"\{user\.([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def attributes_named(entries: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """The attributes the predicates of ``entries`` (``(table, predicate)``) name.
+
+    Example:
+        >>> sorted(attributes_named([("orders", "region = {user.region} AND n < {user.cap}")]))
+        ['cap', 'region']
+    """
+    return frozenset(name for _, template in entries for name in _PLACEHOLDER.findall(template))
 
 
 @dataclass(frozen=True)

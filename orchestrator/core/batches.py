@@ -37,6 +37,7 @@ from sqlalchemy.exc import IntegrityError
 
 from approvals.migrations import migrate, write_transaction
 from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.identity import Identity
 from orchestrator.core.run_identity import DatabaseLogin, database_identity
 from orchestrator.core.runs import new_run_row
 from orchestrator.core.runs import runs as runs_table
@@ -126,10 +127,12 @@ class BatchStore:
         *,
         options: dict[str, Any],
         login: DatabaseLogin,
+        identity: Identity | None = None,
     ) -> RecordedBatch:
         """The batch ``batch_id``: recorded now with one queued run per chunk, in one
         transaction, or as an earlier command recorded it (its chunks then win). Its runs
-        execute as ``login`` (a worker logging in otherwise leaves them alone)."""
+        execute as ``login`` (a worker logging in otherwise leaves them alone) and are asked
+        with the asker's attributes ``identity`` (what the row filters are bound to)."""
         self.setup()
         found = self.load(batch_id)
         if found is not None:
@@ -171,7 +174,11 @@ class BatchStore:
                         new_run_row(
                             run.run_id,
                             database,
-                            StartedCheckpoint(run_id=run.run_id, questions=run.questions),
+                            StartedCheckpoint(
+                                run_id=run.run_id,
+                                questions=run.questions,
+                                identity=dict(identity) if identity else None,
+                            ),
                             now=now,
                             target=target,
                             login=login,

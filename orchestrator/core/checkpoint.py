@@ -121,6 +121,9 @@ class PausedCheckpoint(BaseModel):
     policy: dict[str, Any] | None = Field(
         default=None, description="The safety policy the run's statements were validated under."
     )
+    identity: dict[str, Any] | None = Field(
+        default=None, description="The asker's attributes the run's row filters are bound to."
+    )
 
 
 class StartedCheckpoint(BaseModel):
@@ -137,6 +140,9 @@ class StartedCheckpoint(BaseModel):
     policy: dict[str, Any] | None = Field(
         default=None, description="The policy the run is judged under (a role's, if it has one)."
     )
+    identity: dict[str, Any] | None = Field(
+        default=None, description="The asker's attributes the run's row filters are bound to."
+    )
 
 
 class ExecutedCheckpoint(BaseModel):
@@ -150,6 +156,7 @@ class ExecutedCheckpoint(BaseModel):
     calls_made: int
     questions: list[QuestionCheckpoint]
     policy: dict[str, Any] | None = None
+    identity: dict[str, Any] | None = None
 
 
 class FinishedCheckpoint(BaseModel):

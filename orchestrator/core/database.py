@@ -4,14 +4,16 @@
 from the URL (nothing else picks a dialect for execution), reads the real schema once, and then
 builds, for the base policy or a role's narrower one:
 
-- ``validator(policy)``: the ``SqlValidator`` in the engine's dialect, resolving every reference
-  against the real schema (``safety.read_schema``) with the engine's default schema explicit;
+- ``validator(policy, identity)``: the ``SqlValidator`` in the engine's dialect, resolving every
+  reference against the real schema (``safety.read_schema``) with the engine's default schema
+  explicit, its row filters bound to the asker's attributes (``identity``);
 - ``executor(policy)``: the ``SQLExecutor`` on the read-only engine, with the policy's row cap;
 - ``risk_assessor(policy)``: each statement's risk before review (``orchestrator.features.risk``);
-- ``gate_context(policy)``: what an approval batch records (dialect, the policy, its
-  fingerprint, the login its statements run as), and ``validator_for(context)``: the validator
-  a later edit of that batch is checked with, from any process, under the policy the batch was
-  created under;
+- ``gate_context(policy, identity)``: what an approval batch records (dialect, the policy, its
+  fingerprint, the asker's attributes, the login its statements run as), and
+  ``validator_for(context)``: the validator a later edit of that batch is checked with, from any
+  process, under the policy the batch was created under and the ASKER's attributes (whoever
+  edits, the filter protects what the asker sees);
 - ``login_for(policy)`` / ``engine_for(policy)``: the database login a policy's statements run
   as (``DatabaseLogin``: the user this process connects as, read from the server, and the
   policy's ``database_role``; or the login of the URL in its ``database_url_env``) and the
@@ -46,6 +48,7 @@ from orchestrator.core.errors import (
     MissingExtra,
 )
 from orchestrator.core.extras import missing_extra
+from orchestrator.core.identity import Identity, checked_identity, identity_key
 from orchestrator.core.run_identity import DatabaseLogin, database_identity, schema_fingerprint
 from safety import (
     DatabaseSchema,
@@ -152,8 +155,8 @@ class TargetDatabase:
         )
         self._resolved: DatabaseSchema | None = None
         self._lock = threading.Lock()
-        # validators by policy fingerprint, for one schema read
-        self._validators: dict[str, SqlValidator] = {}
+        # validators by (policy fingerprint, asker's attributes), for one schema read
+        self._validators: dict[tuple[str, str], SqlValidator] = {}
         self._validators_of: DatabaseSchema | None = None
         self._validators_lock = threading.Lock()
         self._resolver: (
@@ -302,15 +305,19 @@ class TargetDatabase:
             ) from exc
         return engine, user
 
-    def validator(self, policy: Policy | None = None) -> SqlValidator:
+    def validator(
+        self, policy: Policy | None = None, identity: Identity | None = None
+    ) -> SqlValidator:
         """The validator for ``policy`` (default: the base policy), in the engine's dialect,
-        resolving every reference against the real schema.
+        resolving every reference against the real schema, its row filters bound to the asker's
+        attributes ``identity`` (none: a filtered table is refused, ``row_filter_unbound``).
 
-        Built once per policy and schema read (a validator does not change once built), so a
-        run, each cycle and each edit check share one; a refreshed schema builds new ones."""
+        Built once per (policy, attributes) and schema read (a validator does not change once
+        built), so a run, each cycle and each edit check share one; a refreshed schema builds
+        new ones."""
         schema = self.resolved_schema()
         chosen = policy or self.policy
-        key = chosen.fingerprint()
+        key = (chosen.fingerprint(), identity_key(identity))
         with self._validators_lock:
             if self._validators_of is not schema:
                 self._validators_of, self._validators = schema, {}
@@ -322,6 +329,7 @@ class TargetDatabase:
                     schema=schema.tables,
                     default_schema=schema.default_schema,
                     views=schema.views,
+                    identity=dict(identity) if identity else None,
                 )
                 if len(self._validators) >= _VALIDATORS_KEPT:
                     self._validators.pop(next(iter(self._validators)))
@@ -356,21 +364,28 @@ class TargetDatabase:
             resolver=self.column_resolver(),
         )
 
-    def gate_context(self, policy: Policy | None = None) -> dict[str, object]:
-        """What an approval batch records so that later edits are judged the same way, and the
-        login its statements will run as (what the reviewer is shown)."""
+    def gate_context(
+        self, policy: Policy | None = None, identity: Identity | None = None
+    ) -> dict[str, object]:
+        """What an approval batch records so that later edits are judged the same way (the
+        asker's attributes among it), and the login its statements will run as (what the
+        reviewer is shown)."""
         chosen = policy or self.policy
-        return {**batch_context(self.dialect, chosen), "login": str(self.login_for(chosen))}
+        return {
+            **batch_context(self.dialect, chosen, identity),
+            "login": str(self.login_for(chosen)),
+        }
 
     def validator_for(self, context: Mapping[str, object]) -> SqlValidator:
         """The validator for edits of a batch: its dialect (which must be this engine's) and the
-        policy it was created under (the base policy for batches that recorded none)."""
+        policy it was created under (the base policy for batches that recorded none) and the
+        asker's attributes it recorded (none recorded: filtered tables are refused)."""
         dialect = context.get("dialect")
         if dialect is not None and dialect != self.dialect:
             raise DialectMismatch(
                 f"the batch was checked as {dialect} but {self.safe_url} is {self.dialect}"
             )
-        return self.validator(policy_of(context, self.policy))
+        return self.validator(policy_of(context, self.policy), identity_of(context))
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -378,13 +393,22 @@ class TargetDatabase:
             engine.dispose()
 
 
-def batch_context(dialect: str, policy: Policy) -> dict[str, object]:
-    """``{"dialect", "policy", "policy_fingerprint"}``: stored with an approval batch."""
+def batch_context(
+    dialect: str, policy: Policy, identity: Identity | None = None
+) -> dict[str, object]:
+    """``{"dialect", "policy", "policy_fingerprint", "identity"}``: stored with an approval
+    batch (``identity``: the asker's attributes its row filters are bound to)."""
     return {
         "dialect": dialect,
         "policy": policy.model_dump(mode="json"),
         "policy_fingerprint": policy.fingerprint(),
+        "identity": dict(identity) if identity else None,
     }
+
+
+def identity_of(context: Mapping[str, object]) -> Identity | None:
+    """The asker's attributes a batch context recorded (None when it recorded none)."""
+    return checked_identity(context.get("identity"))
 
 
 def policy_of(context: Mapping[str, object], default: Policy) -> Policy:
@@ -401,6 +425,7 @@ def validator_without_database(context: Mapping[str, object], default: Policy) -
     return SqlValidator(
         str(dialect) if dialect else "sqlite",
         policy=policy_of(context, default).safety_policy(),
+        identity=identity_of(context),
     )
 
 

@@ -49,6 +49,7 @@ from orchestrator.core.errors import (
     RunNotFound,
     WrongDatabase,
 )
+from orchestrator.core.identity import Identity, IdentityValue, checked_identity, needed_identity
 from orchestrator.core.lease import Lease, LeaseLost, process_owner
 from orchestrator.core.llm import LLMClient
 from orchestrator.core.pipeline_config import PipelineConfig
@@ -63,6 +64,7 @@ from orchestrator.features.memory import ReviewMemory, gate_policy
 from orchestrator.features.risk import risk_approval
 from ratelimit import RateLimitError
 from safety import Policy, SqlValidator
+from safety.row_filters import attributes_named
 
 #: Where a run carries on from: the start (None), a decided gate (cycle, pending statements,
 #: outcome), or results whose answers are still to be written ("executed").
@@ -140,9 +142,12 @@ class Pipeline:
 
     # -- shared services -----------------------------------------------------------------------
 
-    def validator(self, policy: Policy | None = None) -> SqlValidator:
-        """The validator of ``policy`` (default: the database's base policy)."""
-        return self.db.validator(policy)
+    def validator(
+        self, policy: Policy | None = None, identity: Identity | None = None
+    ) -> SqlValidator:
+        """The validator of ``policy`` (default: the database's base policy), its row filters
+        bound to the asker's attributes ``identity``."""
+        return self.db.validator(policy, identity)
 
     def executor(self, policy: Policy | None = None) -> SQLExecutor:
         return self.db.executor(policy)
@@ -159,18 +164,20 @@ class Pipeline:
         policy: Policy | None = None,
         *,
         database: str | None = None,
+        identity: Identity | None = None,
     ) -> ApprovalGate:
         """The approval gate of a run, under ``policy`` (the run's); ``database`` is the run's
-        recorded database, which earned auto-approval looks its evidence up under."""
+        recorded database, which earned auto-approval looks its evidence up under; ``identity``
+        the asker's attributes, which the batch records so that edits are validated with them."""
         return ApprovalGate(
             reviewer=self.reviewer,
-            validate=(validator or self.validator(policy)).validate,
+            validate=(validator or self.validator(policy, identity)).validate,
             policy=gate_policy(self, policy, key=database),
             store=self.approval_store,
             run_id=run_id,
             actor=self.actor,
             # dialect and policy: a reviewer in another process validates edits alike
-            context=self.db.gate_context(policy),
+            context=self.db.gate_context(policy, identity),
             quorum=self.config.approval_quorum,
             assess=self.db.risk_assessor(policy),
             risk_approval=risk_approval(policy or self.db.policy),
@@ -184,9 +191,11 @@ class Pipeline:
 
     # -- public API --------------------------------------------------------------------------------
 
-    def ask(self, question: str, *, role: str | None = None) -> RunResult:
+    def ask(
+        self, question: str, *, role: str | None = None, identity: Identity | None = None
+    ) -> RunResult:
         """Answer one question (a batch of one)."""
-        return self.run_batch([question], role=role)[0]
+        return self.run_batch([question], role=role, identity=identity)[0]
 
     def run_batch(
         self,
@@ -198,6 +207,7 @@ class Pipeline:
         role: str | None = None,
         follow_up_of: str | None = None,
         statements: Sequence[str] | None = None,
+        identity: Identity | None = None,
     ) -> list[RunResult]:
         """Answer many questions with batched LLM calls and ONE approval cycle per round.
 
@@ -216,18 +226,25 @@ class Pipeline:
         ``statements``: the caller's own SQL, one per question (each question is then the
         statement's purpose). They go through the same validator and the same ONE review, and
         no model call is made: no plan, no correction, the answer is the result itself.
+
+        ``identity``: the asker's attributes (from a proven identity only), which the policy's
+        row filters are bound to; the run records them, so every process that advances it
+        validates with them (a run queued with attributes keeps those it was queued with).
         """
         run_id = run_id or "run_" + uuid.uuid4().hex[:16]
         ctx = self._context(run_id, list(questions), progress, on_result)
         self._submitted(ctx, statements)
         ctx.policy = self.db.policy_for(role).model_dump(mode="json")
+        ctx.identity = self._needed(identity, ctx.policy)
         ctx.follow_up_of = follow_up_of
         ctx.database = self.db.safe_url
         if self._durable:
-            ctx.stored, queued_policy = self._begin(
-                run_id, list(questions), ctx.policy, follow_up_of
+            ctx.stored, queued = self._begin(
+                run_id, list(questions), ctx.policy, follow_up_of, ctx.identity
             )
-            ctx.policy = queued_policy or ctx.policy
+            if queued is not None:  # queued: what it was recorded with
+                ctx.policy = queued.policy or ctx.policy
+                ctx.identity = self._needed(queued.identity, ctx.policy)
         for q in ctx.questions:
             stages.check_input(self, q)
         stages.admit(self, ctx)
@@ -243,10 +260,12 @@ class Pipeline:
         role: str | None = None,
         follow_up_of: str | None = None,
         statements: Sequence[str] | None = None,
+        identity: Identity | None = None,
     ) -> None:
         """Record a run nobody advances yet (a service accepted it); ``run_batch`` claims it, and
         ``recover`` starts it if the service stops first. The run keeps the policy of ``role``
-        (checked now: an unknown role is refused before anything is recorded)."""
+        (checked now: an unknown role is refused before anything is recorded) and the asker's
+        attributes ``identity``."""
         assert self.run_store is not None
         chosen = self.db.policy_for(role)
         policy = chosen.model_dump(mode="json")
@@ -258,6 +277,7 @@ class Pipeline:
                 questions=list(questions),
                 statements=list(statements) if statements is not None else None,
                 policy=policy,
+                identity=self._needed(identity, policy),
             ),
             status="queued",
             follow_up_of=follow_up_of,
@@ -347,6 +367,7 @@ class Pipeline:
             ctx = self._context(run_id, checkpoint.questions, progress, None)
             self._submitted(ctx, checkpoint.statements)
             ctx.policy = checkpoint.policy
+            ctx.identity = self._needed(checkpoint.identity, ctx.policy)
             ctx.stored = ("running", version)
             ctx.follow_up_of = stored.follow_up_of
             ctx.database = stored.database
@@ -454,6 +475,14 @@ class Pipeline:
             release_streamed=on_result is not None and self.reviewer is not None,
         )
 
+    def _needed(
+        self, identity: object, policy: dict[str, object] | None
+    ) -> dict[str, IdentityValue] | None:
+        """Of the asker's attributes, those the run's policy's row filters name: what the run
+        records, its batches show and its validators are bound to."""
+        chosen = Policy.from_data(policy) if policy is not None else self.db.policy
+        return needed_identity(identity, attributes_named(chosen.safety_policy().row_filters))
+
     @staticmethod
     def _submitted(ctx: RunContext, statements: Sequence[str] | None) -> None:
         """The caller's own SQL waits for the first approval cycle, one statement per question."""
@@ -482,6 +511,7 @@ class Pipeline:
             progress=progress or self.progress,
             calls_made=checkpoint.calls_made,
             policy=checkpoint.policy,
+            identity=checked_identity(checkpoint.identity),
         )
         return ctx
 
@@ -500,9 +530,11 @@ class Pipeline:
         questions: list[str],
         policy: dict[str, object] | None,
         follow_up_of: str | None = None,
-    ) -> tuple[tuple[str, int], dict[str, object] | None]:
+        identity: Identity | None = None,
+    ) -> tuple[tuple[str, int], StartedCheckpoint | None]:
         """Record the run as running under this process's lease (claiming it if queued); the
-        policy a queued run was recorded with comes back with its (status, version)."""
+        checkpoint a queued run was recorded with (its policy and attributes) comes back with
+        its (status, version)."""
         assert self.run_store is not None
         try:
             stored = self.run_store.load(run_id)
@@ -510,7 +542,12 @@ class Pipeline:
             self.run_store.create(
                 run_id,
                 self.db.safe_url,
-                StartedCheckpoint(run_id=run_id, questions=questions, policy=policy),
+                StartedCheckpoint(
+                    run_id=run_id,
+                    questions=questions,
+                    policy=policy,
+                    identity=dict(identity) if identity else None,
+                ),
                 status="running",
                 owner=self.owner,
                 lease_s=self.config.lease_s,
@@ -530,9 +567,7 @@ class Pipeline:
             lease_s=self.config.lease_s,
         )
         queued = stored.checkpoint
-        return ("running", version), (
-            queued.policy if isinstance(queued, StartedCheckpoint) else None
-        )
+        return ("running", version), (queued if isinstance(queued, StartedCheckpoint) else None)
 
     def _supersede(self, run_id: str, *, keep: str | None, reason: str) -> None:
         """Close the run's pending batches other than ``keep``: nobody will resume them."""
@@ -664,6 +699,7 @@ class Pipeline:
             calls_made=ctx.calls_made,
             questions=[q.to_checkpoint() for q in ctx.questions],
             policy=ctx.policy,
+            identity=ctx.identity,
         )
         version = self.run_store.transition(
             ctx.run_id,
@@ -706,6 +742,7 @@ class Pipeline:
                 },
                 "questions": [q.to_checkpoint() for q in ctx.questions],
                 "policy": ctx.policy,
+                "identity": ctx.identity,
             }
         )
         assert self.run_store is not None and ctx.stored is not None

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchestrator.core.batching import BatchedCalls, Progress
+from orchestrator.core.identity import IdentityValue
 from orchestrator.core.lease import Lease
 from orchestrator.core.llm import LLMClient
 from orchestrator.core.question import QuestionState
@@ -48,6 +49,8 @@ class RunContext:
     calls_made: int = 0
     catalogue_ms: float = 0.0
     policy: dict[str, object] | None = None
+    #: The asker's attributes (a proven identity's), which the run's row filters are bound to.
+    identity: dict[str, IdentityValue] | None = None
     emitted: set[str] = field(default_factory=set)
     #: (status, version) the run holds in the run store while this process advances it.
     stored: tuple[str, int] | None = None

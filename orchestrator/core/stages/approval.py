@@ -55,8 +55,8 @@ def approve_and_execute(
     paused; it is finished first, then the cycles go on.
     """
     policy = p.run_policy(ctx)
-    validator = p.validator(policy)
-    gate = p.gate(ctx.run_id, validator, policy, database=ctx.database)
+    validator = p.validator(policy, ctx.identity)
+    gate = p.gate(ctx.run_id, validator, policy, database=ctx.database, identity=ctx.identity)
     executor = p.executor(policy)
     cycle = 0
     if resumed is not None:

@@ -30,6 +30,7 @@ from orchestrator.interfaces.cli.common import (
     reviewer_actor,
     reviewer_for,
     terminal_asker,
+    terminal_identity,
 )
 
 if TYPE_CHECKING:  # the result model loads pydantic and the model client: not for --help
@@ -158,6 +159,7 @@ def batch(
     except SqlgateError as exc:
         fail(exc.message, error_code=exc.code)
     reviewer = reviewer_for(yes, as_json=False)  # after the settings: the order a person fixes
+    identity = terminal_identity(database.policy)
     records: list[RunResult] = []
     written = _Written(writer, records)
 
@@ -174,10 +176,13 @@ def batch(
             actor=reviewer_actor(reviewer),
             asker=terminal_asker,
         )
-        check_edits_with(reviewer, pipeline)
+        check_edits_with(reviewer, pipeline, identity)
         for start in range(0, len(todo), run_size):
             pipeline.run_batch(
-                [q for _, q in todo[start : start + run_size]], on_result=written, role=role
+                [q for _, q in todo[start : start + run_size]],
+                on_result=written,
+                role=role,
+                identity=identity,
             )
     database.dispose()
     err.print(summary(records, out, llm.calls))

@@ -74,7 +74,9 @@ def run_distributed(
     from orchestrator.core.batches import batch_id_for
     from orchestrator.core.config import Settings
     from orchestrator.core.database import TargetDatabase
+    from orchestrator.core.identity import identity_key
     from orchestrator.core.state_db import StateDatabase
+    from orchestrator.interfaces.reviewer_identity import cli_asker_identity
     from orchestrator.interfaces.tasks import BROKER_URL_ENV, broker_url, requeue_after_s
 
     broker = broker_url()
@@ -104,6 +106,9 @@ def run_distributed(
             "run_size": run_size,
             "timeout": timeout,
         }
+        identity = cli_asker_identity()
+        if identity:  # another asker's batch of the same questions is another batch
+            options["asker"] = identity_key(identity)
         batch_id = batch_id_for(content, options)
         recorded = state.batches.load(batch_id)
         if recorded is None:
@@ -113,7 +118,7 @@ def run_distributed(
                 err.print(f"every question already has a final result in {out}; nothing to ask.")
                 return DistributedOutcome(batch_id, 0)
             recorded = state.batches.record(
-                batch_id, database_url, chunks, options=options, login=login
+                batch_id, database_url, chunks, options=options, login=login, identity=identity
             )
     except SqlgateError as exc:
         fail_with(exc)

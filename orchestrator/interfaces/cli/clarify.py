@@ -27,6 +27,7 @@ from orchestrator.features.clarify import ClarificationError, follow_up_question
 from orchestrator.interfaces.cli.common import Spinner, err
 
 if TYPE_CHECKING:
+    from orchestrator.core.identity import Identity
     from orchestrator.core.pipeline import Pipeline
 
 __all__ = ["MAX_ROUNDS", "ClarificationError", "clarify", "hint", "how_to_answer"]
@@ -82,6 +83,7 @@ def clarify(
     show: Callable[[RunResult], None],
     interactive: bool | None = None,
     role: str | None = None,
+    identity: Identity | None = None,
 ) -> RunResult:
     """Carry ``result`` through the clarification loop; return the last run's result.
 
@@ -111,7 +113,9 @@ def clarify(
         _room_for(pipeline)
         with Spinner(enabled=True) as spinner:
             pipeline.progress = spinner
-            result = pipeline.run_batch([text], follow_up_of=result.run_id, role=role)[0]
+            result = pipeline.run_batch(
+                [text], follow_up_of=result.run_id, role=role, identity=identity
+            )[0]
         answers = {}
     return result
 

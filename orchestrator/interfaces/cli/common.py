@@ -15,7 +15,9 @@ from approvals.terminal_text import json_text, terminal_console
 from orchestrator.core.errors import SqlgateError
 
 if TYPE_CHECKING:  # the result model loads pydantic and the model client: not for --help
+    from orchestrator.core.identity import Identity, IdentityValue
     from orchestrator.core.result import RunResult
+    from safety import Policy
 
 err = terminal_console(stderr=True)
 
@@ -299,13 +301,30 @@ def terminal_asker(_run_id: str) -> str:
         return reviewer_identity()
 
 
-def check_edits_with(reviewer: Any, pipeline: Any) -> None:
-    """Let a terminal reviewer check an edit on the spot with the pipeline's own validator: an
-    unsafe edit is refused and asked again, not carried to the gate (which checks it again)."""
+def check_edits_with(reviewer: Any, pipeline: Any, identity: Identity | None = None) -> None:
+    """Let a terminal reviewer check an edit on the spot with the pipeline's own validator (its
+    row filters bound to the asker's ``identity``): an unsafe edit is refused and asked again,
+    not carried to the gate (which checks it again)."""
     from approvals import TerminalReviewer
 
     if isinstance(reviewer, TerminalReviewer) and reviewer.validate is None:
-        reviewer.validate = pipeline.validator().validate
+        reviewer.validate = pipeline.validator(None, identity).validate
+
+
+def terminal_identity(policy: Policy, as_json: bool = False) -> dict[str, IdentityValue] | None:
+    """The attributes of whoever asks at this terminal: those of the token
+    ``SQLGATE_REVIEWER_TOKEN`` proves, else none (``cli_asker_identity``). Only asked when
+    ``policy`` (or a role of it) filters rows; then exit 2 for a token the registry does not
+    accept."""
+    from orchestrator.interfaces.reviewer_identity import cli_asker_identity
+
+    if not policy.rows and not any(role.rows for role in policy.roles.values()):
+        return None
+    try:
+        return cli_asker_identity()
+    except SqlgateError as exc:
+        fail(exc.message, as_json=as_json, error_code=exc.code)
+        raise
 
 
 def show_result(result: RunResult, *, as_json: bool, trace: bool) -> None:

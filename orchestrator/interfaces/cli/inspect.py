@@ -89,6 +89,7 @@ def validate(
     """
     from orchestrator.core.database import TargetDatabase
     from orchestrator.features.render import render_validation
+    from orchestrator.interfaces.reviewer_identity import cli_asker_identity
     from safety import SqlValidator
 
     text = sys.stdin.read() if sql == "-" else sql
@@ -104,7 +105,8 @@ def validate(
                     as_json=as_json,
                     error_code="dialect_mismatch",
                 )
-            validator = database.validator()
+            # row filters bound as for `sqlgate ask`: the proven token's attributes, else none
+            validator = database.validator(None, cli_asker_identity() if rules.rows else None)
             database.dispose()
         else:
             validator = SqlValidator(dialect=dialect or "sqlite", policy=rules.safety_policy())

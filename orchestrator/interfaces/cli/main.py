@@ -58,6 +58,7 @@ from orchestrator.interfaces.cli.common import (
     reviewer_for,
     show_result,
     terminal_asker,
+    terminal_identity,
 )
 
 if TYPE_CHECKING:
@@ -248,6 +249,7 @@ def ask(
     # Settings first (a person fixes the key or the URL first), then the gate fails closed
     # before anything runs.
     reviewer = None if defer else reviewer_for(yes, as_json)
+    identity = terminal_identity(database.policy, as_json)
     with tempfile.TemporaryDirectory(prefix="sqlgate-rows-") as spool:
         rows = ResultRowStore(f"sqlite:///{spool}/rows.sqlite") if out is not None else None
         with Spinner(enabled=True) as spinner:
@@ -264,9 +266,9 @@ def ask(
                 actor=reviewer_actor(reviewer, as_json),
                 asker=terminal_asker,
             )
-            check_edits_with(reviewer, pipeline)
+            check_edits_with(reviewer, pipeline, identity)
             try:
-                result = pipeline.ask(question, role=role)
+                result = pipeline.ask(question, role=role, identity=identity)
             except SqlgateError as exc:  # an unknown --role
                 database.dispose()
                 fail(exc.message, as_json=as_json, error_code=exc.code)
@@ -279,6 +281,7 @@ def ask(
                 as_json=as_json,
                 show=lambda r: show_result(r, as_json=False, trace=trace),
                 role=role,
+                identity=identity,
             )
         except ClarificationError as exc:
             fail(exc.message, as_json=as_json, error_code=exc.code)

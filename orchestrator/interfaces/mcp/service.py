@@ -22,6 +22,7 @@ from approvals.expiry import supersede
 from orchestrator.core.checkpoint import FinishedCheckpoint, PausedCheckpoint
 from orchestrator.core.database import TargetDatabase
 from orchestrator.core.errors import RunConflict, RunNotFound, SqlgateError
+from orchestrator.core.identity import Identity
 from orchestrator.core.result import RunError, RunResult, RunStatus
 from orchestrator.core.server_state import RunRow
 from orchestrator.core.state_db import StateDatabase
@@ -334,8 +335,10 @@ class McpService:
         *,
         follow_up_of: str | None = None,
         statements: list[str] | None = None,
+        identity: Identity | None = None,
     ) -> tuple[str, Cursor]:
-        """Start a run; the cursor is the event position before it, for ``watch``.
+        """Start a run; the cursor is the event position before it, for ``watch``. ``identity``:
+        the caller's proven attributes, which the run's row filters are bound to.
 
         ``statements``: the caller's own SQL, one per question (its purpose); the audit log
         records who submitted it (``sql_submitted``) before anything is reviewed."""
@@ -344,7 +347,12 @@ class McpService:
 
         def start() -> str:
             run_id = self.runs.submit(
-                questions, owner, role, follow_up_of=follow_up_of, statements=statements
+                questions,
+                owner,
+                role,
+                follow_up_of=follow_up_of,
+                statements=statements,
+                identity=identity,
             )
             if statements is not None:
                 self.approvals.append_audit([submitted_event(run_id, owner, questions, statements)])

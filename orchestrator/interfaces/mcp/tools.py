@@ -202,7 +202,9 @@ class SqlgateTools:
                 "invalid_input",
                 f"a question has {longest} characters; the limit is {limit}",
             )
-        run_id, cursor = await self.service.submit(asked, principal.actor, principal.policy_section)
+        run_id, cursor = await self.service.submit(
+            asked, principal.actor, principal.policy_section, identity=principal.identity
+        )
         return await self._first_answer(ctx, principal, run_id, cursor)
 
     async def submit_sql(
@@ -253,7 +255,11 @@ class SqlgateTools:
             for i in range(1, len(given) + 1)
         ]
         run_id, cursor = await self.service.submit(
-            purposes, principal.actor, principal.policy_section, statements=given
+            purposes,
+            principal.actor,
+            principal.policy_section,
+            statements=given,
+            identity=principal.identity,
         )
         return await self._first_answer(ctx, principal, run_id, cursor)
 
@@ -371,7 +377,11 @@ class SqlgateTools:
         except ClarificationError as exc:
             raise ToolRefusal("invalid_input", exc.message) from None
         new_id, cursor = await self.service.submit(
-            [text], principal.actor, principal.policy_section, follow_up_of=run_id
+            [text],
+            principal.actor,
+            principal.policy_section,
+            follow_up_of=run_id,
+            identity=principal.identity,
         )
         return await self._first_answer(ctx, principal, new_id, cursor)
 
@@ -442,7 +452,7 @@ class SqlgateTools:
         principal = principal_of(ctx, self.service)
         database = self.service.database
         policy = database.policy_for(database.section_for(principal.policy_section))
-        result = self.service.pipeline.validator(policy).validate(sql)
+        result = self.service.pipeline.validator(policy, principal.identity).validate(sql)
         findings = [f.model_dump(mode="json") for f in result.findings]
         refusal = result.refusal
         if refusal is not None:
@@ -557,7 +567,11 @@ class SqlgateTools:
             f"published by {tool.published_by}",
         )
         run_id, cursor = await self.service.submit(
-            [purpose], principal.actor, principal.policy_section, statements=[sql]
+            [purpose],
+            principal.actor,
+            principal.policy_section,
+            statements=[sql],
+            identity=principal.identity,
         )
         return await self._first_answer(ctx, principal, run_id, cursor)
 

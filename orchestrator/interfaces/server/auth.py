@@ -4,13 +4,15 @@ Tokens come from a JSON file (``SQLGATE_TOKENS_FILE``) or from ``SQLGATE_TOKENS`
 
     [{"token": "s3cret-a", "actor": "alice", "role": "reviewer"},
      {"sha256": "<hex digest of a token>", "actor": "bob", "role": "analyst",
-      "expires": "2026-12-31T23:59:59Z"}]
+      "expires": "2026-12-31T23:59:59Z", "attributes": {"region": "EU"}}]
 
 (or the same list under a ``"tokens"`` key). Only digests are kept in memory; a token's SHA-256
 digest is compared with every known digest by ``hmac.compare_digest`` (the time taken does not
 depend on which entry matches, or how much of it). ``expires`` (optional, ISO 8601 with a time
 zone) ends a token: from then on it is refused as ``token_expired``. The actor recorded in the
-audit log is the token's ``actor``, never anything from a request body.
+audit log is the token's ``actor``, never anything from a request body. ``attributes``
+(optional, an object of text, numbers or booleans) are the asker's attributes the policy's row
+filters (``[rows]``) are bound to; a provider's token gives its text claims instead.
 
 Roles: ``analyst`` asks questions and reads their own runs; ``reviewer`` lists, shows and decides
 approval batches; ``admin`` does both, reads every run and curates reviewed-SQL memory. Anyone with a token may follow
@@ -37,6 +39,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.identity import IdentityValue, checked_identity
 from orchestrator.interfaces.server.errors import (
     Forbidden,
     TokenConfigError,
@@ -75,7 +78,8 @@ class Principal:
 
     From the identity provider (``orchestrator.interfaces.server.identity``): ``subject`` and
     ``issuer`` of the token (the ``actor`` names both), its text ``claims``, and the policy
-    section (``policy_role``) the claims mapping gave. A static token has none of these.
+    section (``policy_role``) the claims mapping gave. A static token has none of these, but may
+    have its entry's ``attributes``.
     """
 
     actor: str
@@ -85,6 +89,16 @@ class Principal:
     issuer: str | None = field(default=None, repr=False)
     #: The token's top-level text claims (``orchestrator.interfaces.auth.flat_claims``).
     claims: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False, hash=False)
+    #: A static token's ``attributes`` (its entry's): what the row filters are bound to.
+    attributes: Mapping[str, IdentityValue] = field(
+        default_factory=dict, repr=False, compare=False, hash=False
+    )
+
+    @property
+    def identity(self) -> dict[str, IdentityValue]:
+        """The asker's attributes the policy's row filters are bound to: the provider token's
+        text claims, or the static token's ``attributes`` (nothing a request can set)."""
+        return {**self.claims, **self.attributes}
 
     @property
     def policy_section(self) -> str:
@@ -160,7 +174,11 @@ class TokenRegistry:
                 raise TokenConfigError(
                     f"token entry #{index + 1} ({actor}) repeats another entry's token"
                 )
-            principals[digest] = Principal(actor=actor, role=role)
+            try:
+                attributes = checked_identity(entry.get("attributes")) or {}
+            except ValueError as exc:
+                raise TokenConfigError(f"token entry #{index + 1} ({actor}): {exc}") from None
+            principals[digest] = Principal(actor=actor, role=role, attributes=attributes)
             if entry.get("expires") is not None:
                 expires[digest] = _expiry(entry["expires"], f"token entry #{index + 1} ({actor})")
         return cls(principals, expires=expires, clock=clock)

@@ -44,7 +44,9 @@ def submit_run(body: AskRequest, principal: Caller, service: ServiceDep) -> RunA
     """Ask one question or many. The run starts in the background; follow it on /events."""
     questions = body.all()
     _within_limit(service, questions)
-    run_id = service.runs.submit(questions, principal.actor, principal.policy_section)
+    run_id = service.runs.submit(
+        questions, principal.actor, principal.policy_section, identity=principal.identity
+    )
     return RunAccepted(run_id=run_id, status="queued", questions=questions)
 
 
@@ -132,7 +134,11 @@ def clarify_run(
     except ClarificationError as exc:
         raise InvalidClarification(exc.message) from exc
     new_id = service.runs.submit(
-        [question], principal.actor, principal.policy_section, follow_up_of=run_id
+        [question],
+        principal.actor,
+        principal.policy_section,
+        follow_up_of=run_id,
+        identity=principal.identity,
     )
     return RunAccepted(run_id=new_id, status="queued", questions=[question], follow_up_of=run_id)
 

@@ -21,6 +21,7 @@ from approvals import ApprovalStore, BatchNotFound
 from orchestrator.core.checkpoint import PausedCheckpoint
 from orchestrator.core.database import TargetDatabase
 from orchestrator.core.errors import CheckpointError, RunConflict, RunNotFound, WrongDatabase
+from orchestrator.core.identity import Identity
 from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline, PipelineConfig
 from orchestrator.core.result import RunResult, RunStatus
@@ -256,16 +257,23 @@ class RunService:
         *,
         follow_up_of: str | None = None,
         statements: list[str] | None = None,
+        identity: Identity | None = None,
     ) -> str:
         """Record and start a run; ``role`` (the caller's token role) picks the policy's section
         of that name, when it has one, for every statement of the run; ``follow_up_of`` links a
         follow-up to the run it clarifies; ``statements`` is the caller's own SQL, one per
-        question (each question is then its purpose: ``Pipeline.run_batch``)."""
+        question (each question is then its purpose: ``Pipeline.run_batch``); ``identity`` the
+        caller's proven attributes, which the run records and its row filters are bound to."""
         run_id = new_run_id()
         section = self.pipeline.db.section_for(role)
         self.state.create_run(run_id, owner, questions, follow_up_of=follow_up_of)
         self.pipeline.queue(
-            run_id, questions, role=section, follow_up_of=follow_up_of, statements=statements
+            run_id,
+            questions,
+            role=section,
+            follow_up_of=follow_up_of,
+            statements=statements,
+            identity=identity,
         )
         self.notify()
         if self.dispatch is not None:

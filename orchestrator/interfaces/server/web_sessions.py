@@ -126,6 +126,7 @@ class WebSessions:
             "subject": principal.subject,
             "issuer": principal.issuer,
             "claims": dict(principal.claims),
+            "attributes": dict(principal.attributes),
         }
         self._put(secret, "session", body, datetime.now(UTC) + lifetime)
         return secret
@@ -142,6 +143,7 @@ class WebSessions:
             subject=body.get("subject"),
             issuer=body.get("issuer"),
             claims=body.get("claims") or {},
+            attributes=body.get("attributes") or {},
         )
 
     def end(self, secret: str) -> None:
