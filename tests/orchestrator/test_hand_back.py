@@ -13,6 +13,7 @@ from orchestrator.core.database import TargetDatabase
 from orchestrator.core.lease import LeaseLost, hand_back_all
 from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.run_identity import DatabaseLogin
 from orchestrator.core.state_db import StateDatabase
 from ratelimit import SlidingWindowLimiter
 from tests.orchestrator.celery_cluster import TimedScript
@@ -38,6 +39,7 @@ def test_a_run_handed_back_mid_run_makes_no_more_model_calls(tmp_path: Path, dem
         f"sqlite:///{demo_db}",
         StartedCheckpoint(run_id="run_handed", questions=questions),
         status="queued",
+        login=DatabaseLogin(""),  # a database file has no login
     )
     with ScriptedLLMServer(script) as model:
         pipeline = Pipeline(

@@ -18,6 +18,7 @@ from approvals.ledger import ExecutionLedger
 from approvals.models import ExecutionRecord
 from orchestrator.core.checkpoint import StartedCheckpoint
 from orchestrator.core.errors import ConfigurationError, RunConflict, StateDatabaseError
+from orchestrator.core.run_identity import DatabaseLogin
 from orchestrator.core.runs import RunStore
 from orchestrator.core.state_db import StateDatabase
 from orchestrator.core.state_patience import StatePatience, connection_lost, patience_from_env
@@ -161,7 +162,7 @@ def test_a_run_write_whose_answer_was_lost_is_recognised_not_refused(
     checkpoint = StartedCheckpoint(run_id="r1", questions=["how many?"])
 
     armed.append(True)
-    store.create("r1", "sqlite:///t.db", checkpoint, status="queued")
+    store.create("r1", "sqlite:///t.db", checkpoint, status="queued", login=DatabaseLogin(""))
     armed.append(True)
     version = store.transition(
         "r1", expected=("queued", 1), status="running", owner="me", lease_s=30
@@ -175,7 +176,12 @@ def test_a_run_write_whose_answer_was_lost_is_recognised_not_refused(
     with pytest.raises(RunConflict):
         store.transition("r1", expected=("queued", 1), status="running", owner="you", lease_s=30)
     with pytest.raises(RunConflict):
-        store.create("r1", "sqlite:///t.db", StartedCheckpoint(run_id="r1", questions=["other"]))
+        store.create(
+            "r1",
+            "sqlite:///t.db",
+            StartedCheckpoint(run_id="r1", questions=["other"]),
+            login=DatabaseLogin(""),
+        )
 
 
 def test_a_ledger_claim_whose_answer_was_lost_is_still_this_claim(
