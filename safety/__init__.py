@@ -4,7 +4,6 @@ import typing as _typing
 from importlib import import_module as _import_module
 
 if _typing.TYPE_CHECKING:
-    from .access import NameRules
     from .catalog import DEFAULT_SCHEMAS, SchemaCatalog
     from .codes import CORRECTABLE_CODES, FINDING_CODES, FindingCode, FindingKind, kind_of
     from .dialects import DIALECTS, dialect_for_url
@@ -21,6 +20,7 @@ if _typing.TYPE_CHECKING:
     )
     from .functions import FunctionAllowlist
     from .models import SafetyFinding, ValidationResult
+    from .name_rules import NameRules
     from .policy import SafetyPolicy
     from .policy_file import (
         AutoApprovalRules,
@@ -32,7 +32,8 @@ if _typing.TYPE_CHECKING:
     )
     from .privileges import check_privileges
     from .readonly import ReadOnlySettings, open_readonly_engine
-    from .rules import RULES, RuleContext
+    from .rule_context import RuleContext
+    from .rules import RULES
     from .sandbox import QuerySandbox, SandboxRows, sandbox_for
     from .schema_reader import DatabaseSchema, read_schema
     from .statement import ValidatedStatement
@@ -49,7 +50,7 @@ _EXPORTS = {
     "FindingCode": "safety.codes",
     "FindingKind": "safety.codes",
     "FunctionAllowlist": "safety.functions",
-    "NameRules": "safety.access",
+    "NameRules": "safety.name_rules",
     "Policy": "safety.policy_file",
     "PolicyError": "safety.errors",
     "QuerySandbox": "safety.sandbox",
@@ -60,7 +61,7 @@ _EXPORTS = {
     "RiskQuorum": "safety.policy_file",
     "RiskRules": "safety.policy_file",
     "RolePolicy": "safety.policy_file",
-    "RuleContext": "safety.rules",
+    "RuleContext": "safety.rule_context",
     "SafetyError": "safety.errors",
     "SafetyFinding": "safety.models",
     "SafetyPolicy": "safety.policy",

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .access import split_entry
+from .name_rules import split_entry
 
 __all__ = ["SafetyPolicy"]
 

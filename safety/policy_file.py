@@ -61,8 +61,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .access import split_entry
 from .errors import PolicyError
+from .name_rules import split_entry
 from .policy import SafetyPolicy
 from .result_budget import DEFAULT_MAX_RESULT_BYTES
 
