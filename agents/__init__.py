@@ -47,13 +47,8 @@ if _typing.TYPE_CHECKING:
     )
     from agents.response_synthesizer import AnswerBatch, ResponseSynthesizer, SynthesizedAnswer
     from agents.result_validator import ResultValidator
-    from agents.schema_explorer import (
-        ColumnInfo,
-        ForeignKeyInfo,
-        SchemaContext,
-        SchemaExplorer,
-        TableInfo,
-    )
+    from agents.schema_explorer import SchemaExplorer
+    from agents.schema_models import ColumnInfo, ForeignKeyInfo, SchemaContext, TableInfo
     from agents.self_correction import CorrectedSQL, CorrectionBatch, SelfCorrection
     from agents.sql_executor import ExecutionResult, SQLExecutor
     from agents.sql_generator import GeneratedSQL, SQLBatch, SQLGenerator
@@ -66,7 +61,7 @@ _EXPORTS = {
     "Catalogue": "agents.catalogue",
     "Clarification": "agents.reasoning",
     "ClarifyingQuestion": "agents.reasoning",
-    "ColumnInfo": "agents.schema_explorer",
+    "ColumnInfo": "agents.schema_models",
     "CorrectedSQL": "agents.self_correction",
     "CorrectionBatch": "agents.self_correction",
     "DEFAULT_MAX_TABLES": "agents.catalogue",
@@ -77,7 +72,7 @@ _EXPORTS = {
     "DescriptionsError": "agents.errors",
     "ExecutionError": "agents.errors",
     "ExecutionResult": "agents.sql_executor",
-    "ForeignKeyInfo": "agents.schema_explorer",
+    "ForeignKeyInfo": "agents.schema_models",
     "GeneratedSQL": "agents.sql_generator",
     "Intent": "agents.reasoning",
     "IntentAnalysis": "agents.reasoning",
@@ -95,7 +90,7 @@ _EXPORTS = {
     "SQLBatch": "agents.sql_generator",
     "SQLExecutor": "agents.sql_executor",
     "SQLGenerator": "agents.sql_generator",
-    "SchemaContext": "agents.schema_explorer",
+    "SchemaContext": "agents.schema_models",
     "SchemaExplorer": "agents.schema_explorer",
     "SchemaIndex": "agents.linking",
     "SchemaInspectionError": "agents.errors",
@@ -103,7 +98,7 @@ _EXPORTS = {
     "SplitResults": "agents.llm_batch",
     "Synonyms": "agents.linking",
     "SynthesizedAnswer": "agents.response_synthesizer",
-    "TableInfo": "agents.schema_explorer",
+    "TableInfo": "agents.schema_models",
     "batch_catalogue": "agents.catalogue",
     "build_catalogue": "agents.catalogue",
     "compact_catalogue": "agents.catalogue",
