@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from .access import resolve_statement
+from .mask_kinds import MASKS
 from .name_rules import ColumnKey, split_entry
 from .node_labels import where
 
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MASKS", "MaskRules", "apply_masks", "mask_expression"]
 
-MASKS = ("email", "last4", "null", "redact")
 AGGREGATES = ("count_distinct",)
 _STRICTEST_FIRST = ("null", "redact", "last4", "email")
 
