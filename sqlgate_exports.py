@@ -25,6 +25,7 @@ import sys
 import warnings
 from collections.abc import Callable, Mapping, MutableMapping
 from importlib import import_module
+from types import FrameType
 
 __all__ = ["lazy_exports", "warn_moved"]
 
@@ -66,17 +67,31 @@ def warn_moved(old: str, new: str, *, removed_in: str) -> None:
 
 
 def _importer_level() -> int:
-    """The ``stacklevel`` of the first frame above the import machinery: 1 is ``warn_moved``,
-    2 the module at the old path, then ``importlib``'s frames, then whoever imported it."""
-    frame = sys._getframe(3)  # the frame above the old module's body
-    level = 3
-    while frame.f_back is not None and _in_import_machinery(frame.f_code.co_filename):
+    """The ``stacklevel`` of the line that imported the module at the old path.
+
+    Levels are counted as ``warnings.warn`` counts them: 1 is ``warn_moved``, 2 the module at the
+    old path, and each further level the next frame outside importlib's bootstrap (which
+    ``warnings`` skips itself). Loader frames above the bootstrap (``importlib.import_module``,
+    a loader's ``exec_module`` such as pytest's assertion rewriter) are passed over too.
+    """
+    frame: FrameType | None = sys._getframe(2)  # the module at the old path
+    level = 2
+    while frame is not None:
         frame = frame.f_back
+        while frame is not None and _bootstrap(frame):
+            frame = frame.f_back
+        if frame is None:
+            break
         level += 1
+        if frame.f_code.co_name not in _LOADER_FUNCTIONS:
+            break
     return level
 
 
-def _in_import_machinery(filename: str) -> bool:
-    return filename.startswith("<frozen importlib") or filename.endswith(
-        ("importlib/__init__.py", "importlib\\__init__.py")
-    )
+#: Functions that run a module's body for an import statement, above importlib's bootstrap.
+_LOADER_FUNCTIONS = frozenset({"exec_module", "load_module", "import_module"})
+
+
+def _bootstrap(frame: FrameType) -> bool:
+    filename = frame.f_code.co_filename
+    return "importlib" in filename and "_bootstrap" in filename
