@@ -100,3 +100,10 @@ def test_a_warning_from_a_plain_call_points_past_the_caller() -> None:
         "import from new.place"
     ]
     assert caught[0].filename == __file__
+
+
+def test_the_changelog_records_every_old_path() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    deprecated = text.split("### Deprecated", 1)[1].split("### ", 1)[0]
+    for old, new in MOVED_MODULES.items():
+        assert f"`{old}` -> `{new}`" in deprecated, old
