@@ -5,6 +5,9 @@ ClarificationAgent, QueryDecomposer and QueryPlanner in one call), ``SQLGenerato
 ``SelfCorrection`` and ``ResponseSynthesizer``. Deterministic agents do their I/O through the
 engine they are given: ``SchemaExplorer``, ``DataExplorer``, ``SQLExecutor``, ``ResultValidator``.
 The twelfth, SafetyValidator, is ``safety.SqlValidator``.
+
+Floor: a library below ``orchestrator``, above ``safety``: it may import ``safety`` (and
+``sqlgate_exports``), never ``orchestrator``, which owns the LLM client and drives the agents.
 """
 
 import typing as _typing

@@ -1,5 +1,8 @@
 """The batched approval gate: every statement of a cycle reviewed at once, only approved SQL runs.
 
+Floor: a library at the bottom, below ``orchestrator``; it imports none of sqlgate's other
+packages (only ``sqlgate_exports``): the validator reaches it as a callable (``validate=``).
+
 One cycle, as the pipeline drives it::
 
     gate = ApprovalGate(reviewer, validate=validator.validate, store=SqlApprovalStore(url), run_id=run_id)

@@ -1,5 +1,9 @@
 """The pipeline: the only owner of the LLM client, the rate limiter wiring and retries.
 
+Floors: ``orchestrator`` stands on the four libraries (``safety``, ``agents``, ``approvals``,
+``ratelimit``), which never import it; inside, ``interfaces`` (CLI, servers, worker) import
+``features`` and ``core``, ``features`` import ``core``, and ``core`` imports neither.
+
 Example:
     >>> from orchestrator import RunStatus
     >>> RunStatus.ANSWERED.value

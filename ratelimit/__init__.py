@@ -1,5 +1,8 @@
 """Exact sliding-window rate limiting shared by threads, asyncio tasks, processes and hosts.
 
+Floor: a library at the bottom, below ``orchestrator``; it imports none of sqlgate's other
+packages (only ``sqlgate_exports``).
+
 The promise: counting every acquisition at its commit stamp, no window of length ``W`` ever
 holds more than ``N`` (per limit; requests and tokens are charged together or not at all).
 

@@ -1,4 +1,8 @@
-"""sqlgate safety: validate model-written SQL on the AST, and run it on read-only connections."""
+"""sqlgate safety: validate model-written SQL on the AST, and run it on read-only connections.
+
+Floor: a library at the bottom, below ``orchestrator``; it imports none of sqlgate's other
+packages (only ``sqlgate_exports``), and ``agents`` and ``orchestrator`` build on it.
+"""
 
 import typing as _typing
 

@@ -130,9 +130,7 @@ def imports_of(name: str, path: Path) -> Imports:
 
 def _third_party(names: Iterable[str]) -> set[str]:
     tops = {n.split(".")[0] for n in names if n}
-    return {t for t in tops if t not in sys.stdlib_module_names and t not in OURS} - {
-        "__future__"
-    }
+    return {t for t in tops if t not in sys.stdlib_module_names and t not in OURS} - {"__future__"}
 
 
 class Graph:
