@@ -22,7 +22,8 @@ checked on every import that can run, module-level or inside a function (only th
   imported by core.
 
 The libraries sit below ``orchestrator``: no import of theirs, wherever it is written (module
-level, inside a function, under ``TYPE_CHECKING``), names it.
+level, inside a function, under ``TYPE_CHECKING``), names it, and each imports only the
+libraries it stands on (``LIBRARY_MAY_IMPORT``).
 """
 
 from __future__ import annotations
