@@ -5,10 +5,14 @@ ClarificationAgent, QueryDecomposer and QueryPlanner in one call), ``SQLGenerato
 ``SelfCorrection`` and ``ResponseSynthesizer``. Deterministic agents do their I/O through the
 engine they are given: ``SchemaExplorer``, ``DataExplorer``, ``SQLExecutor``, ``ResultValidator``.
 The twelfth, SafetyValidator, is ``safety.SqlValidator``.
+
+Floor: a library below ``orchestrator``, above ``safety``: it may import ``safety`` (and
+``sqlgate_exports``), never ``orchestrator``, which owns the LLM client and drives the agents.
 """
 
 import typing as _typing
-from importlib import import_module as _import_module
+
+from sqlgate_exports import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from agents.catalogue import (
@@ -47,13 +51,8 @@ if _typing.TYPE_CHECKING:
     )
     from agents.response_synthesizer import AnswerBatch, ResponseSynthesizer, SynthesizedAnswer
     from agents.result_validator import ResultValidator
-    from agents.schema_explorer import (
-        ColumnInfo,
-        ForeignKeyInfo,
-        SchemaContext,
-        SchemaExplorer,
-        TableInfo,
-    )
+    from agents.schema_explorer import SchemaExplorer
+    from agents.schema_models import ColumnInfo, ForeignKeyInfo, SchemaContext, TableInfo
     from agents.self_correction import CorrectedSQL, CorrectionBatch, SelfCorrection
     from agents.sql_executor import ExecutionResult, SQLExecutor
     from agents.sql_generator import GeneratedSQL, SQLBatch, SQLGenerator
@@ -66,7 +65,7 @@ _EXPORTS = {
     "Catalogue": "agents.catalogue",
     "Clarification": "agents.reasoning",
     "ClarifyingQuestion": "agents.reasoning",
-    "ColumnInfo": "agents.schema_explorer",
+    "ColumnInfo": "agents.schema_models",
     "CorrectedSQL": "agents.self_correction",
     "CorrectionBatch": "agents.self_correction",
     "DEFAULT_MAX_TABLES": "agents.catalogue",
@@ -77,7 +76,7 @@ _EXPORTS = {
     "DescriptionsError": "agents.errors",
     "ExecutionError": "agents.errors",
     "ExecutionResult": "agents.sql_executor",
-    "ForeignKeyInfo": "agents.schema_explorer",
+    "ForeignKeyInfo": "agents.schema_models",
     "GeneratedSQL": "agents.sql_generator",
     "Intent": "agents.reasoning",
     "IntentAnalysis": "agents.reasoning",
@@ -95,7 +94,7 @@ _EXPORTS = {
     "SQLBatch": "agents.sql_generator",
     "SQLExecutor": "agents.sql_executor",
     "SQLGenerator": "agents.sql_generator",
-    "SchemaContext": "agents.schema_explorer",
+    "SchemaContext": "agents.schema_models",
     "SchemaExplorer": "agents.schema_explorer",
     "SchemaIndex": "agents.linking",
     "SchemaInspectionError": "agents.errors",
@@ -103,7 +102,7 @@ _EXPORTS = {
     "SplitResults": "agents.llm_batch",
     "Synonyms": "agents.linking",
     "SynthesizedAnswer": "agents.response_synthesizer",
-    "TableInfo": "agents.schema_explorer",
+    "TableInfo": "agents.schema_models",
     "batch_catalogue": "agents.catalogue",
     "build_catalogue": "agents.catalogue",
     "compact_catalogue": "agents.catalogue",
@@ -183,14 +182,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

@@ -21,7 +21,7 @@ ignored. A description is added to what the database itself says (``COMMENT``), 
 place. A malformed file is one ``DescriptionsError`` naming the file and the key.
 
 Example:
-    >>> from agents.schema_explorer import ColumnInfo, TableInfo
+    >>> from agents.schema_models import ColumnInfo, TableInfo
     >>> found = Descriptions.from_data({"tables": {"Client": {"description": "bank customers",
     ...                                  "columns": {"A11": "average salary"}}}})
     >>> table = TableInfo(name="client", columns=[ColumnInfo(name="a11", type="INTEGER")])
@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agents.errors import DescriptionsError
-from agents.schema_explorer import TableInfo
+from agents.schema_models import TableInfo
 
 __all__ = ["Descriptions", "TableDescription", "load_descriptions"]
 

@@ -1,5 +1,8 @@
 """The batched approval gate: every statement of a cycle reviewed at once, only approved SQL runs.
 
+Floor: a library at the bottom, below ``orchestrator``; it imports none of sqlgate's other
+packages (only ``sqlgate_exports``): the validator reaches it as a callable (``validate=``).
+
 One cycle, as the pipeline drives it::
 
     gate = ApprovalGate(reviewer, validate=validator.validate, store=SqlApprovalStore(url), run_id=run_id)
@@ -35,7 +38,8 @@ Example:
 """
 
 import typing as _typing
-from importlib import import_module as _import_module
+
+from sqlgate_exports import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from .audit import ReplayedBatch, replay_audit
@@ -239,14 +243,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

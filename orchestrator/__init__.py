@@ -1,5 +1,9 @@
 """The pipeline: the only owner of the LLM client, the rate limiter wiring and retries.
 
+Floors: ``orchestrator`` stands on the four libraries (``safety``, ``agents``, ``approvals``,
+``ratelimit``), which never import it; inside, ``interfaces`` (CLI, servers, worker) import
+``features`` and ``core``, ``features`` import ``core``, and ``core`` imports neither.
+
 Example:
     >>> from orchestrator import RunStatus
     >>> RunStatus.ANSWERED.value
@@ -7,7 +11,8 @@ Example:
 """
 
 import typing as _typing
-from importlib import import_module as _import_module
+
+from sqlgate_exports import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from orchestrator.core.config import Settings, parse_rate
@@ -98,14 +103,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

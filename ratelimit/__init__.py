@@ -1,5 +1,8 @@
 """Exact sliding-window rate limiting shared by threads, asyncio tasks, processes and hosts.
 
+Floor: a library at the bottom, below ``orchestrator``; it imports none of sqlgate's other
+packages (only ``sqlgate_exports``).
+
 The promise: counting every acquisition at its commit stamp, no window of length ``W`` ever
 holds more than ``N`` (per limit; requests and tokens are charged together or not at all).
 
@@ -40,7 +43,8 @@ Example:
 """
 
 import typing as _typing
-from importlib import import_module as _import_module
+
+from sqlgate_exports import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from ratelimit.backends import (
@@ -112,14 +116,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

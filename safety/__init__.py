@@ -1,10 +1,14 @@
-"""sqlgate safety: validate model-written SQL on the AST, and run it on read-only connections."""
+"""sqlgate safety: validate model-written SQL on the AST, and run it on read-only connections.
+
+Floor: a library at the bottom, below ``orchestrator``; it imports none of sqlgate's other
+packages (only ``sqlgate_exports``), and ``agents`` and ``orchestrator`` build on it.
+"""
 
 import typing as _typing
-from importlib import import_module as _import_module
+
+from sqlgate_exports import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
-    from .access import NameRules
     from .catalog import DEFAULT_SCHEMAS, SchemaCatalog
     from .codes import CORRECTABLE_CODES, FINDING_CODES, FindingCode, FindingKind, kind_of
     from .dialects import DIALECTS, dialect_for_url
@@ -21,6 +25,7 @@ if _typing.TYPE_CHECKING:
     )
     from .functions import FunctionAllowlist
     from .models import SafetyFinding, ValidationResult
+    from .name_rules import NameRules
     from .policy import SafetyPolicy
     from .policy_file import (
         AutoApprovalRules,
@@ -32,7 +37,8 @@ if _typing.TYPE_CHECKING:
     )
     from .privileges import check_privileges
     from .readonly import ReadOnlySettings, open_readonly_engine
-    from .rules import RULES, RuleContext
+    from .rule_context import RuleContext
+    from .rules import RULES
     from .sandbox import QuerySandbox, SandboxRows, sandbox_for
     from .schema_reader import DatabaseSchema, read_schema
     from .statement import ValidatedStatement
@@ -49,7 +55,7 @@ _EXPORTS = {
     "FindingCode": "safety.codes",
     "FindingKind": "safety.codes",
     "FunctionAllowlist": "safety.functions",
-    "NameRules": "safety.access",
+    "NameRules": "safety.name_rules",
     "Policy": "safety.policy_file",
     "PolicyError": "safety.errors",
     "QuerySandbox": "safety.sandbox",
@@ -60,7 +66,7 @@ _EXPORTS = {
     "RiskQuorum": "safety.policy_file",
     "RiskRules": "safety.policy_file",
     "RolePolicy": "safety.policy_file",
-    "RuleContext": "safety.rules",
+    "RuleContext": "safety.rule_context",
     "SafetyError": "safety.errors",
     "SafetyFinding": "safety.models",
     "SafetyPolicy": "safety.policy",
@@ -128,14 +134,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

@@ -24,8 +24,10 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, TokenError
 
+from .node_labels import where
+
 if TYPE_CHECKING:
-    from .rules import RuleContext
+    from .rule_context import RuleContext
 
 __all__ = [
     "check_executable_comments",
@@ -60,8 +62,6 @@ def check_executable_comments(expression: exp.Expression, ctx: RuleContext) -> e
 
 def check_session_state(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Session-variable writes and server settings (``@v := 1``, ``@@global.x``) are refused."""
-    from .rules import where
-
     for node in ctx.of(expression, exp.PropertyEQ):
         target = node.this
         if isinstance(target, (exp.Parameter, exp.SessionParameter)):
@@ -92,8 +92,6 @@ def check_regexp(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
     """SQLite has no built-in REGEXP; the function a connection registers may backtrack: refused."""
     if ctx.dialect != "sqlite":
         return expression
-    from .rules import where
-
     for node in ctx.of(expression, exp.RegexpLike, exp.RegexpILike):
         ctx.report(
             "regexp_unsupported",

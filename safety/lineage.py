@@ -41,8 +41,8 @@ from sqlglot import exp
 from sqlglot.optimizer.pushdown_projections import pushdown_projections
 from sqlglot.optimizer.qualify import qualify
 
-from .access import NameRules
 from .catalog import SchemaCatalog
+from .name_rules import NameRules
 from .resolve import resolve
 
 __all__ = ["LineageRules", "ViewLineage", "ViewLineages", "view_query"]

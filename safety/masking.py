@@ -37,14 +37,16 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from .access import ColumnKey, split_entry
+from .access import resolve_statement
+from .mask_kinds import MASKS
+from .name_rules import ColumnKey, split_entry
+from .node_labels import where
 
 if TYPE_CHECKING:
-    from .rules import RuleContext
+    from .rule_context import RuleContext
 
 __all__ = ["MASKS", "MaskRules", "apply_masks", "mask_expression"]
 
-MASKS = ("email", "last4", "null", "redact")
 AGGREGATES = ("count_distinct",)
 _STRICTEST_FIRST = ("null", "redact", "last4", "email")
 
@@ -162,9 +164,6 @@ def _allowed_aggregate(column: exp.Column, rules: MaskRules) -> bool:
 
 def apply_masks(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Mask each projection of a masked column; refuse it where its value would leak."""
-    from .access import resolve_statement
-    from .rules import where
-
     policy = ctx.policy
     if not policy.masked_columns or ctx.refused or ctx.catalog is None:
         return expression

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .access import split_entry
+from .mask_kinds import MASKS
+from .name_rules import split_entry
 
 __all__ = ["SafetyPolicy"]
 
@@ -102,8 +103,6 @@ class SafetyPolicy(BaseModel):
     @field_validator("masked_columns", mode="after")
     @classmethod
     def _mask_entries(cls, value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-        from .masking import MASKS
-
         for entry, kind in value:
             split_entry(entry, 3)
             if kind not in MASKS:

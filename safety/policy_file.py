@@ -61,8 +61,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .access import split_entry
 from .errors import PolicyError
+from .mask_kinds import MASKS
+from .name_rules import split_entry
 from .policy import SafetyPolicy
 from .result_budget import DEFAULT_MAX_RESULT_BYTES
 
@@ -130,8 +131,6 @@ class ColumnRules(BaseModel):
     @field_validator("mask", mode="after")
     @classmethod
     def _masks(cls, value: dict[str, str]) -> dict[str, str]:
-        from .masking import MASKS
-
         for entry, kind in value.items():
             split_entry(entry, 3)
             if kind not in MASKS:

@@ -3,28 +3,27 @@
 Each rule is ``rule(expression, context) -> expression``: it reports findings to the
 context and returns the (possibly rewritten) tree. ``RULES`` lists them in the order the
 validator applies them; a rule may stop the pipeline by setting ``context.halted``.
+
+The context (``safety.rule_context``) and the node labels in messages (``safety.node_labels``)
+sit below every rule module, so the rules written in their own modules (``access``, ``star``,
+``dialect_rules``, ``masking``, ``row_filters``, ``value_bound``) never import this one.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from .access import NameRules, check_access
-from .catalog import SchemaCatalog
-from .codes import check_code
+from .access import check_access
 from .dialect_rules import check_executable_comments, check_regexp, check_session_state
-from .functions import FunctionAllowlist
-from .models import SafetyFinding, Severity
-from .policy import SafetyPolicy
-
-if TYPE_CHECKING:
-    from .lineage import ViewLineages
-    from .row_filters import RowFilters
+from .masking import apply_masks
+from .node_labels import label, where
+from .row_filters import filter_rows
+from .rule_context import Rule, RuleContext
+from .shapes import opaque_names, unsupported_nodes
+from .star import check_selectors, expand_stars, star_message
+from .value_bound import bound_values, unwrap_value_bound
 
 __all__ = [
     "RULES",
@@ -51,117 +50,6 @@ __all__ = [
     "handle_star",
     "unwrap_value_bound",
 ]
-
-
-@dataclass
-class RuleContext:
-    """What every rule may read (dialect, policy, schema, raw text) and where it reports findings.
-
-    ``catalog`` is the real schema (None when unknown); ``default_schema`` is the schema an
-    unqualified table lives in; ``names`` the policy's table/column lists, parsed once;
-    ``protected`` the lower-case names of the columns those lists keep from being read.
-    """
-
-    dialect: str
-    policy: SafetyPolicy
-    functions: FunctionAllowlist
-    schema: Mapping[str, Sequence[str]] | None = None
-    catalog: SchemaCatalog | None = None
-    default_schema: str | None = None
-    names: NameRules = field(default_factory=NameRules.from_policy)
-    sql: str = ""
-    protected: frozenset[str] = frozenset()
-    row_filters: RowFilters | None = None
-    views: ViewLineages | None = None
-    findings: list[SafetyFinding] = field(default_factory=list)
-    halted: bool = False
-    _index: dict[type, list[exp.Expression]] | None = None
-    _root: exp.Expression | None = None
-
-    def report(
-        self,
-        code: str,
-        message: str,
-        node: exp.Expr | None = None,
-        severity: Severity = "error",
-    ) -> None:
-        check_code(code)  # a code without a kind in safety/codes.py is a programming error
-        if any(f.code == code and f.message == message for f in self.findings):
-            return  # the same refusal twice (one column named twice) is told once
-        # model_construct: the fields are built right here, so pydantic's validation is skipped (hot path).
-        self.findings.append(
-            SafetyFinding.model_construct(
-                code=code,
-                message=message,
-                severity=severity,
-                node=type(node).__name__ if node else None,
-            )
-        )
-
-    def index(self, root: exp.Expression) -> dict[type, list[exp.Expression]]:
-        """Every node of ``root`` grouped by class: the tree is walked once, until ``invalidate``."""
-        if self._index is None or self._root is not root:
-            self._index = _index_tree(root)
-            self._root = root
-        return self._index
-
-    def of(self, root: exp.Expression, *classes: type) -> list[exp.Expression]:
-        """The nodes of ``root`` that are instances of ``classes`` (subclasses included)."""
-        found: list[exp.Expression] = []
-        for cls, nodes in self.index(root).items():
-            if issubclass(cls, classes):
-                found.extend(nodes)
-        return found
-
-    def invalidate(self) -> None:
-        self._index = None
-
-    @property
-    def refused(self) -> bool:
-        return any(f.blocking for f in self.findings)
-
-
-Rule = Callable[[exp.Expression, RuleContext], exp.Expression]
-
-
-def _index_tree(root: exp.Expression) -> dict[type, list[exp.Expression]]:
-    """Group every node by class in one pass over ``args`` (cheaper than ``Expression.walk``)."""
-    index: dict[type, list[exp.Expression]] = {}
-    stack = [root]
-    expression = exp.Expression
-    while stack:
-        node = stack.pop()
-        cls = type(node)
-        bucket = index.get(cls)
-        if bucket is None:
-            index[cls] = [node]
-        else:
-            bucket.append(node)
-        for value in node.args.values():
-            if type(value) is list:
-                stack.extend(v for v in value if isinstance(v, expression))
-            elif isinstance(value, expression):
-                stack.append(value)
-    return index
-
-
-def label(node: exp.Expr) -> str:
-    """How a node is named in a message: ``DELETE``, ``EXPLAIN command``, ``TRUNCATE TABLE``."""
-    if isinstance(node, exp.Command):
-        return f"{str(node.this).upper()} command"
-    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", type(node).__name__).upper()
-
-
-def where(node: exp.Expr) -> str:
-    """Where a node sits, for messages: inside a CTE, a subquery, or the statement itself."""
-    parent = node.parent
-    while parent is not None:
-        if isinstance(parent, exp.CTE):
-            return f"inside the CTE {parent.alias or '(unnamed)'}"
-        if isinstance(parent, (exp.Subquery, exp.Exists)):
-            return "inside a subquery"
-        parent = parent.parent
-    return "in the statement"
 
 
 # --- statement shape ---------------------------------------------------------------------
@@ -443,8 +331,6 @@ def _in_exists(select: exp.Select) -> bool:
 
 def handle_star(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """``SELECT *`` is expanded to the schema's columns (default) or refused (``star="reject"``)."""
-    from .star import expand_stars, star_message
-
     selects = [
         n
         for n in ctx.of(expression, exp.Select)
@@ -546,8 +432,6 @@ def check_shapes(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
     """Fail closed on what resolution cannot see: node types outside the allowlist, and (when
     the policy names tables or columns) names standing where no column reference is (see
     ``safety.shapes``)."""
-    from .shapes import opaque_names, unsupported_nodes
-
     index = ctx.index(expression)
     for cls in unsupported_nodes(index):
         node = index[cls][0]
@@ -575,41 +459,6 @@ def check_shapes(expression: exp.Expression, ctx: RuleContext) -> exp.Expression
     ):
         ctx.report(code, message, node)
     return expression
-
-
-def check_selectors(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
-    """Stars inside expressions, ``COLUMNS(...)`` and ``#n``: column sets the reviewer cannot see."""
-    from .star import check_selectors as check
-
-    return check(expression, ctx)
-
-
-def unwrap_value_bound(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
-    """The query inside the validator's own value-bound wrapper (``safety.value_bound``)."""
-    from .value_bound import unwrap_value_bound as unwrap
-
-    return unwrap(expression, ctx)
-
-
-def apply_masks(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
-    """Masked columns shown through their masks, refused elsewhere (``safety.masking``)."""
-    from .masking import apply_masks as mask
-
-    return mask(expression, ctx)
-
-
-def filter_rows(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
-    """Every filtered table read only through its row filter (``safety.row_filters``)."""
-    from .row_filters import filter_rows as rows
-
-    return rows(expression, ctx)
-
-
-def bound_values(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
-    """No result row larger than the budget leaves the database (``safety.value_bound``)."""
-    from .value_bound import bound_values as bound
-
-    return bound(expression, ctx)
 
 
 RULES: tuple[Rule, ...] = (

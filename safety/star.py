@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
+from .node_labels import where
+
 if TYPE_CHECKING:
-    from .rules import RuleContext
+    from .rule_context import RuleContext
 
 __all__ = ["check_selectors", "expand_stars", "star_message"]
 
@@ -159,8 +161,6 @@ def _projection_star(star: exp.Star) -> bool:
 
 def check_selectors(expression: exp.Expression, ctx: RuleContext) -> exp.Expression:
     """Refuse stars inside expressions and DuckDB column selectors (``COLUMNS(...)``, ``#n``)."""
-    from .rules import where
-
     for node in ctx.of(expression, exp.Columns):
         ctx.report(
             "column_selector",

@@ -9,7 +9,6 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError, UnsupportedError
 
-from .access import NameRules
 from .catalog import DEFAULT_SCHEMAS, SchemaCatalog, SchemaInput
 from .dialect_rules import render
 from .dialects import check_dialect
@@ -18,9 +17,12 @@ from .functions import FunctionAllowlist
 from .lineage import LineageRules, ViewLineages
 from .masking import MaskRules
 from .models import SafetyFinding, ValidationResult
+from .name_rules import NameRules
+from .node_labels import label
 from .policy import SafetyPolicy
-from .row_filters import IdentityValue, RowFilters
-from .rules import RULES, Rule, RuleContext, label
+from .row_predicates import IdentityValue, RowFilters
+from .rule_context import Rule, RuleContext
+from .rules import RULES
 from .statement import _minted
 
 __all__ = ["SqlValidator"]

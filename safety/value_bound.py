@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, cast
 from sqlglot import exp
 
 if TYPE_CHECKING:
-    from .rules import RuleContext
+    from .rule_context import RuleContext
 
 __all__ = ["MARKER", "bound_values", "unwrap_value_bound"]
 

@@ -50,3 +50,20 @@ def test_no_exception_class_name_is_defined_twice() -> None:
                     where[node.name].append(str(path.relative_to(root)))
     twice = {name: paths for name, paths in where.items() if len(paths) > 1}
     assert twice == {}
+
+
+def test_the_lazy_export_helper_examples_run() -> None:
+    import doctest
+
+    import sqlgate_exports
+
+    result = doctest.testmod(sqlgate_exports, optionflags=doctest.ELLIPSIS)
+    assert result.attempted and result.failed == 0
+
+
+@pytest.mark.parametrize("package", ["orchestrator", "agents", "safety", "ratelimit", "approvals"])
+def test_an_unknown_name_is_an_attribute_error_and_dir_lists_the_exports(package: str) -> None:
+    module = importlib.import_module(package)
+    with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'NoSuchName'"):
+        module.NoSuchName  # noqa: B018 - the lookup is the test
+    assert set(module.__all__) <= set(dir(module))

@@ -11,7 +11,8 @@ redis      processes on many hosts       server ``TIME`` inside a Lua script
 """
 
 import typing as _typing
-from importlib import import_module as _import_module
+
+from sqlgate_exports import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from ratelimit.backends.base import Backend
@@ -32,14 +33,4 @@ _EXPORTS = {
 __all__ = ["Backend", "MemoryBackend", "PostgresBackend", "RedisBackend", "SQLiteBackend"]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

@@ -28,6 +28,9 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGES = ("orchestrator", "agents", "safety", "ratelimit", "approvals")
+#: Top-level modules of ours that are single files (``py-modules`` in pyproject.toml).
+SINGLE_MODULES = ("sqlgate_exports",)
+OURS = PACKAGES + SINGLE_MODULES
 #: The installs a user can choose: the base and each extra alone (``all`` and the development
 #: extras ``test`` and ``bench`` are unions or tools, not stacks).
 INSTALLS = (
@@ -71,6 +74,9 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
             parts = path.relative_to(root).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             found[name] = path
+    for name in SINGLE_MODULES:
+        if (root / f"{name}.py").exists():
+            found[name] = root / f"{name}.py"
     return found
 
 
@@ -114,7 +120,7 @@ def imports_of(name: str, path: Path) -> Imports:
             )
 
     visit(tree, False, False)
-    ours = {n for n in top_level if n.split(".")[0] in PACKAGES}
+    ours = {n for n in top_level if n.split(".")[0] in OURS}
     return Imports(
         ours=frozenset(ours),
         third_party=frozenset(_third_party(top_level)),
@@ -124,9 +130,7 @@ def imports_of(name: str, path: Path) -> Imports:
 
 def _third_party(names: Iterable[str]) -> set[str]:
     tops = {n.split(".")[0] for n in names if n}
-    return {t for t in tops if t not in sys.stdlib_module_names and t not in PACKAGES} - {
-        "__future__"
-    }
+    return {t for t in tops if t not in sys.stdlib_module_names and t not in OURS} - {"__future__"}
 
 
 class Graph:

@@ -12,6 +12,8 @@ MODULES = [
     "safety.dialects",
     "safety.errors",
     "safety.functions",
+    "safety.name_rules",
+    "safety.node_labels",
     "safety.policy",
     "safety.policy_file",
     "safety.readonly",

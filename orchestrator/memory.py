@@ -1,0 +1,13 @@
+"""Deprecated: ``orchestrator.memory`` (reviewed-SQL memory) moved to ``orchestrator.features.memory``.
+
+This module names what the new one exports and warns when it is imported; it will be removed
+in 0.2.0.
+"""
+
+import orchestrator.features.memory as _moved
+from orchestrator.features.memory import *  # noqa: F403 - the old path names everything the new one exports
+from sqlgate_exports import warn_moved
+
+__all__ = list(_moved.__all__)
+
+warn_moved(__name__, "orchestrator.features.memory", removed_in="0.2.0")
