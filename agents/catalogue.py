@@ -205,6 +205,7 @@ def build_catalogue(
     index: SchemaIndex | None = None,
     values: ValueIndex | None = None,
     readable: Readable | None = None,
+    hints: Sequence[str] = (),
     clock: Callable[[], float] = time.perf_counter,
 ) -> Catalogue:
     """The catalogue for a reasoning call that plans ``questions`` (one or several).
@@ -218,9 +219,16 @@ def build_catalogue(
     (the next-ranked first, then the shown ones' foreign-key neighbours, most links first), then
     one line counts the rest and states that a plan may still name them. ``values`` finds the
     values the questions name (only in columns ``readable`` allows), which count for their
-    tables and are listed for the planner.
+    tables and are listed for the planner. ``hints`` (one per question, in order; a missing or
+    empty one is none) are what the user added to a question ("female refers to gender =
+    'F'"): their words and the values they name are ranked with the question's, as if the
+    question had said them, and the closing line speaks of both.
     """
     started = clock()
+    questions = [
+        f"{question} {hint}".strip() if hint and hint.strip() else question
+        for question, hint in zip_longest(questions, hints[: len(questions)], fillvalue="")
+    ]
     if len(tables) <= always_include_all_below:
         return Catalogue(
             text=_lines(tables.values()),

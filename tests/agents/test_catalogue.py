@@ -272,3 +272,16 @@ def test_a_sharp_ranking_shows_few_tables_and_names_more() -> None:
     assert sharp.shown[0] == "comet"
     assert len(sharp.shown) <= agents.catalogue.SHARP_MAX_TABLES < len(flat.shown)
     assert not any(line.endswith("more columns)") for line in sharp.text.splitlines())
+
+
+def test_a_hint_counts_for_the_ranking_like_the_question() -> None:
+    tables = big_schema()
+    question = "How many loyal buyers do we have?"
+    alone = build_catalogue([question], tables)
+    assert "customer" not in alone.shown[:1]
+    hinted = build_catalogue([question], tables, hints=["buyers are the rows of customer"])
+    assert hinted.shown[0] == "customer"
+    # one hint per question, in order; an empty one changes nothing
+    both = build_catalogue([question, question], tables, hints=["", "a warehouse city"])
+    assert "warehouse" in both.shown
+    assert build_catalogue([question], tables, hints=[" "]).text == alone.text
