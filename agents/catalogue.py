@@ -282,6 +282,7 @@ def build_catalogue(
         cap = min(cap, SHARP_MAX_TABLES * factor)
     else:
         cap += FLAT_EXTRA_TABLES * factor
+        budget += max(names_chars - FLAT_NAMES_CHARS, 0) * factor
     whole_rows = (SHARP_WHOLE_ROWS if all(sharp) else FLAT_WHOLE_ROWS) * factor
     shown: dict[str, None] = {}
     keyed: set[str] = set()
@@ -393,6 +394,9 @@ SHARP_MAX_TABLES = 40
 SHARP_WHOLE_ROWS = DEFAULT_MAX_TABLES
 FLAT_WHOLE_ROWS = 8
 FLAT_EXTRA_TABLES = 90
+#: Characters set aside for the names line at least when the ranking is flat (the rest of
+#: ``names_chars`` goes to the tables shown; names still take what the shown ones leave).
+FLAT_NAMES_CHARS = 600
 #: A keyed line is used only for a table with more columns than this, hiding at least
 #: ``KEYED_HIDDEN_MIN`` of them.
 KEYED_TABLE_COLUMNS = 2
