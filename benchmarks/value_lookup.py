@@ -2,7 +2,7 @@
 
 Run: nice -n 10 python benchmarks/value_lookup.py [--tables 200] [--wide 20] [--rows 5000]
          [--questions 300] [--budget 0.25]
-     nice -n 10 python benchmarks/value_lookup.py --real [--questions 300] [--budget 0.25]
+     nice -n 10 python benchmarks/value_lookup.py --real [--questions 300] [--budget 0.25] [--seed 7]
 
 A generated SQLite database of ``--tables`` tables (the value index's usual label columns of 8 and
 80 values, a number and a date), ``--wide`` of which also hold a column of ``--rows`` distinct
@@ -131,8 +131,8 @@ def build_real(path: Path) -> None:
     conn.close()
 
 
-def real(questions: int, budget: float) -> None:
-    rng = random.Random(7)
+def real(questions: int, budget: float, seed: int) -> None:
+    rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "real.sqlite"
         build_real(path)
@@ -212,9 +212,10 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--budget", type=float, default=ValueLimits().search_s)
     parser.add_argument("--real", action="store_true", help="the corpora's real data instead")
+    parser.add_argument("--seed", type=int, default=7, help="with --real: which draw of values")
     args = parser.parse_args()
     if args.real:
-        real(args.questions, args.budget)
+        real(args.questions, args.budget, args.seed)
         return
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
