@@ -9,7 +9,10 @@ next-ranked); every other table is only counted, and the closing line says what 
 with any table. The values a question names (``agents.linking.ValueIndex``) count for the tables
 holding them, and a line tells the planner which column holds which value. When nothing in a question
 matches the schema, the names line is a map of the schema (the most connected table of each of
-its parts) instead of the same few hubs for every such question.
+its parts) instead of the same few hubs for every such question. How many tables are shown
+follows the ranking's confidence: a clear gap after the best tables shows few and names more;
+flat scores show more candidates, the lower-ranked by their keys and the columns the question
+reaches. A hint the asker gave with a question is ranked with it.
 
 ``build_catalogue`` returns a ``Catalogue`` (the text, the tables shown and their scores, the
 names line, the values found, the ranking time); ``compact_catalogue`` and ``batch_catalogue``
@@ -60,11 +63,12 @@ __all__ = [
 #: planned tables and what they refer to. At or below it, the whole schema goes in every prompt.
 LARGE_SCHEMA_TABLES = 40
 
-#: Tables shown with their columns per question in a large schema's catalogue, at most. The
-#: character budget (``DEFAULT_MAX_CHARS``) usually binds first: on the 875-table merged Spider
-#: schema (benchmarks/schema_linking.py) a catalogue shows about 51 tables on average and every
-#: needed table for 99.4 % of the dev questions, at about 11.4 % of the whole-schema request;
-#: this cap only stops a schema of very narrow tables from filling the budget with weak matches.
+#: Tables shown with their columns per question in a large schema's catalogue, at most (a flat
+#: ranking may show ``FLAT_EXTRA_TABLES`` more by their keys, a sharp one at most
+#: ``SHARP_MAX_TABLES``). The character budget (``DEFAULT_MAX_CHARS``) usually binds first: on
+#: the 875-table merged Spider schema (benchmarks/schema_linking.py) a catalogue shows about 46
+#: tables on average and every needed table for 99.7 % of the dev questions, at about 10.8 % of
+#: the whole-schema request.
 DEFAULT_MAX_TABLES = 60
 
 #: Characters of one question's catalogue at most (table lines, names, values and the closing
