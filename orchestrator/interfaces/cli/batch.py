@@ -124,6 +124,11 @@ def batch(
         fail(exc.message, error_code=exc.code)
         return
     if distributed:
+        if hints:
+            err.print(
+                f"{len(hints)} hint(s) in {questions_file} are not used with --distributed: "
+                "the workers plan from the recorded questions only."
+            )
         _distributed(
             questions_file,
             questions,
