@@ -287,7 +287,7 @@ def build_catalogue(
     else:
         cap += FLAT_EXTRA_TABLES * factor
         budget += max(names_chars - FLAT_NAMES_CHARS, 0) * factor
-    whole_rows = (SHARP_WHOLE_ROWS if all(sharp) else FLAT_WHOLE_ROWS) * factor
+    whole_rows = SHARP_WHOLE_ROWS if all(sharp) else FLAT_WHOLE_ROWS  # ranks shown whole
     shown: dict[str, None] = {}
     keyed: set[str] = set()
     used = 0
@@ -295,7 +295,7 @@ def build_catalogue(
         for name in row:
             if name is None or name in shown or len(shown) >= cap:
                 continue
-            brief = position >= whole_rows // factor and name not in full
+            brief = position >= whole_rows and name not in full
             line = _line(tables[name], name in full, wanted, keyed=brief)
             cost = len(line) + 1
             if shown and used + cost > budget:
