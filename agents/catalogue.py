@@ -9,7 +9,10 @@ next-ranked); every other table is only counted, and the closing line says what 
 with any table. The values a question names (``agents.linking.ValueIndex``) count for the tables
 holding them, and a line tells the planner which column holds which value. When nothing in a question
 matches the schema, the names line is a map of the schema (the most connected table of each of
-its parts) instead of the same few hubs for every such question.
+its parts) instead of the same few hubs for every such question. How many tables are shown
+follows the ranking's confidence: a clear gap after the best tables shows few and names more;
+flat scores show more candidates, the lower-ranked by their keys and the columns the question
+reaches. A hint the asker gave with a question is ranked with it.
 
 ``build_catalogue`` returns a ``Catalogue`` (the text, the tables shown and their scores, the
 names line, the values found, the ranking time); ``compact_catalogue`` and ``batch_catalogue``
@@ -60,11 +63,12 @@ __all__ = [
 #: planned tables and what they refer to. At or below it, the whole schema goes in every prompt.
 LARGE_SCHEMA_TABLES = 40
 
-#: Tables shown with their columns per question in a large schema's catalogue, at most. The
-#: character budget (``DEFAULT_MAX_CHARS``) usually binds first: on the 875-table merged Spider
-#: schema (benchmarks/schema_linking.py) a catalogue shows about 51 tables on average and every
-#: needed table for 99.4 % of the dev questions, at about 11.4 % of the whole-schema request;
-#: this cap only stops a schema of very narrow tables from filling the budget with weak matches.
+#: Tables shown with their columns per question in a large schema's catalogue, at most (a flat
+#: ranking may show ``FLAT_EXTRA_TABLES`` more by their keys, a sharp one at most
+#: ``SHARP_MAX_TABLES``). The character budget (``DEFAULT_MAX_CHARS``) usually binds first: on
+#: the 875-table merged Spider schema (benchmarks/schema_linking.py) a catalogue shows about 46
+#: tables on average and every needed table for 99.7 % of the dev questions, at about 10.8 % of
+#: the whole-schema request.
 DEFAULT_MAX_TABLES = 60
 
 #: Characters of one question's catalogue at most (table lines, names, values and the closing
@@ -205,6 +209,7 @@ def build_catalogue(
     index: SchemaIndex | None = None,
     values: ValueIndex | None = None,
     readable: Readable | None = None,
+    hints: Sequence[str] = (),
     clock: Callable[[], float] = time.perf_counter,
 ) -> Catalogue:
     """The catalogue for a reasoning call that plans ``questions`` (one or several).
@@ -218,9 +223,16 @@ def build_catalogue(
     (the next-ranked first, then the shown ones' foreign-key neighbours, most links first), then
     one line counts the rest and states that a plan may still name them. ``values`` finds the
     values the questions name (only in columns ``readable`` allows), which count for their
-    tables and are listed for the planner.
+    tables and are listed for the planner. ``hints`` (one per question, in order; a missing or
+    empty one is none) are what the user added to a question ("female refers to gender =
+    'F'"): their words and the values they name are ranked with the question's, as if the
+    question had said them, and the closing line speaks of both.
     """
     started = clock()
+    questions = [
+        f"{question} {hint}".strip() if hint and hint.strip() else question
+        for question, hint in zip_longest(questions, hints[: len(questions)], fillvalue="")
+    ]
     if len(tables) <= always_include_all_below:
         return Catalogue(
             text=_lines(tables.values()),
@@ -237,6 +249,7 @@ def build_catalogue(
     rest: list[list[str]] = []
     found_values: list[ValueMatch] = []
     unmatched = weak = 0
+    sharp: list[bool] = []  # per question: a clear gap after its best tables
     for question in questions:
         matches = values.matches(question, readable) if values is not None else []
         if values is not None and values.wide:
@@ -250,7 +263,8 @@ def build_catalogue(
         elif not ranked.confident(question, matches=matches):
             weak += 1
         names = [name for name, _ in best]
-        head = names[: max(max_tables, 0)]
+        sharp.append(_sharp(best))
+        head = names[: max(max_tables, 0) + (0 if sharp[-1] else FLAT_EXTRA_TABLES)]
         bridges = [b for b in ranked.bridges(head[:_BRIDGED]) if b not in head[:_BRIDGED]]
         head = _with_bridges(head, bridges)
         per_question.append(head)
@@ -265,17 +279,30 @@ def build_catalogue(
     whole_budget = max_chars * factor - told_line - unlisted_line
     cap, budget = max_tables * factor, whole_budget - names_chars * factor
     full = _confident(per_question, scores, full_tables * factor)
+    # the budget follows the ranking's confidence: a clear gap after the best tables shows
+    # fewer tables (the rest are named), flat scores spread it over more candidates, the
+    # lower-ranked ones by their keys and the columns the question's words reach
+    if all(sharp):
+        cap = min(cap, SHARP_MAX_TABLES * factor)
+    else:
+        cap += FLAT_EXTRA_TABLES * factor
+        budget += max(names_chars - FLAT_NAMES_CHARS, 0) * factor
+    whole_rows = SHARP_WHOLE_ROWS if all(sharp) else FLAT_WHOLE_ROWS  # ranks shown whole
     shown: dict[str, None] = {}
+    keyed: set[str] = set()
     used = 0
-    for row in zip_longest(*per_question):
+    for position, row in enumerate(zip_longest(*per_question)):
         for name in row:
             if name is None or name in shown or len(shown) >= cap:
                 continue
-            line = _line(tables[name], name in full, wanted)
+            brief = position >= whole_rows and name not in full
+            line = _line(tables[name], name in full, wanted, keyed=brief)
             cost = len(line) + 1
             if shown and used + cost > budget:
                 continue
             shown[name] = None
+            if brief:
+                keyed.add(name)
             used += cost
     neighbours = _neighbour_names(ranked, list(shown), len(tables))
     # and two foreign keys from each question's best tables: the far end of a join path
@@ -294,7 +321,7 @@ def build_catalogue(
         # comes along, and the closing line says which words match nothing
         candidates = candidates + ranked.overview(max_named * factor)
     named = _fit_names(candidates, set(shown), max_named * factor, whole_budget - used)
-    parts = [_line(tables[name], name in full, wanted) for name in shown]
+    parts = [_line(tables[name], name in full, wanted, keyed=name in keyed) for name in shown]
     listed = set(shown) | set(named)
     told_lines = [_told(m) for m in told if m.table in listed]
     near = set(_neighbour_names(ranked, list(shown), len(tables)))
@@ -359,6 +386,26 @@ WIDE_TABLE_KEPT = 6
 #: A wide table is shown whole unless at least this many of its columns would be left out.
 WIDE_TABLE_HIDDEN_MIN = 4
 
+#: The budget follows the ranking's confidence (tuned on Spider train's and text2sql-data's
+#: tuning parts, benchmarks/schema_linking.py). A ranking is *sharp* when the table
+#: ``SHARP_RANK`` places below the best scores under ``SHARP_SHARE`` of it: then at most
+#: ``SHARP_MAX_TABLES`` tables are shown and the rest of the budget names more. Otherwise it is
+#: *flat*: ``FLAT_EXTRA_TABLES`` more candidates may be shown, all but the first
+#: ``FLAT_WHOLE_ROWS`` of each question by their keys and the columns the question's words reach.
+SHARP_RANK = 8
+SHARP_SHARE = 0.2
+SHARP_MAX_TABLES = 40
+SHARP_WHOLE_ROWS = DEFAULT_MAX_TABLES
+FLAT_WHOLE_ROWS = 8
+FLAT_EXTRA_TABLES = 90
+#: Characters set aside for the names line at least when the ranking is flat (the rest of
+#: ``names_chars`` goes to the tables shown; names still take what the shown ones leave).
+FLAT_NAMES_CHARS = 600
+#: A keyed line is used only for a table with more columns than this, hiding at least
+#: ``KEYED_HIDDEN_MIN`` of them.
+KEYED_TABLE_COLUMNS = 2
+KEYED_HIDDEN_MIN = 1
+
 
 def neighbours_of(index: SchemaIndex, names: Sequence[str]) -> list[str]:
     """The tables one foreign key from any of ``names`` (not ``names`` themselves), in order."""
@@ -371,12 +418,13 @@ def neighbours_of(index: SchemaIndex, names: Sequence[str]) -> list[str]:
     return list(out)
 
 
-def _line(info: TableInfo, typed: bool, wanted: set[str]) -> str:
+def _line(info: TableInfo, typed: bool, wanted: set[str], *, keyed: bool = False) -> str:
     """A table's catalogue line: with its columns' types when ``typed``; a wide table keeps
     its keys, the columns whose words are in ``wanted`` and its first few others, then says how
-    many more it has."""
+    many more it has. ``keyed`` (a lower-ranked table of a catalogue whose ranking is unsure)
+    keeps only the keys and the columns whose words are in ``wanted``, then the count."""
     columns = info.columns
-    if len(columns) <= WIDE_TABLE_COLUMNS:
+    if len(columns) <= (KEYED_TABLE_COLUMNS if keyed else WIDE_TABLE_COLUMNS):
         return info.catalogue_line() if typed else info.compact_line()
     keys = set(info.primary_key) | {c for fk in info.foreign_keys for c in fk.columns}
     named = [
@@ -384,13 +432,22 @@ def _line(info: TableInfo, typed: bool, wanted: set[str]) -> str:
         for c in columns
         if c.name in keys or c.primary_key or wanted.intersection(identifier_terms(c.name))
     ]
-    others = [c.name for c in columns if c.name not in named][:WIDE_TABLE_KEPT]
+    others = [c.name for c in columns if c.name not in named][: 0 if keyed else WIDE_TABLE_KEPT]
     kept = set(named) | set(others)
-    if len(columns) - len(kept) < WIDE_TABLE_HIDDEN_MIN:  # hiding so few saves nothing
-        return info.catalogue_line() if typed else info.compact_line()
+    if len(columns) - len(kept) < (KEYED_HIDDEN_MIN if keyed else WIDE_TABLE_HIDDEN_MIN):
+        return info.catalogue_line() if typed else info.compact_line()  # hiding few saves nothing
     shown = [c for c in columns if c.name in kept]
     text = ", ".join(f"{c.name} {c.type}".rstrip() if typed else c.name for c in shown)
     return f"{info.name}({text}, ... {len(columns) - len(shown)} more columns)"
+
+
+def _sharp(best: list[tuple[str, float]]) -> bool:
+    """True when a question's ranking has a clear gap: the table ``SHARP_RANK`` places down
+    scores under ``SHARP_SHARE`` of the best."""
+    if len(best) <= SHARP_RANK:
+        return True
+    top = best[0][1]
+    return top > 0 and best[SHARP_RANK][1] < SHARP_SHARE * top
 
 
 def _confident(per_question: list[list[str]], scores: dict[str, float], limit: int) -> set[str]:

@@ -344,6 +344,57 @@ def _filled(text: str, variables: dict[str, str]) -> str:
     return text
 
 
+# -- both, as one schema ----------------------------------------------------------------------
+
+
+def merged(split: str) -> Corpus:
+    """Spider's and text2sql-data's merged schemas as one catalogue (about 967 tables), asked
+    both corpora's questions (Spider's ``split``). A text2sql-data table whose name a Spider
+    table has is prefixed with its set's name (``geography_city``)."""
+    first, second = spider(split), text2sql()
+    taken = {name.lower() for name in first.tables}
+    owner: dict[str, str] = {}
+    for case in second.cases:
+        for table in case.gold:
+            owner.setdefault(table, case.database)
+    rename = {
+        name: (f"{owner.get(name, 'text2sql')}_{name}" if name.lower() in taken else name)
+        for name in second.tables
+    }
+    clash = taken & {name.lower() for name in rename.values()}
+    if clash:  # a prefixed name Spider has too would merge two tables
+        raise ValueError(f"tables in both corpora after renaming: {sorted(clash)}")
+    tables = dict(first.tables)
+    for name, info in second.tables.items():
+        copy = info.model_copy(update={"name": rename[name]})
+        copy.foreign_keys = [
+            fk.model_copy(
+                update={"referred_table": rename.get(fk.referred_table, fk.referred_table)}
+            )
+            for fk in info.foreign_keys
+        ]
+        tables[copy.name] = copy
+    values = dict(first.values)
+    values.update({(rename[t], c): found for (t, c), found in second.values.items()})
+    cases = list(first.cases) + [
+        Case(
+            case.question,
+            case.database,
+            {rename[t] for t in case.gold},
+            [(rename.get(t, t), c, v) for t, c, v in case.links],
+        )
+        for case in second.cases
+    ]
+    _mark_value_only(cases, tables)
+    return Corpus(
+        f"Spider {split} + text2sql-data",
+        tables,
+        cases,
+        values,
+        f"{first.note}; {second.note}",
+    )
+
+
 # -- shared ------------------------------------------------------------------------------------
 
 

@@ -1,13 +1,14 @@
 """Schema linking on merged schemas: does the Batch-1 catalogue show every table a question needs?
 
 Run: .venv/bin/python benchmarks/schema_linking.py [--spider-split dev|train] [--no-values]
-         [--only spider,text2sql,erp,scale] [--misses N] [--sample N]
+         [--only spider,text2sql,merged,erp,scale] [--misses N] [--sample N]
          [--part tune|held-out|all] [--questions N]
 
 Corpora (``benchmarks/_linking_corpora.py``): every Spider schema merged into one catalogue of
 about 875 tables, asked the Spider *dev* questions (the report; ``--spider-split train`` gives
 the 7,000 training questions the ranker is tuned on); and the eight text2sql-data schemas merged
-into one of 92 tables, asked their 12,194 questions with the variables put back. For each
+into one of 92 tables, asked their 12,194 questions with the variables put back; ``merged``
+puts both in one catalogue of about 967 tables and asks both corpora's questions. For each
 question it reports whether every needed table was shown with its columns (and shown or named
 on the names line), the per-table recall, the catalogue and the whole Batch-1 request as a share
 of the same with the whole schema, and the ranking time (best of 3 passes over up to
@@ -42,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import sqlalchemy as sa  # noqa: E402
-from _linking_corpora import Case, Corpus, part, spider, text2sql  # noqa: E402
+from _linking_corpora import Case, Corpus, merged, part, spider, text2sql  # noqa: E402
 
 from agents.catalogue import DEFAULT_MAX_TABLES, build_catalogue  # noqa: E402
 from agents.linking import SchemaIndex, words  # noqa: E402
@@ -315,6 +316,10 @@ def main() -> None:
     if "text2sql" in only:
         evaluate(chosen(text2sql()), values=not args.no_values, misses=args.misses, sample=args.sample,
                  baseline=False)  # fmt: skip
+        print()
+    if "merged" in only:
+        evaluate(chosen(merged(args.spider_split)), values=not args.no_values, misses=args.misses,
+                 sample=args.sample, baseline=False)  # fmt: skip
         print()
     if "erp" in only:
         erp()

@@ -6,10 +6,11 @@ would reach no table. Such columns are remembered when the index is built (``Val
 and searched here, only for the question's words that no table or column word covers, through
 the same read-only engine, under the run's policy (``readable``) and a strict time budget:
 
-- one bounded statement per (column, phrase), a case-insensitive substring match with the phrase
-  as a bound parameter (PostgreSQL and DuckDB ``ILIKE``, SQLite and MySQL ``LIKE``, whose default
-  collations ignore ASCII case), ``LIMIT`` a few rows, then the rows kept only when the phrase is
-  a whole run of words of the value;
+- one bounded statement per (column, phrase), a case-insensitive match of the phrase's words in
+  order as a bound parameter (PostgreSQL and DuckDB ``ILIKE``, SQLite and MySQL ``LIKE``, whose
+  default collations ignore ASCII case; each word as the question wrote it, accents included,
+  anything between them: "Barddhaman Burdwan" finds "Barddhaman (Burdwan)"), ``LIMIT`` a few
+  rows, then the rows kept only when the phrase is a whole run of words of the value;
 - no statement starts after the deadline; PostgreSQL statements carry ``statement_timeout``,
   MySQL ones ``MAX_EXECUTION_TIME``, and SQLite's progress handler interrupts a statement that
   runs past the deadline; a statement that fails or is interrupted finds nothing.
@@ -23,13 +24,19 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import sqlalchemy as sa
 
 from agents.linking.terms import STOPWORDS
 
-__all__ = ["MAX_PHRASES", "ROWS_PER_LOOKUP", "phrases_to_search", "search_columns"]
+__all__ = [
+    "MAX_PHRASES",
+    "ROWS_PER_LOOKUP",
+    "like_pattern",
+    "phrases_to_search",
+    "search_columns",
+]
 
 #: Phrases of one question searched at most (the longest runs of uncovered words first).
 MAX_PHRASES = 3
@@ -56,6 +63,17 @@ def phrases_to_search(normalized: str, known: Callable[[str], bool]) -> list[str
         " ".join(run) for run in runs if run and (len(run) > 1 or len(run[0]) >= MIN_WORD_CHARS)
     ]
     return sorted(phrases, key=lambda p: -len(p.split()))[:MAX_PHRASES]
+
+
+def like_pattern(phrase: str, surface: Mapping[str, str]) -> str:
+    """The ``LIKE`` pattern of a normalized phrase: its words in order, each as the question
+    wrote it (``surface``: normalized word -> written word), anything between and around them.
+
+    Example:
+        >>> like_pattern("pinar del rio", {"rio": "Río"})
+        '%pinar%del%Río%'
+    """
+    return "%" + "%".join(surface.get(word, word) for word in phrase.split()) + "%"
 
 
 def _operator(dialect: str) -> str:
@@ -85,10 +103,11 @@ def search_columns(
     budget_s: float,
     db_schema: str | None = None,
     normalize: Callable[[str], str],
+    surface: Mapping[str, str] | None = None,
 ) -> list[Hit]:
     """Rows of ``columns`` whose value holds one of ``phrases`` as whole words, found within
     ``budget_s`` seconds (columns and phrases in the order given; what the time did not reach is
-    not searched)."""
+    not searched). ``surface`` maps a normalized word to the question's own spelling of it."""
     if not columns or not phrases or budget_s <= 0:
         return []
     deadline = time.monotonic() + budget_s
@@ -113,7 +132,8 @@ def search_columns(
                     with conn.begin_nested() if guarded else contextlib.nullcontext():
                         if guarded:
                             conn.exec_driver_sql(f"SET LOCAL statement_timeout = {left_ms}")
-                        rows = conn.execute(sa.text(sql), {"pattern": f"%{phrase}%"}).all()
+                        pattern = like_pattern(phrase, surface or {})
+                        rows = conn.execute(sa.text(sql), {"pattern": pattern}).all()
                 except sa.exc.SQLAlchemyError:
                     continue  # timed out, interrupted or unreadable: nothing found here
                 for (value,) in rows:

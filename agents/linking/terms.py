@@ -69,10 +69,24 @@ def _english_stemmer() -> Callable[[str], str]:
     return stem_word
 
 
+#: English plurals no suffix rule reaches, to their singular (the stemmer leaves them alone).
+IRREGULAR_PLURALS = {
+    "people": "person",
+    "men": "man",
+    "women": "woman",
+    "children": "child",
+    "mice": "mouse",
+    "geese": "goose",
+    "feet": "foot",
+    "teeth": "tooth",
+}
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """The Snowball English stem of a lower-case ``word``: ``names`` and ``name`` give ``name``."""
-    return _english_stemmer()(word)
+    """The Snowball English stem of a lower-case ``word``: ``names`` and ``name`` give ``name``,
+    ``people`` and ``person`` give ``person``."""
+    return _english_stemmer()(IRREGULAR_PLURALS.get(word, word))
 
 
 def words(text: str) -> list[str]:

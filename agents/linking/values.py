@@ -106,6 +106,24 @@ def normalize_value(text: str) -> str:
     return " ".join(_TOKEN.findall(plain.replace("_", " ")))
 
 
+def _surface(text: str) -> dict[str, str]:
+    """Normalized word -> the word as ``text`` writes it, for the words whose accents or case
+    normalizing changed (``Río`` for ``rio``): a database's ``LIKE`` does not fold accents.
+
+    Example:
+        >>> _surface("Tell me about Pinar del Río and Boyacá")
+        {'rio': 'Río', 'boyaca': 'Boyacá'}
+    """
+    out: dict[str, str] = {}
+    for token in re.findall(r"[^\W_]+", text):
+        if token.isascii():
+            continue
+        plain = normalize_value(token)
+        if plain and " " not in plain:
+            out.setdefault(plain, token)
+    return out
+
+
 def _kept(value: str, max_chars: int) -> bool:
     """A label: short, with a letter (numbers and dates are not looked up)."""
     # a cased letter changes under upper(); other scripts' letters are not ASCII
@@ -319,6 +337,7 @@ class ValueIndex:
             budget_s=self.limits.search_s if budget_s is None else budget_s,
             db_schema=self._db_schema,
             normalize=normalize_value,
+            surface=_surface(question),
         )
         holders: dict[str, set[str]] = {}
         for table, _, _, phrase in hits:

@@ -92,6 +92,39 @@ def read_questions(path: Path) -> list[str]:
     return questions
 
 
+#: A batch file's field (CSV column or JSON key) holding what the asker adds to a question.
+HINT_FIELDS = ("hint", "evidence")
+
+
+def read_hints(path: Path) -> dict[str, str]:
+    """question -> its hint, from a .csv column or .jsonl key ``hint`` (or ``evidence``);
+    empty for a .txt file or a file without such a field (``read_questions`` checks the file)."""
+    suffix = path.suffix.lower()
+    hints: dict[str, str] = {}
+    with path.open(encoding="utf-8", newline="") as handle:
+        if suffix == ".csv":
+            reader = csv.DictReader(handle)
+            fields = {f.strip().lower(): f for f in reader.fieldnames or []}
+            column = fields.get("question")
+            given = next((fields[f] for f in HINT_FIELDS if f in fields), None)
+            if column is None or given is None:
+                return {}
+            rows = [((r.get(column) or "").strip(), (r.get(given) or "").strip()) for r in reader]
+        elif suffix in (".jsonl", ".ndjson"):
+            rows = []
+            for line in handle:
+                entry = json.loads(line) if line.strip() else None
+                if isinstance(entry, dict) and "question" in entry:
+                    hint = next((entry[f] for f in HINT_FIELDS if entry.get(f)), "")
+                    rows.append((str(entry["question"]).strip(), str(hint).strip()))
+        else:
+            return {}
+    for question, hint in rows:
+        if question and hint:
+            hints[question] = hint
+    return hints
+
+
 class ResultWriter:
     """Appends results to a .jsonl or .csv file, one flushed record at a time.
 

@@ -192,10 +192,16 @@ class Pipeline:
     # -- public API --------------------------------------------------------------------------------
 
     def ask(
-        self, question: str, *, role: str | None = None, identity: Identity | None = None
+        self,
+        question: str,
+        *,
+        role: str | None = None,
+        identity: Identity | None = None,
+        hint: str | None = None,
     ) -> RunResult:
         """Answer one question (a batch of one)."""
-        return self.run_batch([question], role=role, identity=identity)[0]
+        hints = [hint] if hint else None
+        return self.run_batch([question], role=role, identity=identity, hints=hints)[0]
 
     def run_batch(
         self,
@@ -208,6 +214,7 @@ class Pipeline:
         follow_up_of: str | None = None,
         statements: Sequence[str] | None = None,
         identity: Identity | None = None,
+        hints: Sequence[str] | None = None,
     ) -> list[RunResult]:
         """Answer many questions with batched LLM calls and ONE approval cycle per round.
 
@@ -230,9 +237,16 @@ class Pipeline:
         ``identity``: the asker's attributes (from a proven identity only), which the policy's
         row filters are bound to; the run records them, so every process that advances it
         validates with them (a run queued with attributes keeps those it was queued with).
+
+        ``hints``: what the asker added to each question, in order (a benchmark-style hint,
+        "female refers to gender = 'F'"): the catalogue ranks its words and the values it names
+        with the question's, and the plan sees it beside the question. Not recorded with the
+        run: a run taken over after a stop is planned again without them.
         """
         run_id = run_id or "run_" + uuid.uuid4().hex[:16]
         ctx = self._context(run_id, list(questions), progress, on_result)
+        for q, hint in zip(ctx.questions, hints or (), strict=False):
+            q.hint = (hint or "").strip()
         self._submitted(ctx, statements)
         ctx.policy = self.db.policy_for(role).model_dump(mode="json")
         ctx.identity = self._needed(identity, ctx.policy)

@@ -61,6 +61,7 @@ class QuestionState:
         self.run_id = run_id
         self.qid = qid
         self.text = text
+        self.hint = ""  # what the asker added (``--hint``, a batch file's hint): ranked with it
         self.clock = clock
         self.started = clock()
         self.status: RunStatus | None = None  # set once the question is finished

@@ -239,3 +239,49 @@ def test_no_product_code_names_a_fixture_table_or_prefix() -> None:
             if named or prefix.search(text):
                 offenders.append((str(path.relative_to(root)), named[:5]))
     assert offenders == []
+
+
+def look_alikes(count: int) -> dict[str, TableInfo]:
+    """``count`` tables that all match "widget" alike, each with a few other columns."""
+    return schema(
+        *(
+            table(f"widget_{i:03d}", f"widget_{i:03d}_id", "colour", "weight", "batch_no", "note")
+            for i in range(count)
+        )
+    )
+
+
+def test_a_flat_ranking_shows_more_candidates_by_their_keys() -> None:
+    tables = look_alikes(150)
+    cat = build_catalogue(["How many widgets are there?"], tables)
+    # more than max_tables, the ones below the first rows by their key columns only
+    assert len(cat.shown) > DEFAULT_MAX_TABLES
+    lines = cat.text.splitlines()
+    whole = agents.catalogue.FLAT_WHOLE_ROWS
+    assert all(line.endswith("more columns)") for line in lines[whole : len(cat.shown)])
+    assert not any(line.endswith("more columns)") for line in lines[:whole])
+    assert lines[whole] == f"{cat.shown[whole]}({cat.shown[whole]}_id, ... 4 more columns)"
+    assert len(cat.text) <= agents.catalogue.DEFAULT_MAX_CHARS
+
+
+def test_a_sharp_ranking_shows_few_tables_and_names_more() -> None:
+    tables = look_alikes(150)
+    tables["comet"] = table("comet", "comet_id", "discovered_on", "orbit_days")
+    flat = build_catalogue(["How many widgets are there?"], tables)
+    sharp = build_catalogue(["When was each comet discovered?"], tables)
+    assert sharp.shown[0] == "comet"
+    assert len(sharp.shown) <= agents.catalogue.SHARP_MAX_TABLES < len(flat.shown)
+    assert not any(line.endswith("more columns)") for line in sharp.text.splitlines())
+
+
+def test_a_hint_counts_for_the_ranking_like_the_question() -> None:
+    tables = big_schema()
+    question = "How many loyal buyers do we have?"
+    alone = build_catalogue([question], tables)
+    assert "customer" not in alone.shown[:1]
+    hinted = build_catalogue([question], tables, hints=["buyers are the rows of customer"])
+    assert hinted.shown[0] == "customer"
+    # one hint per question, in order; an empty one changes nothing
+    both = build_catalogue([question, question], tables, hints=["", "a warehouse city"])
+    assert "warehouse" in both.shown
+    assert build_catalogue([question], tables, hints=[" "]).text == alone.text

@@ -28,6 +28,8 @@ def _people_db(path: Path) -> Path:
     )
     names = [(i, f"{FIRST[i % 10]} Member{i:05d}") for i in range(3000)]
     names.append((3000, "Roni Kessler"))
+    names.append((3001, "Pinar del Río"))  # accents: LIKE does not fold them
+    names.append((3002, "Barddhaman (Burdwan)"))  # punctuation between the words
     conn.executemany("INSERT INTO member VALUES (?, ?)", names)
     conn.commit()
     conn.close()
@@ -73,6 +75,22 @@ def test_the_policy_and_the_time_budget_bound_the_search(people: sa.Engine) -> N
     assert values.search("member", known=lambda w: w == "member") == []
 
 
+def test_values_with_accents_or_punctuation_are_found_as_the_question_writes_them(
+    people: sa.Engine,
+) -> None:
+    tables = SchemaExplorer(people, cache_key="lookup-test-3").tables()
+    values = ValueIndex.build(people, tables)
+    for question, stored in (
+        ("Who is Pinar del Río?", "Pinar del Río"),
+        ("Tell me about Barddhaman (Burdwan).", "Barddhaman (Burdwan)"),
+        ("Tell me about Barddhaman Burdwan.", "Barddhaman (Burdwan)"),
+    ):
+        found = values.search(question, known=lambda w: False)
+        assert [(m.table, m.value) for m in found] == [("member", stored)], question
+    # words in another order, or only some of them, are not a match
+    assert values.search("Tell me about Burdwan Barddhaman.", known=lambda w: False) == []
+
+
 def test_every_engine_searches_case_insensitively(shop_engine: sa.Engine) -> None:
     """SQLite and MySQL LIKE, PostgreSQL and DuckDB ILIKE: 1,500 names, one asked for in
     another case."""
@@ -83,6 +101,7 @@ def test_every_engine_searches_case_insensitively(shop_engine: sa.Engine) -> Non
         )
         conn.exec_driver_sql(f"INSERT INTO member VALUES {rows}")
         conn.exec_driver_sql("INSERT INTO member VALUES (1501, 'Roni Kessler')")
+        conn.exec_driver_sql("INSERT INTO member VALUES (1502, 'Pinar del Río')")
     tables = SchemaExplorer(shop_engine).tables()
     values = ValueIndex.build(shop_engine, tables)
     assert ("member", "full_name") in values.wide
@@ -90,3 +109,5 @@ def test_every_engine_searches_case_insensitively(shop_engine: sa.Engine) -> Non
     assert [(m.table, m.value, m.phrase) for m in found] == [
         ("member", "Roni Kessler", "roni kessler")
     ]
+    found = values.search("who is PINAR del Río", known=lambda w: False)
+    assert [(m.table, m.value) for m in found] == [("member", "Pinar del Río")]

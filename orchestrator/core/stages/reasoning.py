@@ -84,6 +84,7 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
     notes = notes_by_question(p, qs)  # business notes per question; no LLM call
 
     seen: dict[str, Catalogue] = {}  # qid -> the catalogue its reasoning call saw
+    hints = {q.qid: q.hint for q in qs if q.hint}  # ranked with their questions
 
     def build(items: list[QuestionInput]) -> list[dict[str, str]]:
         catalogue = build_catalogue(
@@ -93,6 +94,7 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
             index=index,
             values=values,
             readable=readable,
+            hints=[hints.get(i.id, "") for i in items],
         )
         ctx.catalogue_ms += catalogue.ranking_ms
         for item in items:
@@ -106,6 +108,7 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
             part
             for part in (
                 answered_context(q.text),
+                f"Hint from the asker: {q.hint}" if q.hint else "",
                 ReasoningAgent.question_context(notes.get(q.qid, ())),
             )
             if part

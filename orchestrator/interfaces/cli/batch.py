@@ -41,7 +41,8 @@ def batch(
     questions_file: Annotated[
         Path,
         typer.Argument(
-            help="Questions: .txt (one per line), .csv (a 'question' column) or .jsonl."
+            help="Questions: .txt (one per line), .csv (a 'question' column) or .jsonl; a "
+            "'hint' (or 'evidence') column or key adds what the question does not say."
         ),
     ],
     out: Annotated[
@@ -101,13 +102,19 @@ def batch(
     Scaled out: SQLGATE_BROKER_URL=redis://queue:6379/1 SQLGATE_STATE_URL=postgresql+psycopg://...
     sqlgate batch questions.txt --db URL --out results.jsonl --distributed --yes
     """
-    from orchestrator.core.batch_io import ResultWriter, pending_questions, read_questions
+    from orchestrator.core.batch_io import (
+        ResultWriter,
+        pending_questions,
+        read_hints,
+        read_questions,
+    )
     from orchestrator.core.pipeline import Pipeline, PipelineConfig
     from orchestrator.core.result import RunStatus
     from orchestrator.features.memory import memory_for
 
     try:
         questions = read_questions(questions_file)
+        hints = read_hints(questions_file)
         writer = ResultWriter(out)
         if distributed:
             existing = writer.reopen()
@@ -117,6 +124,11 @@ def batch(
         fail(exc.message, error_code=exc.code)
         return
     if distributed:
+        if hints:
+            err.print(
+                f"{len(hints)} hint(s) in {questions_file} are not used with --distributed: "
+                "the workers plan from the recorded questions only."
+            )
         _distributed(
             questions_file,
             questions,
@@ -178,11 +190,13 @@ def batch(
         )
         check_edits_with(reviewer, pipeline, identity)
         for start in range(0, len(todo), run_size):
+            chunk = [q for _, q in todo[start : start + run_size]]
             pipeline.run_batch(
-                [q for _, q in todo[start : start + run_size]],
+                chunk,
                 on_result=written,
                 role=role,
                 identity=identity,
+                hints=[hints.get(q, "") for q in chunk] if hints else None,
             )
     database.dispose()
     err.print(summary(records, out, llm.calls))

@@ -133,6 +133,14 @@ def _mount_subcommands() -> None:
 def ask(
     question: Annotated[str, typer.Argument(help="The question, in plain language.")],
     db: DbOpt = None,
+    hint_text: Annotated[
+        str | None,
+        typer.Option(
+            "--hint",
+            help='What you know that the question does not say ("female refers to gender = '
+            "'F'\"): its words and values help find the tables, and the plan sees it.",
+        ),
+    ] = None,
     yes: YesOpt = False,
     as_json: JsonOpt = False,
     model: ModelOpt = None,
@@ -268,7 +276,7 @@ def ask(
             )
             check_edits_with(reviewer, pipeline, identity)
             try:
-                result = pipeline.ask(question, role=role, identity=identity)
+                result = pipeline.ask(question, role=role, identity=identity, hint=hint_text)
             except SqlgateError as exc:  # an unknown --role
                 database.dispose()
                 fail(exc.message, as_json=as_json, error_code=exc.code)
