@@ -8,14 +8,14 @@ A is imported (imports inside functions and under ``if TYPE_CHECKING:`` do not),
 ``from orchestrator.features.memory import memory_for`` names ``orchestrator.features.memory``).
 
 The floors (``orchestrator/core``, ``orchestrator/features``, ``orchestrator/interfaces``) are
-checked on every import that can run, module-level or inside a function (only those under
-``if TYPE_CHECKING:`` are left out):
+checked on every import, module-level, inside a function or under ``if TYPE_CHECKING:``:
 
-- nothing in core or features imports interfaces (the CLI, the servers, the worker's tasks);
-- core imports from features only what a run itself uses: memory (its hooks and store),
-  clarification, the risk estimate with its EXPLAIN plans, and the notification outbox kept in
-  the state database (``CORE_MAY_USE``); the demo, charts and terminal rendering are never
-  imported by core.
+- nothing in core or features imports interfaces (the CLI, the servers, the worker's tasks) or
+  the composition root (``orchestrator.wiring``) that plugs the features in;
+- core imports nothing from features: a feature reaches a run through the hooks it is given
+  (``orchestrator.core.hooks``) and the stores registered with the state database;
+- no stage (``orchestrator.core.stages``) names the pipeline: each is given what it may use of it
+  (``orchestrator.core.stage_context``).
 """
 
 from __future__ import annotations
@@ -97,17 +97,14 @@ def _graph(typing: bool = False) -> dict[str, set[str]]:
     return graph
 
 
-#: The features core may import: what a run uses (see the module's docstring).
-CORE_MAY_USE = (
-    "orchestrator.features.memory",
-    "orchestrator.features.clarify",
-    "orchestrator.features.risk",
-    "orchestrator.features.explain",
-    "orchestrator.features.notify",
-)
 CORE = "orchestrator.core"
 FEATURES = "orchestrator.features"
 INTERFACES = "orchestrator.interfaces"
+#: The composition root: it imports the features and hands them to the core; nothing below it
+#: imports it.
+WIRING = "orchestrator.wiring"
+STAGES = "orchestrator.core.stages"
+PIPELINE = "orchestrator.core.pipeline"
 
 
 def _within(module: str, package: str | tuple[str, ...]) -> bool:
@@ -115,28 +112,32 @@ def _within(module: str, package: str | tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
 
 
-def _every_import(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
+def _every_import(
+    node: ast.AST, module: str, is_package: bool, typing: bool = False
+) -> Iterator[str]:
     """Dotted names every import under ``node`` names, at any depth (inside functions and
-    classes too), except those under ``if TYPE_CHECKING:``."""
+    classes too), except those under ``if TYPE_CHECKING:`` (with ``typing``, those too)."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _type_checking(child.test):
+        if isinstance(child, ast.If) and _type_checking(child.test) and not typing:
             for stmt in child.orelse:
                 yield from _every_import(
                     ast.Module(body=[stmt], type_ignores=[]), module, is_package
                 )
             continue
         if isinstance(child, ast.Import | ast.ImportFrom):
-            yield from _imported([child], module, is_package)
+            yield from _imported([child], module, is_package, typing)
         else:
-            yield from _every_import(child, module, is_package)
+            yield from _every_import(child, module, is_package, typing)
 
 
-def _deep_graph() -> dict[str, set[str]]:
-    """Like ``_graph`` but with every import that can run, wherever it is written."""
+def _deep_graph(typing: bool = False) -> dict[str, set[str]]:
+    """Like ``_graph`` but with every import that can run, wherever it is written (with
+    ``typing``, those under ``if TYPE_CHECKING:`` too)."""
     graph: dict[str, set[str]] = {}
     for module, path in MODULES.items():
         edges: set[str] = set()
-        for name in _every_import(ast.parse(path.read_text()), module, path.name == "__init__.py"):
+        tree = ast.parse(path.read_text())
+        for name in _every_import(tree, module, path.name == "__init__.py", typing):
             parts = name.split(".")
             for end in range(len(parts), 0, -1):
                 candidate = ".".join(parts[:end])
@@ -153,15 +154,15 @@ def _floor_breaches(graph: dict[str, set[str]]) -> list[str]:
     for module, edges in sorted(graph.items()):
         for target in sorted(edges):
             lower = _within(module, (CORE, FEATURES))
-            if lower and _within(target, INTERFACES):
-                breaches.append(f"{module} -> {target}")
-            elif (
-                _within(module, CORE)
-                and _within(target, FEATURES)
-                and not _within(target, CORE_MAY_USE)
+            if (lower and _within(target, (INTERFACES, WIRING))) or (
+                _within(module, CORE) and _within(target, FEATURES)
             ):
                 breaches.append(f"{module} -> {target}")
     return breaches
+
+
+def _stages_naming_the_pipeline(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(m for m, edges in graph.items() if _within(m, STAGES) and PIPELINE in edges)
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -242,9 +243,9 @@ def test_memory_does_not_even_name_the_pipeline() -> None:
     """Memory is given what it needs (``MemoryUser``): not even a type annotation imports the
     pipeline."""
     graph = _graph(typing=True)
-    assert (
-        "orchestrator.core.pipeline" in graph["orchestrator.core.stages.approval"]
-    )  # typing edges read
+    # typing edges read: the stage context names the hooks for its annotations only
+    assert "orchestrator.core.hooks" in graph["orchestrator.core.stage_context"]
+    assert "orchestrator.core.hooks" not in _graph()["orchestrator.core.stage_context"]
     naming = sorted(
         module
         for module, edges in graph.items()
@@ -260,7 +261,7 @@ def test_every_module_lives_on_a_floor() -> None:
     loose = sorted(
         m for m in MODULES if not _within(m, (CORE, FEATURES, INTERFACES)) and m.count(".") <= 1
     )
-    assert loose == ["orchestrator", "orchestrator.cli"]
+    assert loose == ["orchestrator", "orchestrator.cli", WIRING]
     assert _within("orchestrator.core.pipeline", CORE)
     assert not _within("orchestrator.core_extra", CORE)
 
@@ -278,9 +279,31 @@ def test_the_deep_graph_reads_imports_inside_functions_but_not_for_typing() -> N
 
 
 def test_core_and_features_never_import_the_interfaces() -> None:
-    """Nothing the run or its features are made of reaches the CLI, the servers or the worker's
-    tasks, not even inside a function; core uses only the features in ``CORE_MAY_USE``."""
-    assert _floor_breaches(_deep_graph()) == []
+    """Nothing the run or its features are made of reaches the CLI, the servers, the worker's
+    tasks or the composition root, and the core reaches no feature: not inside a function, not
+    even for a type annotation."""
+    assert _floor_breaches(_deep_graph(typing=True)) == []
+
+
+def test_the_core_runs_on_what_it_defines() -> None:
+    """The seams the features plug into are the core's own, and the features use them."""
+    graph = _deep_graph(typing=True)
+    assert not any(_within(t, FEATURES) for m in graph if _within(m, CORE) for t in graph[m])
+    assert "orchestrator.core.hooks" in graph["orchestrator.features.memory.hooks"]
+    assert {"orchestrator.features.risk", "orchestrator.features.memory.hooks"} <= graph[WIRING]
+
+
+def test_no_stage_names_the_pipeline() -> None:
+    """Each stage is given what it uses (``stage_context``): not even an annotation imports
+    the pipeline, so a stage's imports show what it depends on."""
+    graph = _deep_graph(typing=True)
+    assert any(_within(m, STAGES) for m in graph)
+    assert _stages_naming_the_pipeline(graph) == []
+    assert all(
+        "orchestrator.core.stage_context" in graph[m]
+        for m in graph
+        if _within(m, STAGES) and m != STAGES
+    )
 
 
 def test_a_breach_of_the_floors_would_be_found() -> None:
@@ -288,11 +311,31 @@ def test_a_breach_of_the_floors_would_be_found() -> None:
         "orchestrator.core.a": {"orchestrator.interfaces.server.app"},
         "orchestrator.features.b": {"orchestrator.interfaces.tasks"},
         "orchestrator.core.c": {"orchestrator.features.demo", "orchestrator.features.memory"},
-        "orchestrator.interfaces.d": {"orchestrator.core.a", "orchestrator.features.b"},
-        "orchestrator.features.e": {"orchestrator.core.a"},
+        "orchestrator.interfaces.d": {"orchestrator.core.a", "orchestrator.features.b", WIRING},
+        "orchestrator.features.e": {"orchestrator.core.a", WIRING},
+        "orchestrator.core.stages.f": {PIPELINE},
+        WIRING: {"orchestrator.features.b", "orchestrator.core.a"},
     }
     assert _floor_breaches(graph) == [
         "orchestrator.core.a -> orchestrator.interfaces.server.app",
         "orchestrator.core.c -> orchestrator.features.demo",
+        "orchestrator.core.c -> orchestrator.features.memory",
         "orchestrator.features.b -> orchestrator.interfaces.tasks",
+        "orchestrator.features.e -> orchestrator.wiring",
     ]
+    assert _stages_naming_the_pipeline(graph) == ["orchestrator.core.stages.f"]
+
+
+def test_an_import_for_typing_or_inside_a_function_would_be_found() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from orchestrator.core.pipeline import Pipeline\n"
+        "def stage():\n"
+        "    from orchestrator.features.risk import risk_hooks\n"
+    )
+    tree = ast.parse(source)
+    running = set(_every_import(tree, "orchestrator.core.stages.x", False))
+    every = set(_every_import(tree, "orchestrator.core.stages.x", False, typing=True))
+    assert running == {"orchestrator.features.risk", "typing"}
+    assert every == running | {PIPELINE}

@@ -14,6 +14,7 @@ from typing import Any
 from orchestrator.core.batching import Progress
 from orchestrator.core.database import TargetDatabase
 from orchestrator.core.errors import ConfigurationError
+from orchestrator.core.hooks import RunHooks
 from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline, PipelineConfig
 from ratelimit import ManualClock, SlidingWindowLimiter
@@ -46,6 +47,7 @@ class DemoSession:
         base_url: str = DEMO_BASE_URL,
         http_client: Any | None = None,
         progress: Progress | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
         self.transport: Any | None = None  # the replay transport, when replaying
         self.clock = ManualClock()
@@ -65,7 +67,12 @@ class DemoSession:
         )
         self.database = TargetDatabase(f"sqlite:///{database_path}")
         self.pipeline = Pipeline(
-            self.database, self.llm, reviewer, config=PipelineConfig(), progress=progress
+            self.database,
+            self.llm,
+            reviewer,
+            config=PipelineConfig(),
+            progress=progress,
+            hooks=hooks,
         )
 
     @classmethod
