@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agents.linking import Usage
@@ -125,11 +125,13 @@ def _merged(
     return merged
 
 
+Combine = Callable[[Callable[..., Any], Callable[..., Any]], Callable[..., Any]]
+
 #: How two features' hooks of one kind make one: reports run both, per-question lists merge.
-_COMBINED: dict[str, Callable[[Callable[..., object], Callable[..., object]], object]] = {
-    "notes": _merged,  # type: ignore[dict-item]  # both sides are ByQuestion
-    "examples": _merged,  # type: ignore[dict-item]
-    "before_review": _merged,  # type: ignore[dict-item]
-    "after_execution": _both,  # type: ignore[dict-item]
-    "after_rejection": _both,  # type: ignore[dict-item]
+_COMBINED: dict[str, Combine] = {
+    "notes": _merged,
+    "examples": _merged,
+    "before_review": _merged,
+    "after_execution": _both,
+    "after_rejection": _both,
 }
