@@ -1,11 +1,11 @@
 """The run itself: the pipeline and its stages, the run's state, the LLM client and its limits,
 configuration, databases and results.
 
-The ground floor of ``orchestrator``: it imports neither the features (memory, clarification,
-risk estimates, notifications, the demo, eval: ``features/``) nor the interfaces (the CLI, the
-servers, the worker: ``interfaces/``), not even for an annotation; a test reads every import.
-It defines the seams instead, and a feature plugs into them from the composition root
-(``orchestrator.wiring``):
+The ground floor of ``orchestrator``: nothing here reaches up to the floors above it (a test
+of the import graph checks every module, annotations too), neither to the
+features (memory, clarification, risk estimates, notifications, the demo, eval: ``features/``)
+nor to the interfaces (the CLI, the servers, the worker: ``interfaces/``). It defines the
+seams instead, and a feature plugs into them from the composition root (``orchestrator.wiring``):
 
 - ``hooks.RunHooks``: optional functions the stages call at their boundaries (notes and
   examples for the prompts, a risk estimate and findings before review, earned auto-approval,
