@@ -17,6 +17,7 @@ from orchestrator.core.errors import ConfigurationError
 from orchestrator.core.hooks import RunHooks
 from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline, PipelineConfig
+from orchestrator.features.standalone import standalone_hooks
 from ratelimit import ManualClock, SlidingWindowLimiter
 
 DEMO_MODEL = "sqlgate-scripted-demo"
@@ -37,7 +38,8 @@ def demo_cassette() -> Path:
 
 
 class DemoSession:
-    """A pipeline on the demo database, wired to a virtual clock and the given model transport."""
+    """A pipeline on the demo database, wired to a virtual clock and the given model transport;
+    ``hooks``: its features (None: ``standalone_hooks()``, every feature but memory)."""
 
     def __init__(
         self,
@@ -72,7 +74,7 @@ class DemoSession:
             reviewer,
             config=PipelineConfig(),
             progress=progress,
-            hooks=hooks,
+            hooks=hooks if hooks is not None else standalone_hooks(),
         )
 
     @classmethod

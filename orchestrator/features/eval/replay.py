@@ -60,7 +60,7 @@ def replay_eval(
 ) -> EvalReport:
     """Run the eval ``questions`` (a file, or cases) from the cassettes in ``cassettes`` on the
     database ``db`` (or the questions' own under ``db_dir``) and return its report; ``hooks``:
-    the features the runs use (``orchestrator.wiring.run_hooks()``; None: none).
+    the features the runs use (None: clarification and risk estimates, never memory).
 
     Raises ``EvalFileError`` / ``ConfigurationError`` (one sentence) for a bad file or folder.
     """

@@ -96,7 +96,7 @@ class EvalRun:
     ``approvals`` keeps the batches and the audit log (the state database's store);
     ``cassettes`` records or replays each question's model traffic (None: live, unrecorded);
     ``hooks`` are the features the runs use (``orchestrator.wiring.run_hooks()``: never memory,
-    since nothing is learned from approvals nobody saw; None: no feature).
+    since nothing is learned from approvals nobody saw; None: the same, ``standalone_hooks``).
     """
 
     llm: LLMClient
@@ -143,6 +143,7 @@ class EvalRun:
         if url not in self._pipelines:
             from approvals import ApproveAll
             from orchestrator.core.pipeline import Pipeline, PipelineConfig
+            from orchestrator.features.standalone import standalone_hooks
 
             database = self.open_database(url)
             self._databases[url] = database
@@ -153,7 +154,7 @@ class EvalRun:
                 config=PipelineConfig(admission=False),
                 approval_store=self.approvals,
                 result_rows=self.result_rows,
-                hooks=self.hooks,
+                hooks=self.hooks if self.hooks is not None else standalone_hooks(),
                 actor=APPROVE_ALL,
             )
         return self._databases[url], self._pipelines[url]
