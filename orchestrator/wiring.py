@@ -47,7 +47,6 @@ def run_hooks(memory: ReviewMemory | None = None) -> RunHooks:
     from orchestrator.features.memory.hooks import memory_hooks
     from orchestrator.features.risk import risk_hooks
 
-    wire()
     return clarify_hooks() | risk_hooks() | memory_hooks(memory)
 
 
