@@ -38,6 +38,7 @@ from orchestrator.core.database import TargetDatabase  # noqa: E402
 from orchestrator.core.llm import LLMClient, LLMSettings  # noqa: E402
 from orchestrator.core.pipeline import Pipeline, PipelineConfig  # noqa: E402
 from orchestrator.features.demo.database import build_demo_database  # noqa: E402
+from orchestrator.wiring import run_hooks  # noqa: E402
 from ratelimit import ManualClock, SlidingWindowLimiter  # noqa: E402
 
 MODEL_NOTE = (
@@ -282,6 +283,7 @@ def pipeline(
         reviewer if reviewer is not None else ApproveAll(),
         config=PipelineConfig(k=k),
         progress=progress,
+        hooks=run_hooks(),  # every feature but memory
     )
 
 

@@ -43,6 +43,7 @@ def _api_child(db: str, base_url: str, model: str, questions_file: str) -> None:
     from orchestrator.core.database import TargetDatabase
     from orchestrator.core.llm import LLMClient, LLMSettings
     from orchestrator.core.pipeline import Pipeline
+    from orchestrator.wiring import run_hooks
     from ratelimit import SlidingWindowLimiter
 
     questions = Path(questions_file).read_text().splitlines()
@@ -50,7 +51,7 @@ def _api_child(db: str, base_url: str, model: str, questions_file: str) -> None:
         LLMSettings(model=model, base_url=base_url),
         limiter=SlidingWindowLimiter(limit=1_000_000, window=1.0, mode="wait"),
     )
-    pipeline = Pipeline(TargetDatabase(f"sqlite:///{db}"), llm, ApproveAll())
+    pipeline = Pipeline(TargetDatabase(f"sqlite:///{db}"), llm, ApproveAll(), hooks=run_hooks())
     pipeline.ask(questions[0])  # warm-up: schema read, sandbox started
     started = time.process_time()
     statuses = [pipeline.ask(q).status.value for q in questions[1:]]

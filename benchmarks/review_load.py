@@ -35,7 +35,12 @@ if str(ROOT) not in sys.path:
 from approvals import ApprovalGate, ApprovalItem, ItemCategory  # noqa: E402
 from approvals.policy import EarnedApprovalRule  # noqa: E402
 from orchestrator.core.state_db import StateDatabase  # noqa: E402
-from orchestrator.features.memory import MemoryScope, MemorySettings, ReviewMemory  # noqa: E402
+from orchestrator.features.memory import (  # noqa: E402
+    MemoryScope,
+    MemorySettings,
+    MemoryStore,
+    ReviewMemory,
+)
 from safety import Policy, SqlValidator  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -75,7 +80,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         state = StateDatabase(f"sqlite:///{Path(folder) / 'state.sqlite'}")
         state.setup()
-        memory = ReviewMemory(state.memory, MemorySettings(auto_approval=rule))
+        memory = ReviewMemory(state.store(MemoryStore), MemorySettings(auto_approval=rule))
         scopes: dict[str, tuple[MemoryScope, SqlValidator, ApprovalGate]] = {}
         turn = 0
         for entry in dev:

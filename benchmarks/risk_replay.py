@@ -32,7 +32,7 @@ import sqlglot  # noqa: E402
 from approvals import ApprovalItem, RiskApproval  # noqa: E402
 from orchestrator.core.database import TargetDatabase  # noqa: E402
 from orchestrator.features.memory.fingerprint import columns_read  # noqa: E402
-from orchestrator.features.risk import RiskAssessor, risk_approval  # noqa: E402
+from orchestrator.features.risk import RiskAssessor, assessor_for, risk_approval  # noqa: E402
 from safety import Policy  # noqa: E402
 from safety.catalog import SchemaCatalog  # noqa: E402
 from safety.resolve import resolve, sqlite_quoted_strings  # noqa: E402
@@ -80,7 +80,7 @@ def main() -> None:
                 continue
             database = TargetDatabase(f"sqlite:///{path}", policy=policy)
             validator = database.validator()
-            assess = database.risk_assessor()
+            assess = assessor_for(database)
             assert isinstance(assess, RiskAssessor)
             schema = {n.split(".")[-1]: c for n, c in database.resolved_schema().tables.items()}
             catalog = SchemaCatalog(schema, "sqlite")

@@ -40,6 +40,7 @@ import sqlalchemy as sa  # noqa: E402
 from approvals import ApprovalGate, ApprovalItem  # noqa: E402
 from orchestrator.core.state_db import StateDatabase  # noqa: E402
 from orchestrator.features.notify import Notifier, WebhookChannel  # noqa: E402
+from orchestrator.features.notify.outbox import NotificationStore  # noqa: E402
 from orchestrator.interfaces.server.events import EventHub, EventSource  # noqa: E402
 from tests.notify.receivers import WebhookReceiver  # noqa: E402
 
@@ -57,7 +58,9 @@ def measure(state_url: str, batches: int, poll: float) -> list[float]:
     state.setup()
     receiver = WebhookReceiver()
     notifier = Notifier(
-        state.notifications, [WebhookChannel(receiver.url, "bench-secret")], base_url="http://x"
+        state.store(NotificationStore),
+        [WebhookChannel(receiver.url, "bench-secret")],
+        base_url="http://x",
     )
     hub = EventHub(EventSource(state.approvals, state.server), poll_interval=poll)
     loop = asyncio.new_event_loop()

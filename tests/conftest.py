@@ -11,12 +11,15 @@ import pytest
 import sqlalchemy as sa
 
 import orchestrator.core.llm
+import orchestrator.wiring
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ROOT.parent / "shared" / "corpora"
 
 # Tests never talk to a real model: they replay cassettes (see tests/orchestrator/conftest.py).
 orchestrator.core.llm.ALLOW_MODEL_REQUESTS = False
+# The state database keeps the features' stores (``state.memory``), as every entry point wires it.
+orchestrator.wiring.wire()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

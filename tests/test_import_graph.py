@@ -12,14 +12,14 @@ The type-level graph adds the imports under ``if TYPE_CHECKING:``: a circle ther
 modules that cannot be understood (or moved) one without the other, so none is allowed either.
 
 The floors (``orchestrator/core``, ``orchestrator/features``, ``orchestrator/interfaces``) are
-checked on every import that can run, module-level or inside a function (only those under
-``if TYPE_CHECKING:`` are left out):
+checked on every import, module-level, inside a function or under ``if TYPE_CHECKING:``:
 
-- nothing in core or features imports interfaces (the CLI, the servers, the worker's tasks);
-- core imports from features only what a run itself uses: memory (its hooks and store),
-  clarification, the risk estimate with its EXPLAIN plans, and the notification outbox kept in
-  the state database (``CORE_MAY_USE``); the demo, charts and terminal rendering are never
-  imported by core.
+- nothing in core or features imports interfaces (the CLI, the servers, the worker's tasks) or
+  the composition root (``orchestrator.wiring``) that plugs the features in;
+- core imports nothing from features: a feature reaches a run through the hooks it is given
+  (``orchestrator.core.hooks``) and the stores registered with the state database;
+- no stage (``orchestrator.core.stages``) names the pipeline: each is given what it may use of it
+  (``orchestrator.core.stage_context``).
 
 The libraries sit below ``orchestrator``: no import of theirs, wherever it is written (module
 level, inside a function, under ``TYPE_CHECKING``), names it, and each imports only the
@@ -128,17 +128,14 @@ def _graph(typing: bool = False, known: Mapping[str, Path] = MODULES) -> dict[st
     return graph
 
 
-#: The features core may import: what a run uses (see the module's docstring).
-CORE_MAY_USE = (
-    "orchestrator.features.memory",
-    "orchestrator.features.clarify",
-    "orchestrator.features.risk",
-    "orchestrator.features.explain",
-    "orchestrator.features.notify",
-)
 CORE = "orchestrator.core"
 FEATURES = "orchestrator.features"
 INTERFACES = "orchestrator.interfaces"
+#: The composition root: it imports the features and hands them to the core; nothing below it
+#: imports it.
+WIRING = "orchestrator.wiring"
+STAGES = "orchestrator.core.stages"
+PIPELINE = "orchestrator.core.pipeline"
 
 
 def _within(module: str, package: str | tuple[str, ...]) -> bool:
@@ -146,27 +143,32 @@ def _within(module: str, package: str | tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
 
 
-def _every_import(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
+def _every_import(
+    node: ast.AST, module: str, is_package: bool, typing: bool = False
+) -> Iterator[str]:
     """Dotted names every import under ``node`` names, at any depth (inside functions and
-    classes too), except those under ``if TYPE_CHECKING:``."""
+    classes too), except those under ``if TYPE_CHECKING:`` (with ``typing``, those too)."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _type_checking(child.test):
+        if isinstance(child, ast.If) and _type_checking(child.test) and not typing:
             for stmt in child.orelse:
                 yield from _every_import(
                     ast.Module(body=[stmt], type_ignores=[]), module, is_package
                 )
             continue
         if isinstance(child, ast.Import | ast.ImportFrom):
-            yield from _imported([child], module, is_package)
+            yield from _imported([child], module, is_package, typing)
         else:
-            yield from _every_import(child, module, is_package)
+            yield from _every_import(child, module, is_package, typing)
 
 
-def _deep_graph() -> dict[str, set[str]]:
-    """Like ``_graph`` but with every import that can run, wherever it is written."""
+def _deep_graph(typing: bool = False) -> dict[str, set[str]]:
+    """Like ``_graph`` but with every import that can run, wherever it is written (with
+    ``typing``, those under ``if TYPE_CHECKING:`` too)."""
     graph: dict[str, set[str]] = {}
     for module, path in MODULES.items():
-        named = _every_import(ast.parse(path.read_text()), module, path.name == "__init__.py")
+        named = _every_import(
+            ast.parse(path.read_text()), module, path.name == "__init__.py", typing
+        )
         graph[module] = {t for t in (_deepest(n, MODULES) for n in named) if t and t != module}
     return graph
 
@@ -212,15 +214,15 @@ def _floor_breaches(graph: dict[str, set[str]]) -> list[str]:
     for module, edges in sorted(graph.items()):
         for target in sorted(edges):
             lower = _within(module, (CORE, FEATURES))
-            if lower and _within(target, INTERFACES):
-                breaches.append(f"{module} -> {target}")
-            elif (
-                _within(module, CORE)
-                and _within(target, FEATURES)
-                and not _within(target, CORE_MAY_USE)
+            if (lower and _within(target, (INTERFACES, WIRING))) or (
+                _within(module, CORE) and _within(target, FEATURES)
             ):
                 breaches.append(f"{module} -> {target}")
     return breaches
+
+
+def _stages_naming_the_pipeline(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(m for m, edges in graph.items() if _within(m, STAGES) and PIPELINE in edges)
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -278,36 +280,12 @@ def test_the_graph_is_read() -> None:
     assert "orchestrator.core.pipeline" not in graph["orchestrator.features.memory.hooks"]
 
 
-#: Circles known on this branch, each removed by the change that gives the core its seams
-#: (issue 33): the stages name ``Pipeline`` in their annotations while ``pipeline.py`` imports
-#: them (the stages get a narrow context instead), and the state database imports the memory
-#: feature whose wiring names it (features register their stores instead). The test below
-#: expects exactly these, so it fails once they are gone: delete both constants then.
-PIPELINE_CIRCLE_REMOVED_ELSEWHERE = [
-    "orchestrator.core.pipeline",
-    "orchestrator.core.stages",
-    "orchestrator.core.stages.approval",
-    "orchestrator.core.stages.correction",
-    "orchestrator.core.stages.execution",
-    "orchestrator.core.stages.exploration",
-    "orchestrator.core.stages.generation",
-    "orchestrator.core.stages.reasoning",
-    "orchestrator.core.stages.synthesis",
-]
-STATE_DB_MEMORY_CIRCLE_REMOVED_ELSEWHERE = [
-    "orchestrator.core.state_db",
-    "orchestrator.features.memory",
-    "orchestrator.features.memory.wiring",
-]
-
-
 @pytest.mark.parametrize("typing", [False, True], ids=["module-level", "type-level"])
 def test_no_import_circle_in_any_package(typing: bool) -> None:
     """No circle among the modules of all five packages, counting the imports that run when a
     module is imported and, at type level, those under ``TYPE_CHECKING`` too."""
     assert {p.split(".")[0] for p in MODULES} == {*PACKAGES, "sqlgate_exports"}
-    known = [PIPELINE_CIRCLE_REMOVED_ELSEWHERE, STATE_DB_MEMORY_CIRCLE_REMOVED_ELSEWHERE]
-    assert sorted(_circles(_graph(typing))) == (sorted(known) if typing else [])
+    assert _circles(_graph(typing)) == []
 
 
 def test_the_libraries_never_import_orchestrator() -> None:
@@ -387,9 +365,9 @@ def test_memory_does_not_even_name_the_pipeline() -> None:
     """Memory is given what it needs (``MemoryUser``): not even a type annotation imports the
     pipeline."""
     graph = _graph(typing=True)
-    assert (
-        "orchestrator.core.pipeline" in graph["orchestrator.core.stages.approval"]
-    )  # typing edges read
+    # typing edges read: the stage context names the hooks for its annotations only
+    assert "orchestrator.core.hooks" in graph["orchestrator.core.stage_context"]
+    assert "orchestrator.core.hooks" not in _graph()["orchestrator.core.stage_context"]
     naming = sorted(
         module
         for module, edges in graph.items()
@@ -410,7 +388,7 @@ def test_every_module_lives_on_a_floor() -> None:
         and not _within(m, (CORE, FEATURES, INTERFACES))
         and m.count(".") <= 1
     )
-    assert loose == sorted(["orchestrator", "orchestrator.cli", *MOVED_MODULES])
+    assert loose == sorted(["orchestrator", "orchestrator.cli", WIRING, *MOVED_MODULES])
     assert _within("orchestrator.core.pipeline", CORE)
     assert not _within("orchestrator.core_extra", CORE)
 
@@ -428,9 +406,31 @@ def test_the_deep_graph_reads_imports_inside_functions_but_not_for_typing() -> N
 
 
 def test_core_and_features_never_import_the_interfaces() -> None:
-    """Nothing the run or its features are made of reaches the CLI, the servers or the worker's
-    tasks, not even inside a function; core uses only the features in ``CORE_MAY_USE``."""
-    assert _floor_breaches(_deep_graph()) == []
+    """Nothing the run or its features are made of reaches the CLI, the servers, the worker's
+    tasks or the composition root, and the core reaches no feature: not inside a function, not
+    even for a type annotation."""
+    assert _floor_breaches(_deep_graph(typing=True)) == []
+
+
+def test_the_core_runs_on_what_it_defines() -> None:
+    """The seams the features plug into are the core's own, and the features use them."""
+    graph = _deep_graph(typing=True)
+    assert not any(_within(t, FEATURES) for m in graph if _within(m, CORE) for t in graph[m])
+    assert "orchestrator.core.hooks" in graph["orchestrator.features.memory.hooks"]
+    assert {"orchestrator.features.risk", "orchestrator.features.memory.hooks"} <= graph[WIRING]
+
+
+def test_no_stage_names_the_pipeline() -> None:
+    """Each stage is given what it uses (``stage_context``): not even an annotation imports
+    the pipeline, so a stage's imports show what it depends on."""
+    graph = _deep_graph(typing=True)
+    assert any(_within(m, STAGES) for m in graph)
+    assert _stages_naming_the_pipeline(graph) == []
+    assert all(
+        "orchestrator.core.stage_context" in graph[m]
+        for m in graph
+        if _within(m, STAGES) and m != STAGES
+    )
 
 
 def test_a_breach_of_the_floors_would_be_found() -> None:
@@ -438,11 +438,31 @@ def test_a_breach_of_the_floors_would_be_found() -> None:
         "orchestrator.core.a": {"orchestrator.interfaces.server.app"},
         "orchestrator.features.b": {"orchestrator.interfaces.tasks"},
         "orchestrator.core.c": {"orchestrator.features.demo", "orchestrator.features.memory"},
-        "orchestrator.interfaces.d": {"orchestrator.core.a", "orchestrator.features.b"},
-        "orchestrator.features.e": {"orchestrator.core.a"},
+        "orchestrator.interfaces.d": {"orchestrator.core.a", "orchestrator.features.b", WIRING},
+        "orchestrator.features.e": {"orchestrator.core.a", WIRING},
+        "orchestrator.core.stages.f": {PIPELINE},
+        WIRING: {"orchestrator.features.b", "orchestrator.core.a"},
     }
     assert _floor_breaches(graph) == [
         "orchestrator.core.a -> orchestrator.interfaces.server.app",
         "orchestrator.core.c -> orchestrator.features.demo",
+        "orchestrator.core.c -> orchestrator.features.memory",
         "orchestrator.features.b -> orchestrator.interfaces.tasks",
+        "orchestrator.features.e -> orchestrator.wiring",
     ]
+    assert _stages_naming_the_pipeline(graph) == ["orchestrator.core.stages.f"]
+
+
+def test_an_import_for_typing_or_inside_a_function_would_be_found() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from orchestrator.core.pipeline import Pipeline\n"
+        "def stage():\n"
+        "    from orchestrator.features.risk import risk_hooks\n"
+    )
+    tree = ast.parse(source)
+    running = set(_every_import(tree, "orchestrator.core.stages.x", False))
+    every = set(_every_import(tree, "orchestrator.core.stages.x", False, typing=True))
+    assert running == {"orchestrator.features.risk", "typing"}
+    assert every == running | {PIPELINE}

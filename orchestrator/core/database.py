@@ -8,7 +8,6 @@ builds, for the base policy or a role's narrower one:
   reference against the real schema (``safety.read_schema``) with the engine's default schema
   explicit, its row filters bound to the asker's attributes (``identity``);
 - ``executor(policy)``: the ``SQLExecutor`` on the read-only engine, with the policy's row cap;
-- ``risk_assessor(policy)``: each statement's risk before review (``orchestrator.features.risk``);
 - ``gate_context(policy, identity)``: what an approval batch records (dialect, the policy, its
   fingerprint, the asker's attributes, the login its statements run as), and
   ``validator_for(context)``: the validator a later edit of that batch is checked with, from any
@@ -29,17 +28,15 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
-from sqlglot.schema import Schema
 
 from agents.descriptions import Descriptions
 from agents.linking import ValueIndex, ValueLimits
 from agents.schema_explorer import SchemaExplorer, TableInfo
 from agents.sql_executor import SQLExecutor
-from approvals import ApprovalItem, StatementRisk
 from orchestrator.core.errors import (
     ConfigurationError,
     DatabaseUnreachable,
@@ -159,9 +156,6 @@ class TargetDatabase:
         self._validators: dict[tuple[str, str], SqlValidator] = {}
         self._validators_of: DatabaseSchema | None = None
         self._validators_lock = threading.Lock()
-        self._resolver: (
-            tuple[DatabaseSchema, Schema | Mapping[str, Sequence[str]] | None] | None
-        ) = None
         self.value_limits = value_limits
         self._values: tuple[Mapping[str, TableInfo], ValueIndex] | None = None
         self._values_lock = threading.Lock()
@@ -185,19 +179,6 @@ class TargetDatabase:
                         f"cannot read the schema of {self.safe_url}: {_one_line(exc)}"
                     ) from exc
             return self._resolved
-
-    def column_resolver(self) -> Schema | Mapping[str, Sequence[str]] | None:
-        """sqlglot's schema of the real tables, which resolves the columns a statement reads
-        (``columns_read``): built once per schema read and shared by every statement of every
-        run, since building it costs as much as the schema is large. The plain mapping when
-        sqlglot refuses the schema (a table without columns): no column is then resolved."""
-        from orchestrator.features.risk import resolver_for
-
-        schema = self.resolved_schema()
-        with self._validators_lock:
-            if self._resolver is None or self._resolver[0] is not schema:
-                self._resolver = (schema, resolver_for(schema, self.dialect))
-            return self._resolver[1]
 
     def schema_fingerprint(self, refresh: bool = False) -> str:
         """The fingerprint of the schema validators resolve against (``refresh``: read it again
@@ -346,22 +327,6 @@ class TargetDatabase:
             row_cap=chosen.row_cap,
             max_result_bytes=chosen.max_result_bytes,
             redact_errors=chosen.protects_columns,
-        )
-
-    def risk_assessor(
-        self, policy: Policy | None = None
-    ) -> Callable[[ApprovalItem], StatementRisk]:
-        """The gate's ``assess``: the planner's estimate (never running the statement) on the
-        read-only engine, and the level by ``policy``'s ``[risk]`` rules."""
-        from orchestrator.features.risk import RiskAssessor
-
-        chosen = policy or self.policy
-        return RiskAssessor(
-            self.engine_for(chosen),
-            self.dialect,
-            chosen,
-            self.resolved_schema(),
-            resolver=self.column_resolver(),
         )
 
     def gate_context(

@@ -56,7 +56,7 @@ class RunContext:
     stored: tuple[str, int] | None = None
     #: The lease this process holds on the run, when it is recorded.
     lease: Lease | None = None
-    #: The run whose clarifying questions this run answers (``orchestrator.features.clarify``).
+    #: The run whose clarifying questions this run answers (the clarification feature).
     follow_up_of: str | None = None
     #: The database the run is recorded for (its URL without password), which memory keys on.
     database: str | None = None

@@ -2,8 +2,9 @@
 
 What sqlgate keeps between processes lives here: approval batches, the audit log and the
 execution ledger (``approvals``), run checkpoints (``runs``), full result rows (``results``),
-the server's runs and events (``server``), reviewed-SQL memory (``memory``), the notification
-outbox (``notifications``). Each component has an append-only list of
+the server's runs and events (``server``), and the stores the features register
+(``register_store``: reviewed-SQL memory as ``memory``, the notification outbox as
+``notifications``, from ``orchestrator.wiring``). Each component has an append-only list of
 migrations applied by the one runner (``approvals.migrations.migrate``), its version recorded
 in ``sqlgate_schema``. Stores talk to their own tables through their own methods, on this
 module's shared engine.
@@ -16,18 +17,19 @@ as a deprecated alias of ``SQLGATE_STATE_URL`` for one release.
 Example:
     >>> state = StateDatabase("sqlite://")
     >>> state.setup()
-    >>> sorted(state.versions())
-    ['approvals', 'memory', 'notifications', 'results', 'runs', 'server']
+    >>> {'approvals', 'results', 'runs', 'server'} <= set(state.versions())
+    True
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -40,8 +42,6 @@ from orchestrator.core.extras import needing
 from orchestrator.core.result_rows import ResultRowStore
 from orchestrator.core.runs import RunStore
 from orchestrator.core.state_patience import StatePatience, patience_from_env
-from orchestrator.features.memory import MemoryStore
-from orchestrator.features.notify.outbox import NotificationStore
 
 _Store = TypeVar("_Store")
 
@@ -49,7 +49,48 @@ if TYPE_CHECKING:
     from orchestrator.core.batches import BatchStore
     from orchestrator.core.server_state import ServerState
 
-__all__ = ["STATE_URL_ENV", "StateDatabase", "default_state_url", "lasting", "state_errors"]
+__all__ = [
+    "STATE_URL_ENV",
+    "StateDatabase",
+    "StateStore",
+    "default_state_url",
+    "lasting",
+    "register_store",
+    "registered_stores",
+    "state_errors",
+]
+
+
+class StateStore(Protocol):
+    """A component's store: built on the shared engine, its tables migrated by ``setup()``
+    (safe to call twice)."""
+
+    def setup(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=StateStore)
+
+#: The components other packages keep in the state database: name -> store class.
+_REGISTERED: dict[str, type[StateStore]] = {}
+_registered_lock = threading.Lock()
+
+
+def register_store(name: str, kind: type[StateStore]) -> None:
+    """Keep ``kind``'s tables in every state database of this process: ``setup()`` migrates
+    them and ``state.<name>`` (or ``state.store(kind)``) is the store. Registering the same
+    store again changes nothing; another store under a taken name is refused."""
+    with _registered_lock:
+        known = _REGISTERED.get(name)
+        if known is not None and known is not kind:
+            raise ValueError(f"the state database already keeps {known.__name__} as {name!r}")
+        _REGISTERED[name] = kind
+
+
+def registered_stores() -> dict[str, type[StateStore]]:
+    """The registered components, by name."""
+    with _registered_lock:
+        return dict(_REGISTERED)
+
 
 STATE_URL_ENV = "SQLGATE_STATE_URL"
 _DEPRECATED_URL_ENV = "SQLGATE_APPROVALS_URL"
@@ -178,6 +219,8 @@ class StateDatabase:
             self.engine: Engine = needing(
                 f"the state database {self.safe_url}", lambda: state_engine(self.url)
             )
+        self._stores: dict[type[StateStore], StateStore] = {}
+        self._stores_lock = threading.Lock()
 
     def setup(self) -> None:
         """Migrate every component; ``StateDatabaseError`` (one sentence) when the database
@@ -186,9 +229,9 @@ class StateDatabase:
             self.approvals.setup()
             self.runs.setup()
             self.server.setup()
-            self.memory.setup()
             self.results.setup()
-            self.notifications.setup()
+            for kind in registered_stores().values():
+                self.store(kind).setup()
 
     @cached_property
     def approvals(self) -> SqlApprovalStore:
@@ -209,13 +252,27 @@ class StateDatabase:
     def results(self) -> ResultRowStore:
         return self._patient(ResultRowStore(self.engine))
 
-    @cached_property
-    def memory(self) -> MemoryStore:
-        return self._patient(MemoryStore(self.engine))
+    def store(self, kind: type[_S]) -> _S:
+        """The one ``kind`` store on this database (a registered component's, or any store
+        class built on the engine), built on first use."""
+        with self._stores_lock:
+            found = self._stores.get(kind)
+            if found is None:
+                found = self._stores[kind] = self._patient(kind(self.engine))  # type: ignore[call-arg]  # a store is built on the engine
+        assert isinstance(found, kind)
+        return found
 
-    @cached_property
-    def notifications(self) -> NotificationStore:
-        return self._patient(NotificationStore(self.engine))
+    def __getattr__(self, name: str) -> StateStore:
+        """A registered component's store by its name (``state.memory``)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        kind = registered_stores().get(name)
+        if kind is None:
+            raise AttributeError(
+                f"the state database keeps no {name!r} store (registered: "
+                f"{', '.join(sorted(registered_stores())) or 'none'})"
+            )
+        return self.store(kind)
 
     @cached_property
     def server(self) -> ServerState:

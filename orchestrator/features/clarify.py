@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from orchestrator.core.errors import SqlgateError
+from orchestrator.core.hooks import RunHooks
 from orchestrator.core.result import ClarifyingQuestionOut
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "MAX_ANSWER_CHARS",
     "ClarificationError",
     "answered_context",
+    "clarify_hooks",
     "follow_up_question",
     "parse_answers",
 ]
@@ -106,3 +108,8 @@ def answered_context(question: str) -> str:
         "This question carries the analyst's answers to clarifying questions asked earlier: "
         "take them as settled and resolve the question under them."
     )
+
+
+def clarify_hooks() -> RunHooks:
+    """The run's ``answered`` hook: Batch 1 takes a follow-up's answers as settled."""
+    return RunHooks(answered=answered_context)

@@ -5,7 +5,10 @@ the validator accepted it asks the planner (``orchestrator.features.explain``, n
 statement), resolves the tables and ``table.column`` names read, marks those the policy's
 ``[risk] sensitive_columns`` names, works out the rows expected (the estimate, bounded by the
 statement's LIMIT) and whether the row cap will cut, and raises the level by the ``[risk]``
-rules. ``risk_approval(policy)`` is the rule of each level for the gate.
+rules. ``assessor_for(database, policy)`` builds it for an open database (its column resolver
+shared by every run on it); ``risk_hooks()`` plugs it into a run (the ``assess`` hook).
+``risk_approval(policy)``, the rule of each level for the gate, lives with the gate
+(``orchestrator.core.run_gate``) and is re-exported here.
 
 Example:
     >>> from safety import Policy
@@ -16,9 +19,11 @@ Example:
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlalchemy.engine import Engine
@@ -26,23 +31,73 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.schema import Schema
 
-from approvals import ApprovalItem, RiskApproval, RiskLevel, StatementRisk
+from approvals import ApprovalItem, RiskLevel, StatementRisk
 from approvals.risk import higher
+from orchestrator.core.hooks import RunHooks
+from orchestrator.core.run_gate import risk_approval
 from orchestrator.features.explain import PlanEstimate, explain
 from orchestrator.features.memory.fingerprint import columns_read, resolver_schema
 from safety import DatabaseSchema, NameRules, Policy, RiskRules
 
-__all__ = ["RiskAssessor", "level_of", "resolver_for", "risk_approval", "risk_without_database"]
+if TYPE_CHECKING:
+    from orchestrator.core.database import TargetDatabase
+
+__all__ = [
+    "RiskAssessor",
+    "assessor_for",
+    "column_resolver",
+    "level_of",
+    "resolver_for",
+    "risk_approval",
+    "risk_hooks",
+    "risk_without_database",
+]
 
 Explain = Callable[[Any, str, str], PlanEstimate]
 #: Why an edit decided away from the run's database has no estimate.
 _NO_DATABASE = "the run's database was not at hand where the edit was decided (--db)"
 
 
-def risk_approval(policy: Policy) -> RiskApproval:
-    """The gate's rule per level from the policy's ``[risk]`` section."""
-    rules = policy.risk
-    return RiskApproval(quorum=rules.quorum.model_dump(), auto_levels=frozenset(rules.auto_approve))
+Resolver = Schema | Mapping[str, Sequence[str]] | None
+
+#: Column resolvers per open database: (the schema read it was built from, the resolver).
+_resolvers: weakref.WeakKeyDictionary[TargetDatabase, tuple[DatabaseSchema, Resolver]] = (
+    weakref.WeakKeyDictionary()
+)
+_resolvers_lock = threading.Lock()
+
+
+def risk_hooks() -> RunHooks:
+    """The run's ``assess`` hook: each statement's risk before review."""
+    return RunHooks(assess=assessor_for)
+
+
+def assessor_for(database: TargetDatabase, policy: Policy | None = None) -> RiskAssessor:
+    """The gate's ``assess`` for ``database`` under ``policy`` (default: its base policy): the
+    planner's estimate on the read-only engine (never running the statement) and the level by
+    the policy's ``[risk]`` rules."""
+    chosen = policy or database.policy
+    return RiskAssessor(
+        database.engine_for(chosen),
+        database.dialect,
+        chosen,
+        database.resolved_schema(),
+        resolver=column_resolver(database),
+    )
+
+
+def column_resolver(database: TargetDatabase) -> Resolver:
+    """sqlglot's schema of the database's real tables, which resolves the columns a statement
+    reads (``columns_read``): built once per schema read and shared by every statement of every
+    run, since building it costs as much as the schema is large. The plain mapping when sqlglot
+    refuses the schema (a table without columns): no column is then resolved."""
+    schema = database.resolved_schema()
+    with _resolvers_lock:
+        cached = _resolvers.get(database)
+        if cached is None or cached[0] is not schema:
+            cached = (schema, resolver_for(schema, database.dialect))
+            _resolvers[database] = cached
+        return cached[1]
 
 
 def risk_without_database(context: Mapping[str, object], policy: Policy) -> RiskAssessor:
@@ -63,7 +118,7 @@ class RiskAssessor:
     ``explain`` is the planner seam (``orchestrator.features.explain.explain``); ``schema`` resolves
     column references (None: unresolved references count as possibly sensitive when the policy
     names sensitive columns), through ``resolver``: its sqlglot schema, shared by every run on
-    the database (``TargetDatabase.column_resolver``), or built here once when not given.
+    the database (``column_resolver``), or built here once when not given.
     """
 
     def __init__(

@@ -145,10 +145,10 @@ class _Worker:
     def __init__(self) -> None:
         from orchestrator.core.config import Settings
         from orchestrator.core.limits import build_limiter
-        from orchestrator.core.state_db import StateDatabase
+        from orchestrator.wiring import state_database
 
         self.settings = Settings.from_env()
-        self.state = StateDatabase()
+        self.state = state_database()
         self.state.setup()
         self.limiter = build_limiter(self.settings, mode="wait")
         self.pipelines: dict[str, Any] = {}
@@ -160,6 +160,7 @@ class _Worker:
         from orchestrator.core.llm import LLMClient
         from orchestrator.core.pipeline import Pipeline
         from orchestrator.features.memory import memory_for
+        from orchestrator.wiring import run_hooks
 
         url = database_url
         if "***" in url:  # passwords are never stored: the worker's own SQLGATE_DB has it
@@ -190,7 +191,7 @@ class _Worker:
                     config=self.settings.pipeline,
                     approval_store=self.state.approvals,
                     run_store=self.state.runs,
-                    memory=memory_for(self.state, database),
+                    hooks=run_hooks(memory_for(self.state, database)),
                     owner=self.owner,
                     asker=self.state.server.owner_of,  # who asked a run authored its SQL
                 )

@@ -26,6 +26,7 @@ from orchestrator.features.memory import (
     memory_for,
     scope_of,
 )
+from orchestrator.wiring import run_hooks
 from safety import Policy
 from tests.orchestrator.conftest import SCRIPTED_MODEL, Harness
 from tests.scripted_llm.scenarios import Scenario, ScenarioScript, reasoning
@@ -87,7 +88,7 @@ def _approve_all(batch: ApprovalBatch) -> Mapping[str, Any]:
 
 def _pipeline(harness: Harness, demo_url: str, state: StateDatabase, reviewer: Any) -> Pipeline:
     memory = ReviewMemory(MemoryStore(state.engine), MemorySettings(example_tokens=200))
-    return Pipeline(TargetDatabase(demo_url), harness.llm(), reviewer, memory=memory)
+    return Pipeline(TargetDatabase(demo_url), harness.llm(), reviewer, hooks=run_hooks(memory))
 
 
 @pytest.mark.vcr
@@ -203,7 +204,7 @@ def test_a_reviewed_template_is_auto_approved_until_revoked_or_rejected(
     person = Reviewer()
     memory = memory_for(state, EARNED)  # what every entry point does, with the policy file
     assert memory is not None
-    pipeline = Pipeline(TargetDatabase(demo_url), harness.llm(), person, memory=memory)
+    pipeline = Pipeline(TargetDatabase(demo_url), harness.llm(), person, hooks=run_hooks(memory))
 
     assert pipeline.ask(SHIPPED).approvals[0].status == "approved" and person.asked == 1
     (evidence,) = state.memory.examples()

@@ -34,6 +34,7 @@ from orchestrator.features.memory import (
 from orchestrator.features.memory.review_memory import MemoryEvidence
 from orchestrator.interfaces.cli.main import app
 from orchestrator.interfaces.reviewer_identity import cli_reviewer
+from orchestrator.wiring import run_hooks
 from safety import Policy
 from tests.conftest import reviewer_env
 from tests.memory.conftest import POLICY, SHOP
@@ -68,7 +69,7 @@ class TestTrustKeyedOnWhatWasReviewed:
         person = Reviewer()
         memory = memory_for(state, ROLE_POLICY)
         database = TargetDatabase(demo_url, policy=ROLE_POLICY)
-        pipeline = Pipeline(database, harness.llm(), person, memory=memory)
+        pipeline = Pipeline(database, harness.llm(), person, hooks=run_hooks(memory))
 
         for _ in range(2):  # two reviews, two batches, under the analyst's narrower policy
             assert pipeline.ask(SHIPPED, role="analyst").approvals[0].status == "approved"
@@ -121,7 +122,7 @@ class TestTrustKeyedOnWhatWasReviewed:
             None,
             approval_store=state.approvals,
             run_store=state.runs,
-            memory=memory_for(state, ROLE_POLICY),
+            hooks=run_hooks(memory_for(state, ROLE_POLICY)),
         )
         # `batch --distributed --yes` submits "unseen"; an MCP elicitation "at_client"
         for review, reviewer in (("unseen", "root"), ("at_client", "ann"), ("reviewed", "alice")):

@@ -22,9 +22,11 @@ import pytest
 
 import orchestrator.core.llm
 from orchestrator.core.database import TargetDatabase
+from orchestrator.core.hooks import RunHooks
 from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline, PipelineConfig
 from orchestrator.features.eval.cassettes import VCR_CONFIG
+from orchestrator.wiring import run_hooks
 from ratelimit import ManualClock, SlidingWindowLimiter
 from tests.conftest import ROOT
 from tests.scripted_llm.scenarios import SCENARIOS, ScenarioScript
@@ -109,7 +111,10 @@ class Harness:
         config: PipelineConfig | None = None,
         statement_timeout_s: float = 30.0,
         stores: tuple[Any, Any] | None = None,
+        hooks: RunHooks | None = None,
     ) -> Pipeline:
+        """A pipeline with every feature but memory, as the entry points wire it (``hooks``:
+        others, ``RunHooks()`` for none)."""
         database = TargetDatabase(db_url, statement_timeout_s=statement_timeout_s)
         approval_store, run_store = stores or (None, None)
         return Pipeline(
@@ -119,6 +124,7 @@ class Harness:
             config=config,
             approval_store=approval_store,
             run_store=run_store,
+            hooks=run_hooks() if hooks is None else hooks,
         )
 
 

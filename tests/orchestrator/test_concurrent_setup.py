@@ -15,6 +15,7 @@ from orchestrator.core import result_rows, runs, server_state
 from orchestrator.core.state_db import StateDatabase
 from orchestrator.features.memory import store as memory_store
 from orchestrator.features.notify import outbox
+from orchestrator.wiring import state_database
 
 PROCESSES = 8
 LATEST = {
@@ -28,7 +29,7 @@ LATEST = {
 
 
 def _set_up(url: str, barrier: Any, outcomes: Any) -> None:
-    state = StateDatabase(url)
+    state = state_database(url)  # as every entry point opens it: with the features' stores
     barrier.wait(timeout=120)  # every process imported everything: now all at once
     try:
         state.setup()

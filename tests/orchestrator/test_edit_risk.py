@@ -25,6 +25,7 @@ from orchestrator.core.replay import CassetteTransport
 from orchestrator.core.result import RunStatus
 from orchestrator.core.runs import RunStore
 from orchestrator.interfaces.cli.main import app
+from orchestrator.wiring import run_hooks
 from ratelimit import SlidingWindowLimiter
 from safety import Policy
 from tests.conftest import as_reviewer
@@ -70,6 +71,7 @@ def _paused_run(demo_db: Path, state_url: str, policy_file: Path) -> str:
         None,
         approval_store=SqlApprovalStore(state_url),
         run_store=RunStore(state_url),
+        hooks=run_hooks(),
     )
     [paused] = pipeline.run_batch(["how many customers are there?"], statements=[COUNT])
     assert paused.status == RunStatus.AWAITING_APPROVAL

@@ -27,6 +27,7 @@ from orchestrator.core.result import RunStatus
 from orchestrator.core.state_db import StateDatabase
 from orchestrator.features.memory import memory_for
 from orchestrator.interfaces.cli.main import app
+from orchestrator.wiring import run_hooks
 from ratelimit import SlidingWindowLimiter
 from safety import Policy
 from tests.conftest import as_reviewer
@@ -62,7 +63,7 @@ def _paused(demo_db: Path, state_url: str, policy: str, asker: str) -> tuple[str
         None,
         approval_store=state.approvals,
         run_store=state.runs,
-        memory=memory_for(state, database),
+        hooks=run_hooks(memory_for(state, database)),
         asker=lambda _run_id: asker,
     )
     [paused] = pipeline.run_batch(["how many regions?"], statements=[COUNT])

@@ -15,6 +15,7 @@ from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline
 from orchestrator.core.replay import CassetteTransport
 from orchestrator.core.result import RunStatus
+from orchestrator.wiring import run_hooks
 from ratelimit import SlidingWindowLimiter
 from safety import Policy
 
@@ -42,7 +43,11 @@ def test_one_reviewer_runs_the_others_and_the_high_one_is_cancelled_saying_why(
     demo_db: Path,
 ) -> None:
     pipeline = Pipeline(
-        TargetDatabase(f"sqlite:///{demo_db}", policy=POLICY), _llm(), ApproveAll(), config=None
+        TargetDatabase(f"sqlite:///{demo_db}", policy=POLICY),
+        _llm(),
+        ApproveAll(),
+        config=None,
+        hooks=run_hooks(),
     )
     low, high, other = pipeline.run_batch(QUESTIONS, statements=STATEMENTS)
     assert low.status is RunStatus.ANSWERED and low.row_count == 1

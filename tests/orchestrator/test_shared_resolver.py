@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from approvals import ApprovalItem
 from orchestrator.core.database import TargetDatabase
-from orchestrator.features.risk import RiskAssessor
+from orchestrator.features.risk import RiskAssessor, assessor_for, column_resolver
 from safety import DatabaseSchema, Policy, ReadOnlySettings, open_readonly_engine
 
 SENSITIVE = Policy.from_toml_text('[risk]\nsensitive_columns = ["customers.email"]\n')
@@ -32,14 +32,14 @@ def _item(sql: str) -> ApprovalItem:
 def test_every_assessor_of_a_database_resolves_through_one_schema(tmp_path: Path) -> None:
     db = TargetDatabase(_shop(tmp_path), policy=SENSITIVE)
     try:
-        shared = db.column_resolver()
-        assert shared is db.column_resolver()
-        first, second = db.risk_assessor(), db.risk_assessor(SENSITIVE)
+        shared = column_resolver(db)
+        assert shared is column_resolver(db)
+        first, second = assessor_for(db), assessor_for(db, SENSITIVE)
         assert first._resolver is shared and second._resolver is shared  # type: ignore[attr-defined]
         risk = first(_item("SELECT c.email FROM customers AS c JOIN orders AS o ON o.id = c.id"))
         assert risk.sensitive_columns == ["customers.email"]
         db.resolved_schema(refresh=True)  # a new read of the schema: a new resolver
-        assert db.column_resolver() is not shared
+        assert column_resolver(db) is not shared
     finally:
         db.dispose()
 

@@ -1,8 +1,9 @@
 """The pipeline's stages, one module per step of the design's table, each a plain function.
 
-Every stage is ``stage(pipeline, ctx, questions)``: it reads the shared services from the
-pipeline (database, LLM client, configuration), and writes only to the run's context and its
-questions. The order is the pipeline's (``orchestrator.core.pipeline``):
+Every stage is ``stage(p, ctx, questions)``: ``p`` is what the stage may use of the pipeline
+(``orchestrator.core.stage_context``: the database, the LLM client, the configuration, the
+features' hooks), never the pipeline itself; a stage writes only to the run's context and its
+questions. The order is the pipeline's (``run_advance``):
 
     reasoning (Batch 1) -> exploration -> generation (Batch 2) -> approval cycles
     (validation, ONE review, execution, correction = Batch 3) -> synthesis (Batch 4)

@@ -23,14 +23,13 @@ from orchestrator.core.checkpoint import PendingCheckpoint
 from orchestrator.core.question import PausedAtGate, PendingStatement, QuestionState
 from orchestrator.core.result import ApprovalRecord, RunError, RunStatus
 from orchestrator.core.run_context import RunContext
+from orchestrator.core.stage_context import StageContext
 from orchestrator.core.stages.correction import correct
 from orchestrator.core.stages.execution import Runnable, execute
-from orchestrator.features.memory import remember_rejected
 from safety import CORRECTABLE_CODES, SqlValidator, ValidationResult
 
 if TYPE_CHECKING:
     from agents import SQLExecutor
-    from orchestrator.core.pipeline import Pipeline
 
 __all__ = ["CORRECTABLE_REFUSALS", "approve_and_execute", "resume_cycle"]
 
@@ -44,7 +43,7 @@ _FINDINGS_TOLD = 5
 
 
 def approve_and_execute(
-    p: Pipeline,
+    p: StageContext,
     ctx: RunContext,
     *,
     resumed: tuple[int, dict[str, PendingStatement], ApprovalOutcome] | None = None,
@@ -87,7 +86,7 @@ def approve_and_execute(
 
 
 def _after_review(
-    p: Pipeline,
+    p: StageContext,
     ctx: RunContext,
     pending: dict[str, PendingStatement],
     outcome: ApprovalOutcome,
@@ -108,14 +107,15 @@ def _after_review(
         for call_id, entry in pending.items()
     }
     execute(p, ctx, runnable, executor, gate, validator, checked)
-    remember_rejected(p, ctx, pending, outcome, gate)
+    if p.hooks.after_rejection is not None:
+        p.hooks.after_rejection(p, ctx, pending, outcome, gate)
     needing = [q for q in ctx.questions if q.active and q.correction_error is not None]
     if needing:
         correct(p, ctx, needing)
 
 
 def _validate_all(
-    p: Pipeline, qs: list[QuestionState], validator: SqlValidator, cycle: int
+    p: StageContext, qs: list[QuestionState], validator: SqlValidator, cycle: int
 ) -> dict[str, PendingStatement]:
     pending: dict[str, PendingStatement] = {}
     for q in qs:
@@ -174,7 +174,7 @@ def _verdict(validation: ValidationResult) -> tuple[str | None, str | None]:
 
 
 def _decide(
-    p: Pipeline,
+    p: StageContext,
     ctx: RunContext,
     pending: dict[str, PendingStatement],
     gate: ApprovalGate,
@@ -188,6 +188,8 @@ def _decide(
     """
     if p.reviewer is not None:
         _split_by_risk(p, ctx, pending, gate)
+    if p.hooks.before_review is not None:
+        _annotate(p, ctx, pending)
     items = [s.item for s in pending.values() if s.item is not None]
     # The safety stage's verdicts go with the items: the gate does not validate them again.
     verdicts = {
@@ -218,7 +220,7 @@ def _decide(
 
 
 def _split_by_risk(
-    p: Pipeline, ctx: RunContext, pending: dict[str, PendingStatement], gate: ApprovalGate
+    p: StageContext, ctx: RunContext, pending: dict[str, PendingStatement], gate: ApprovalGate
 ) -> None:
     """Take out of ``pending`` the statements one vote cannot decide, when others can be.
 
@@ -251,13 +253,25 @@ def _split_by_risk(
         s.q.finish(RunStatus.CANCELLED, RunError(code="approval_cancelled", message=why))
 
 
-def _stored(p: Pipeline, ctx: RunContext) -> bool:
+def _annotate(p: StageContext, ctx: RunContext, pending: dict[str, PendingStatement]) -> None:
+    """The features' findings on the statements about to be shown (``before_review``), after
+    the validator's own."""
+    assert p.hooks.before_review is not None
+    shown = [s.item for s in pending.values() if s.item is not None and s.ok]
+    added = p.hooks.before_review(p, ctx, shown) if shown else {}
+    for s in pending.values():
+        extra = added.get(s.item.call_id) if s.item is not None else None
+        if s.item is not None and extra:
+            s.item = s.item.model_copy(update={"findings": [*s.item.findings, *extra]})
+
+
+def _stored(p: StageContext, ctx: RunContext) -> bool:
     """The run is recorded, so it can wait at the gate for more reviewers."""
-    return ctx.stored is not None and p.run_store is not None and p.approval_store is not None
+    return ctx.stored is not None and p.can_wait
 
 
 def _review(
-    p: Pipeline,
+    p: StageContext,
     ctx: RunContext,
     items: list[ApprovalItem],
     gate: ApprovalGate,
@@ -288,7 +302,7 @@ def _review(
 
 
 def _apply(
-    p: Pipeline, pending: dict[str, PendingStatement], outcome: ApprovalOutcome, cycle: int
+    p: StageContext, pending: dict[str, PendingStatement], outcome: ApprovalOutcome, cycle: int
 ) -> list[Runnable]:
     runnable: list[Runnable] = []
     for call_id, s in pending.items():

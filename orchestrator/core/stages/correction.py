@@ -3,21 +3,17 @@ re-approved in the next cycle, being new SQL)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agents import SelfCorrection
 from agents.llm_batch import QuestionInput
 from orchestrator.core.question import QuestionState
 from orchestrator.core.run_context import RunContext
+from orchestrator.core.stage_context import StageContext
 from orchestrator.core.stages.generation import schema_text
-
-if TYPE_CHECKING:
-    from orchestrator.core.pipeline import Pipeline
 
 __all__ = ["correct"]
 
 
-def correct(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
+def correct(p: StageContext, ctx: RunContext, qs: list[QuestionState]) -> None:
     agent = SelfCorrection()
     for q in qs:
         q.corrections += 1

@@ -13,11 +13,10 @@ from orchestrator.core import telemetry
 from orchestrator.core.question import QuestionState
 from orchestrator.core.result import RunError, RunStatus
 from orchestrator.core.run_context import RunContext
-from orchestrator.features.memory import remember_executed
+from orchestrator.core.stage_context import StageContext
 
 if TYPE_CHECKING:
     from agents import SQLExecutor
-    from orchestrator.core.pipeline import Pipeline
     from safety import SqlValidator, ValidatedStatement
 
 __all__ = ["Runnable", "execute", "validated"]
@@ -39,7 +38,7 @@ class _Ran(NamedTuple):
 
 
 def execute(
-    p: Pipeline,
+    p: StageContext,
     ctx: RunContext,
     runnable: list[Runnable],
     executor: SQLExecutor,
@@ -99,16 +98,17 @@ def execute(
         with ThreadPoolExecutor(max_workers=min(p.config.parallelism, len(runnable))) as pool:
             done = list(pool.map(telemetry.in_context(run_one), runnable))
 
-    remember_executed(
-        p,
-        ctx,
-        [
-            (entry.q, entry.outcome, entry.call_id)
-            for entry, ran in zip(runnable, done, strict=True)
-            if ran.result is not None
-        ],
-        gate,
-    )
+    if p.hooks.after_execution is not None:
+        p.hooks.after_execution(
+            p,
+            ctx,
+            [
+                (entry.q, entry.outcome, entry.call_id)
+                for entry, ran in zip(runnable, done, strict=True)
+                if ran.result is not None
+            ],
+            gate,
+        )
     for q, result, exc, started in done:
         if result is not None:
             cut = ""
@@ -163,7 +163,7 @@ def validated(validator: SqlValidator, sql: str) -> ValidatedStatement:
     return statement
 
 
-def _check_result(p: Pipeline, q: QuestionState, result: ExecutionResult) -> None:
+def _check_result(p: StageContext, q: QuestionState, result: ExecutionResult) -> None:
     started = p.clock()
     q.warnings += ResultValidator().check(result)
     if p.result_rows is not None:  # every kept row, for `ask --out` and GET /runs/{id}/rows

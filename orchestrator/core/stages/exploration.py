@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agents import DataExplorer, Intent, rank_tables
 from agents.response_synthesizer import describe_schema
 from orchestrator.core.question import QuestionState
 from orchestrator.core.result import RunStatus
 from orchestrator.core.run_context import RunContext
-
-if TYPE_CHECKING:
-    from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.stage_context import StageContext
 
 __all__ = ["explore"]
 
@@ -19,7 +15,7 @@ __all__ = ["explore"]
 UNPLANNED_TABLES = 30
 
 
-def explore(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
+def explore(p: StageContext, ctx: RunContext, qs: list[QuestionState]) -> None:
     """The planned tables (and their neighbours) for each question; sampled values if asked."""
     if not qs:
         return

@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from agents import SchemaContext, SQLGenerator
 from agents.llm_batch import QuestionInput
 from agents.schema_explorer import TableInfo
 from orchestrator.core.question import QuestionState
 from orchestrator.core.run_context import RunContext
-from orchestrator.features.memory import examples_by_question
-
-if TYPE_CHECKING:
-    from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.stage_context import StageContext
 
 __all__ = ["generate", "joined", "schema_text"]
 
 
-def generate(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
+def generate(p: StageContext, ctx: RunContext, qs: list[QuestionState]) -> None:
     if not qs:
         return
     agent = SQLGenerator()
     by_id = {q.qid: q for q in qs}
-    examples = examples_by_question(p, qs)  # reviewed pairs per question; no LLM call
+    # reviewed (question, SQL) pairs per question; no LLM call
+    examples = p.hooks.examples(p, qs) if p.hooks.examples else {}
 
     def build(items: list[QuestionInput]) -> list[dict[str, str]]:
         chunk = [by_id[i.id] for i in items]

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agents import ReasoningAgent
 from agents.catalogue import Catalogue, build_catalogue, index_for
-from agents.linking import Usage
 from agents.llm_batch import QuestionInput
 from agents.reasoning import ClarifyingQuestion
 from orchestrator.core.question import QuestionState
 from orchestrator.core.result import ClarifyingQuestionOut, RunError, RunStatus
 from orchestrator.core.run_context import RunContext
-from orchestrator.features.clarify import answered_context
-from orchestrator.features.memory import notes_by_question
-
-if TYPE_CHECKING:
-    from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.stage_context import ModelCalls, StageContext
 
 __all__ = ["admit", "check_input", "reason"]
 
 
-def check_input(p: Pipeline, q: QuestionState) -> None:
+def check_input(p: ModelCalls, q: QuestionState) -> None:
     """An empty or oversized question ends at once, before any call."""
     text = q.text.strip()
     if not text:
@@ -40,7 +33,7 @@ def check_input(p: Pipeline, q: QuestionState) -> None:
         )
 
 
-def admit(p: Pipeline, ctx: RunContext) -> None:
+def admit(p: ModelCalls, ctx: RunContext) -> None:
     """Admission control: refuse up front when the worst case (5 requests per chunk) cannot fit."""
     active = [q for q in ctx.active() if not q.agent_sql]  # the caller's SQL asks no model
     limiter = p.llm.limiter
@@ -65,7 +58,7 @@ def admit(p: Pipeline, ctx: RunContext) -> None:
             )
 
 
-def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
+def reason(p: StageContext, ctx: RunContext, qs: list[QuestionState]) -> None:
     """Batch 1: intent, clarification, decomposition and plan, in one call per chunk."""
     if not qs:
         return
@@ -78,10 +71,12 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
     large = len(tables) > LARGE_SCHEMA_TABLES
     values = p.db.value_index() if large else None
     readable = p.db.readable(p.run_policy(ctx)) if large else None
-    index = index_for(tables, usage=usage_of(p)) if large else None
+    vocabulary = p.hooks.vocabulary
+    index = index_for(tables, usage=vocabulary(p) if vocabulary else None) if large else None
     ctx.catalogue_ms = (p.clock() - started) * 1000.0
     agent = ReasoningAgent()
-    notes = notes_by_question(p, qs)  # business notes per question; no LLM call
+    notes = p.hooks.notes(p, qs) if p.hooks.notes else {}  # business notes; no LLM call
+    answered = p.hooks.answered  # a follow-up's answers, taken as settled
 
     seen: dict[str, Catalogue] = {}  # qid -> the catalogue its reasoning call saw
     hints = {q.qid: q.hint for q in qs if q.hint}  # ranked with their questions
@@ -107,7 +102,7 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         context = "\n".join(
             part
             for part in (
-                answered_context(q.text),
+                answered(q.text) if answered else "",
                 f"Hint from the asker: {q.hint}" if q.hint else "",
                 ReasoningAgent.question_context(notes.get(q.qid, ())),
             )
@@ -138,32 +133,6 @@ def reason(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
         if not c.resolved:
             q.clarification_questions = unique_questions(c.questions)
             q.finish(RunStatus.NEEDS_CLARIFICATION)
-
-
-#: Reviewed questions read per database for the ranker's vocabulary, newest first.
-USAGE_EXAMPLES = 500
-
-
-def usage_of(p: Pipeline) -> Usage | None:
-    """What notes and reviewed questions said about this database's tables: the ranker learns
-    the analysts' words for them ("borrowers" for ``client``). Only when memory feeds prompts."""
-    memory = p.memory
-    if memory is None:
-        return None
-    settings = memory.settings
-    if not (settings.notes_per_question or settings.examples_per_question):
-        return None
-    database = p.db.safe_url
-    if memory.store.is_empty(database):
-        return None
-    usage = Usage()
-    for note in memory.store.notes(database):
-        for table in note.tables:
-            usage.add(table, [note.text])
-    for example in memory.store.examples(database=database, kind="positive", limit=USAGE_EXAMPLES):
-        for table in example.tables:
-            usage.add(table, [example.question])
-    return usage or None
 
 
 def catalogue_summary(catalogue: Catalogue | None, total: int) -> str:

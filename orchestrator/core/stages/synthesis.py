@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agents import ResponseSynthesizer
 from agents.llm_batch import QuestionInput
 from agents.response_synthesizer import describe_failure, describe_result
 from orchestrator.core.question import QuestionState
 from orchestrator.core.result import RunStatus
 from orchestrator.core.run_context import RunContext
-
-if TYPE_CHECKING:
-    from orchestrator.core.pipeline import Pipeline
+from orchestrator.core.stage_context import ModelCalls
 
 __all__ = ["synthesize"]
 
@@ -31,7 +27,7 @@ def _outcome(q: QuestionState) -> str:
     return describe_failure(q.sql, q.failure or "unknown failure")
 
 
-def synthesize(p: Pipeline, ctx: RunContext, qs: list[QuestionState]) -> None:
+def synthesize(p: ModelCalls, ctx: RunContext, qs: list[QuestionState]) -> None:
     for q in [q for q in qs if q.agent_sql]:  # the caller's own SQL: its result, no model call
         q.answer = _outcome(q)
         q.finish(q.after_synthesis or RunStatus.ANSWERED, q.error)

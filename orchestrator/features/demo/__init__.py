@@ -14,8 +14,10 @@ from typing import Any
 from orchestrator.core.batching import Progress
 from orchestrator.core.database import TargetDatabase
 from orchestrator.core.errors import ConfigurationError
+from orchestrator.core.hooks import RunHooks
 from orchestrator.core.llm import LLMClient, LLMSettings
 from orchestrator.core.pipeline import Pipeline, PipelineConfig
+from orchestrator.features.standalone import standalone_hooks
 from ratelimit import ManualClock, SlidingWindowLimiter
 
 DEMO_MODEL = "sqlgate-scripted-demo"
@@ -36,7 +38,8 @@ def demo_cassette() -> Path:
 
 
 class DemoSession:
-    """A pipeline on the demo database, wired to a virtual clock and the given model transport."""
+    """A pipeline on the demo database, wired to a virtual clock and the given model transport;
+    ``hooks``: its features (None: ``standalone_hooks()``, every feature but memory)."""
 
     def __init__(
         self,
@@ -46,6 +49,7 @@ class DemoSession:
         base_url: str = DEMO_BASE_URL,
         http_client: Any | None = None,
         progress: Progress | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
         self.transport: Any | None = None  # the replay transport, when replaying
         self.clock = ManualClock()
@@ -65,7 +69,12 @@ class DemoSession:
         )
         self.database = TargetDatabase(f"sqlite:///{database_path}")
         self.pipeline = Pipeline(
-            self.database, self.llm, reviewer, config=PipelineConfig(), progress=progress
+            self.database,
+            self.llm,
+            reviewer,
+            config=PipelineConfig(),
+            progress=progress,
+            hooks=hooks if hooks is not None else standalone_hooks(),
         )
 
     @classmethod

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from orchestrator.features.eval.cassettes import CassetteReplay, recorded_endpoint
 
 if TYPE_CHECKING:
+    from orchestrator.core.hooks import RunHooks
     from orchestrator.core.llm import LLMClient, LLMSettings
     from orchestrator.features.eval.cases import EvalCase
     from orchestrator.features.eval.report import EvalReport
@@ -55,9 +56,11 @@ def replay_eval(
     db: str | None = None,
     db_dir: str | Path | None = None,
     policy: Policy | None = None,
+    hooks: RunHooks | None = None,
 ) -> EvalReport:
     """Run the eval ``questions`` (a file, or cases) from the cassettes in ``cassettes`` on the
-    database ``db`` (or the questions' own under ``db_dir``) and return its report.
+    database ``db`` (or the questions' own under ``db_dir``) and return its report; ``hooks``:
+    the features the runs use (None: clarification and risk estimates, never memory).
 
     Raises ``EvalFileError`` / ``ConfigurationError`` (one sentence) for a bad file or folder.
     """
@@ -82,6 +85,7 @@ def replay_eval(
                 result_rows=rows,
                 mode="replay",
                 cassettes=replay,
+                hooks=hooks,
             ).run(cases, urls, source)
         finally:
             rows.close()

@@ -34,6 +34,7 @@ from orchestrator.features.eval.report import (
 if TYPE_CHECKING:
     from approvals import ApprovalStore
     from orchestrator.core.database import TargetDatabase
+    from orchestrator.core.hooks import RunHooks
     from orchestrator.core.llm import LLMClient
     from orchestrator.core.result import RunResult
     from orchestrator.core.result_rows import ResultRowStore
@@ -93,7 +94,9 @@ class EvalRun:
 
     ``open_database(url)`` opens each database once (read-only, under the command's policy);
     ``approvals`` keeps the batches and the audit log (the state database's store);
-    ``cassettes`` records or replays each question's model traffic (None: live, unrecorded).
+    ``cassettes`` records or replays each question's model traffic (None: live, unrecorded);
+    ``hooks`` are the features the runs use (``orchestrator.wiring.run_hooks()``: never memory,
+    since nothing is learned from approvals nobody saw; None: the same, ``standalone_hooks``).
     """
 
     llm: LLMClient
@@ -104,6 +107,7 @@ class EvalRun:
     cassettes: QuestionCassettes | None = None
     on_question: OnQuestion | None = None
     clock: Callable[[], float] = time.perf_counter
+    hooks: RunHooks | None = None
     _databases: dict[str, TargetDatabase] = field(default_factory=dict)
     _pipelines: dict[str, Any] = field(default_factory=dict)
 
@@ -139,6 +143,7 @@ class EvalRun:
         if url not in self._pipelines:
             from approvals import ApproveAll
             from orchestrator.core.pipeline import Pipeline, PipelineConfig
+            from orchestrator.features.standalone import standalone_hooks
 
             database = self.open_database(url)
             self._databases[url] = database
@@ -149,7 +154,7 @@ class EvalRun:
                 config=PipelineConfig(admission=False),
                 approval_store=self.approvals,
                 result_rows=self.result_rows,
-                memory=None,  # nothing learned from approvals nobody saw; nothing retrieved
+                hooks=self.hooks if self.hooks is not None else standalone_hooks(),
                 actor=APPROVE_ALL,
             )
         return self._databases[url], self._pipelines[url]

@@ -1,6 +1,9 @@
 """Where the pipeline's stages meet memory: small functions, each a no-op without memory.
 
+``memory_hooks(memory)`` hands them to a run as its ``RunHooks`` (``orchestrator.core.hooks``):
+
 - ``notes_by_question``    Batch 1 (reasoning): business notes per question
+- ``vocabulary``           Batch 1 on a large schema: the analysts' words for its tables
 - ``examples_by_question`` Batch 2 (generation): reviewed examples per question
 - ``remember_executed``    after execution: approved or edited statements that ran (not those
                            approved wholesale by ``--yes``: no person looked at them)
@@ -25,12 +28,15 @@ import logging
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from agents.linking import Usage
 from approvals.models import Edit
 from approvals.policy import Policy
+from orchestrator.core.hooks import HookHost, RunHooks
 from orchestrator.features.memory.review_memory import MemoryScope, ReviewMemory
 
 if TYPE_CHECKING:
@@ -43,11 +49,13 @@ if TYPE_CHECKING:
 __all__ = [
     "examples_by_question",
     "gate_policy",
+    "memory_hooks",
     "notes_by_question",
     "remember_executed",
     "remember_rejected",
     "scope_for",
     "scope_of",
+    "vocabulary",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,6 +86,75 @@ _scopes_lock = threading.Lock()
 
 def _memory(p: MemoryUser) -> ReviewMemory | None:
     return p.memory
+
+
+@dataclass(frozen=True)
+class _WithMemory:
+    """The pipeline a hook was called by (``HookHost``), with the memory the hooks were made
+    for: what the functions below read (``MemoryUser``)."""
+
+    host: HookHost
+    memory: ReviewMemory
+
+    @property
+    def db(self) -> TargetDatabase:
+        return self.host.db
+
+    @property
+    def reviewer(self) -> object:
+        return self.host.reviewer
+
+    def run_policy(self, ctx: RunContext) -> SafetyFile:
+        return self.host.run_policy(ctx)
+
+
+def memory_hooks(memory: ReviewMemory | None) -> RunHooks:
+    """A run's hooks into ``memory``: notes and the tables' vocabulary for Batch 1, examples
+    for Batch 2, earned auto-approval at the gate, and what reviewers approved, edited or
+    rejected recorded after each cycle. No hooks without memory (``SQLGATE_MEMORY=off``)."""
+    if memory is None:
+        return RunHooks()
+    known = memory
+
+    def on(host: HookHost) -> _WithMemory:
+        return _WithMemory(host, known)
+
+    return RunHooks(
+        notes=lambda host, qs: notes_by_question(on(host), qs),
+        vocabulary=lambda host: vocabulary(on(host)),
+        examples=lambda host, qs: examples_by_question(on(host), qs),
+        earned_approval=lambda host, policy, key: gate_policy(on(host), policy, key=key),
+        after_execution=lambda host, ctx, ran, gate: remember_executed(on(host), ctx, ran, gate),
+        after_rejection=lambda host, ctx, pending, outcome, gate: remember_rejected(
+            on(host), ctx, pending, outcome, gate
+        ),
+    )
+
+
+#: Reviewed questions read per database for the ranker's vocabulary, newest first.
+USAGE_EXAMPLES = 500
+
+
+def vocabulary(p: MemoryUser) -> Usage | None:
+    """What notes and reviewed questions said about this database's tables: the ranker learns
+    the analysts' words for them ("borrowers" for ``client``). Only when memory feeds prompts."""
+    memory = _memory(p)
+    if memory is None:
+        return None
+    settings = memory.settings
+    if not (settings.notes_per_question or settings.examples_per_question):
+        return None
+    database = p.db.safe_url
+    if memory.store.is_empty(database):
+        return None
+    usage = Usage()
+    for note in memory.store.notes(database):
+        for table in note.tables:
+            usage.add(table, [note.text])
+    for example in memory.store.examples(database=database, kind="positive", limit=USAGE_EXAMPLES):
+        for table in example.tables:
+            usage.add(table, [example.question])
+    return usage or None
 
 
 def scope_for(

@@ -1,7 +1,8 @@
 """``memory_for``: the one place an entry point gets its reviewed-SQL memory.
 
 Every entry point that builds a pipeline (``sqlgate ask``/``batch``/``resume``/``runs recover``,
-the HTTP server, the MCP server, the Celery worker) passes ``memory=memory_for(state, policy)``.
+the HTTP server, the MCP server, the Celery worker) passes
+``hooks=run_hooks(memory_for(state, policy))`` (``orchestrator.wiring``).
 Memory lives in the state database; the policy file's ``[auto_approval]`` section (off unless
 ``enabled = true``) says when reviews earn auto-approval.
 
@@ -82,6 +83,9 @@ def memory_for(
         from orchestrator.core.state_db import StateDatabase
 
         state = StateDatabase()
-    state.memory.setup()
+    from orchestrator.features.memory.store import MemoryStore
+
+    store = state.store(MemoryStore)
+    store.setup()
     chosen = policy if isinstance(policy, Policy) else None
-    return ReviewMemory(state.memory, memory_settings(chosen, retrieve=mode == "on"))
+    return ReviewMemory(store, memory_settings(chosen, retrieve=mode == "on"))

@@ -57,9 +57,10 @@ def state_url() -> str:
 
 def stores() -> tuple[SqlApprovalStore, RunStore]:
     """The approvals store and the run store, both in the state database."""
-    from orchestrator.core.state_db import StateDatabase, state_errors
+    from orchestrator.core.state_db import state_errors
+    from orchestrator.wiring import state_database
 
-    state = StateDatabase(state_url())
+    state = state_database(state_url())
     with state_errors(state.safe_url):
         state.approvals.setup()
         state.runs.setup()
@@ -79,7 +80,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
         validator_without_database,
     )
     from orchestrator.core.run_identity import database_identity
-    from orchestrator.features.risk import risk_approval, risk_without_database
+    from orchestrator.features.risk import assessor_for, risk_approval, risk_without_database
     from orchestrator.interfaces.reviewer_identity import cli_reviewer
     from safety import Policy
 
@@ -100,7 +101,7 @@ def gate_for(record: Any, approvals: Any, runs: Any, db: str | None = None) -> A
             )
         database = TargetDatabase(db)
         validate = database.validator_for(context).validate
-        assess = database.risk_assessor(policy)
+        assess = assessor_for(database, policy)
     else:
         validate = validator_without_database(context, Policy()).validate
         assess = risk_without_database(context, policy)
@@ -436,6 +437,7 @@ def paused_run_pipeline(
     from orchestrator.core.lease import lease_from_env
     from orchestrator.core.pipeline import Pipeline, PipelineConfig
     from orchestrator.features.memory import memory_for
+    from orchestrator.wiring import run_hooks
 
     try:
         config = PipelineConfig(lease_s=lease_from_env())
@@ -457,7 +459,7 @@ def paused_run_pipeline(
         config=config,
         approval_store=approval_store,
         run_store=run_store,
-        memory=memory_for(None, database),
+        hooks=run_hooks(memory_for(None, database)),
     )
     return database, pipeline
 

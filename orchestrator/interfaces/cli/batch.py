@@ -111,6 +111,7 @@ def batch(
     from orchestrator.core.pipeline import Pipeline, PipelineConfig
     from orchestrator.core.result import RunStatus
     from orchestrator.features.memory import memory_for
+    from orchestrator.wiring import run_hooks
 
     try:
         questions = read_questions(questions_file)
@@ -184,7 +185,7 @@ def batch(
             reviewer,
             config=config,
             progress=bars,
-            memory=memory_for(None, database),
+            hooks=run_hooks(memory_for(None, database)),
             actor=reviewer_actor(reviewer),
             asker=terminal_asker,
         )

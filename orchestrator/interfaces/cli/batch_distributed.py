@@ -75,9 +75,9 @@ def run_distributed(
     from orchestrator.core.config import Settings
     from orchestrator.core.database import TargetDatabase
     from orchestrator.core.identity import identity_key
-    from orchestrator.core.state_db import StateDatabase
     from orchestrator.interfaces.reviewer_identity import cli_asker_identity
     from orchestrator.interfaces.tasks import BROKER_URL_ENV, broker_url, requeue_after_s
+    from orchestrator.wiring import state_database
 
     broker = broker_url()
     if broker is None:
@@ -98,7 +98,7 @@ def run_distributed(
         database_url = target.safe_url
         login = target.login_for()
         target.dispose()
-        state = StateDatabase()
+        state = state_database()
         state.setup()
         options = {
             "db": database_url,

@@ -49,6 +49,7 @@ def demo(
     from orchestrator.features.demo import DEMO_QUESTIONS, DemoSession
     from orchestrator.features.demo.database import default_cache_dir, ensure_demo_database
     from orchestrator.features.render import render_result
+    from orchestrator.wiring import run_hooks
 
     console = terminal_console(stderr=as_json)
     try:
@@ -59,7 +60,7 @@ def demo(
         reviewer = (
             TerminalReviewer(console=err) if review else _ShowingApprover(ApproveAll(), console)
         )
-        session = DemoSession.replaying(path, reviewer)
+        session = DemoSession.replaying(path, reviewer, hooks=run_hooks())
         check_edits_with(reviewer, session.pipeline)
     except SqlgateError as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)

@@ -194,9 +194,10 @@ def _run(
     from orchestrator.core.config import Settings, parse_rate
     from orchestrator.core.database import TargetDatabase
     from orchestrator.core.result_rows import ResultRowStore
-    from orchestrator.core.state_db import StateDatabase, default_state_url, state_errors
+    from orchestrator.core.state_db import default_state_url, state_errors
     from orchestrator.features.eval.runner import EvalRun, QuestionCassettes
     from orchestrator.interfaces.cli.common import policy_with
+    from orchestrator.wiring import run_hooks, state_database
 
     settings = Settings.from_env({**os.environ, "SQLGATE_POLICY": ""})
     settings.policy = policy_with(policy)
@@ -224,7 +225,7 @@ def _run(
             descriptions=settings.descriptions,
         )
 
-    state = StateDatabase(default_state_url())
+    state = state_database(default_state_url())
     with state_errors(state.safe_url):
         state.approvals.setup()
     mode: Literal["live", "record", "replay"] = (
@@ -241,6 +242,7 @@ def _run(
                 mode=mode,
                 cassettes=cassettes,
                 on_question=bar,
+                hooks=run_hooks(),  # never memory: nothing is learned from approvals nobody saw
             )
             try:
                 return run.run(cases, urls, source)

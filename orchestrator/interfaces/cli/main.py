@@ -204,6 +204,7 @@ def ask(
     from orchestrator.features.memory import memory_for
     from orchestrator.interfaces.cli.approvals import stores
     from orchestrator.interfaces.cli.clarify import ClarificationError, clarify, hint
+    from orchestrator.wiring import run_hooks
 
     if not question.strip():
         fail("the question is empty", as_json=as_json, error_code="empty_question")
@@ -270,7 +271,7 @@ def ask(
                 approval_store=approval_store,
                 run_store=run_store,
                 result_rows=rows,
-                memory=memory_for(None, database),
+                hooks=run_hooks(memory_for(None, database)),
                 actor=reviewer_actor(reviewer, as_json),
                 asker=terminal_asker,
             )

@@ -52,9 +52,11 @@ memory_app = typer.Typer(
 
 
 def _store() -> MemoryStore:
-    from orchestrator.core.state_db import StateDatabase, default_state_url
+    from orchestrator.core.state_db import default_state_url
+    from orchestrator.features.memory import MemoryStore
+    from orchestrator.wiring import state_database
 
-    store = StateDatabase(default_state_url()).memory
+    store = state_database(default_state_url()).store(MemoryStore)
     store.setup()
     return store
 

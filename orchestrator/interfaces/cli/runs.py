@@ -279,16 +279,18 @@ def notifications(
 
     Example: sqlgate runs notifications --failed; sqlgate runs notifications --resend --id 12
     """
-    from orchestrator.core.state_db import StateDatabase
+    from orchestrator.features.notify.outbox import NotificationStore
     from orchestrator.interfaces.cli.approvals import state_url
+    from orchestrator.wiring import state_database
 
     if ids and not resend:
         fail("--id picks dead letters to send again: add --resend", as_json=as_json)
     try:
-        state = StateDatabase(state_url())
-        state.notifications.setup()
+        state = state_database(state_url())
+        outbox = state.store(NotificationStore)
+        outbox.setup()
         if resend:
-            again = state.notifications.resend(ids or None)
+            again = outbox.resend(ids or None)
             if as_json:
                 emit_json({"resent": again})
             elif again:
@@ -302,9 +304,7 @@ def notifications(
                     + (f" among {', '.join(map(str, ids))}." if ids else ".")
                 )
             return
-        found = state.notifications.list(
-            status="failed" if failed else None, run_id=run_id, limit=limit
-        )
+        found = outbox.list(status="failed" if failed else None, run_id=run_id, limit=limit)
     except SqlgateError as exc:
         fail(exc.message, as_json=as_json, error_code=exc.code)
         return

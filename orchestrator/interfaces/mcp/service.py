@@ -25,8 +25,7 @@ from orchestrator.core.errors import RunConflict, RunNotFound, SqlgateError
 from orchestrator.core.identity import Identity
 from orchestrator.core.result import RunError, RunResult, RunStatus
 from orchestrator.core.server_state import RunRow
-from orchestrator.core.state_db import StateDatabase
-from orchestrator.features.memory import memory_for
+from orchestrator.features.memory import MemoryStore, memory_for
 from orchestrator.interfaces.mcp.config import McpConfig, login_name
 from orchestrator.interfaces.mcp.template_tools import (
     TemplateTool,
@@ -37,6 +36,7 @@ from orchestrator.interfaces.mcp.template_tools import (
 from orchestrator.interfaces.mcp.views import RowsPage, RunReport, run_report
 from orchestrator.interfaces.server.events import Cursor, EventHub, EventSource
 from orchestrator.interfaces.server.runner import RunService, shared_pipeline
+from orchestrator.wiring import state_database
 from safety import Policy
 
 #: Run states in which nothing more happens without a person (or at all).
@@ -79,7 +79,7 @@ class McpService:
 
     def __init__(self, config: McpConfig) -> None:
         self.config = config
-        self.state_db = StateDatabase(config.state_url)
+        self.state_db = state_database(config.state_url)
         self.state_db.setup()
         self.approvals = self.state_db.approvals
         self.state = self.state_db.server
@@ -271,7 +271,7 @@ class McpService:
         from orchestrator.features.memory import MemoryNotFound
 
         try:
-            example = self.state_db.memory.example(example_id)
+            example = self.state_db.store(MemoryStore).example(example_id)
         except MemoryNotFound:
             raise TemplateToolError(f"no example {example_id} in reviewed-SQL memory") from None
         if example.kind != "positive" or example.status not in ("approved", "edited"):

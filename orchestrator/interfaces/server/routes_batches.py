@@ -257,8 +257,10 @@ def validate_edit(
 def _edit_risk(service: Service, record: BatchRecord, item: Any, sql: str) -> StatementRisk:
     """The risk of an accepted edit, under the policy the batch was made under: the decision
     assesses it again, and re-opens the batch when it needs more reviewers."""
-    assess = service.database.risk_assessor(
-        policy_of(record.batch.context, service.database.policy)
+    from orchestrator.features.risk import assessor_for
+
+    assess = assessor_for(
+        service.database, policy_of(record.batch.context, service.database.policy)
     )
     return assess(ApprovalItem.new(question_id=item.question_id, question=item.question, sql=sql))
 

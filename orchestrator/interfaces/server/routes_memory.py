@@ -28,8 +28,14 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.core.database import policy_of
-from orchestrator.features.memory import BusinessNote, MemoryExample, MemoryNotFound, Revocation
-from orchestrator.features.memory.hooks import scope_of
+from orchestrator.features.memory import (
+    BusinessNote,
+    MemoryExample,
+    MemoryNotFound,
+    MemoryStore,
+    Revocation,
+)
+from orchestrator.features.memory.hooks import scope_for
 from orchestrator.features.memory.panel import memory_panel
 from orchestrator.features.memory.store import ANY_DATABASE
 from orchestrator.interfaces.server.dependencies import Caller, ServiceDep
@@ -117,7 +123,7 @@ def list_examples(
 ) -> list[MemoryExample]:
     """Reviewed examples of every database, newest first: approved, edited and seeded ones
     (``positive``), rejected ones with their reason (``negative``), or both."""
-    return service.state_db.memory.examples(
+    return service.state_db.store(MemoryStore).examples(
         kind=None if kind == "all" else kind, template_id=template, limit=limit
     )
 
@@ -131,7 +137,7 @@ def list_examples(
 def show_example(example_id: ItemId, principal: Caller, service: ServiceDep) -> MemoryExample:
     """One example: question, SQL, template, schema and policy fingerprints, reviewers."""
     try:
-        return service.state_db.memory.example(example_id)
+        return service.state_db.store(MemoryStore).example(example_id)
     except MemoryNotFound as exc:
         raise MemoryItemNotFound(exc.message) from None
 
@@ -145,7 +151,7 @@ def show_example(example_id: ItemId, principal: Caller, service: ServiceDep) -> 
 def remove_example(example_id: ItemId, principal: Caller, service: ServiceDep) -> Removed:
     """Forget one example (it no longer reaches prompts, nor counts for auto-approval)."""
     try:
-        service.state_db.memory.remove_example(example_id)
+        service.state_db.store(MemoryStore).remove_example(example_id)
     except MemoryNotFound as exc:
         raise MemoryItemNotFound(exc.message) from None
     return Removed(removed=example_id, type="example")
@@ -154,7 +160,7 @@ def remove_example(example_id: ItemId, principal: Caller, service: ServiceDep) -
 @router.get("/memory/export", openapi_extra=CURATE)
 def export(principal: Caller, service: ServiceDep) -> StreamingResponse:
     """Every example and note as JSON Lines (``{"type": "example" | "note", ...}``)."""
-    rows = list(service.state_db.memory.export())
+    rows = list(service.state_db.store(MemoryStore).export())
 
     def lines() -> Iterator[str]:
         for row in rows:
@@ -166,13 +172,13 @@ def export(principal: Caller, service: ServiceDep) -> StreamingResponse:
 @router.get("/memory/notes", response_model=list[BusinessNote], openapi_extra=CURATE)
 def list_notes(principal: Caller, service: ServiceDep) -> list[BusinessNote]:
     """Every business note (of any database)."""
-    return service.state_db.memory.notes()
+    return service.state_db.store(MemoryStore).notes()
 
 
 @router.post("/memory/notes", response_model=BusinessNote, status_code=201, openapi_extra=CURATE)
 def add_note(body: NoteRequest, principal: Caller, service: ServiceDep) -> BusinessNote:
     """Add a business note; the reasoning step sees it for questions that match."""
-    return service.state_db.memory.add_note(
+    return service.state_db.store(MemoryStore).add_note(
         body.text,
         author=principal.actor,
         tables=body.tables,
@@ -186,7 +192,7 @@ def add_note(body: NoteRequest, principal: Caller, service: ServiceDep) -> Busin
 def remove_note(note_id: ItemId, principal: Caller, service: ServiceDep) -> Removed:
     """Forget one business note."""
     try:
-        service.state_db.memory.remove_note(note_id)
+        service.state_db.store(MemoryStore).remove_note(note_id)
     except MemoryNotFound as exc:
         raise MemoryItemNotFound(exc.message) from None
     return Removed(removed=note_id, type="note")
@@ -202,7 +208,7 @@ def remove_note(note_id: ItemId, principal: Caller, service: ServiceDep) -> Remo
 def revoke(body: RevokeRequest, principal: Caller, service: ServiceDep) -> Revocation:
     """Revoke a template: its statements need review again, whatever was approved before."""
     try:
-        return service.state_db.memory.revoke(
+        return service.state_db.store(MemoryStore).revoke(
             body.template,
             actor=principal.actor,
             database=_database(service, body.all_databases),
@@ -238,11 +244,11 @@ def batch_memory(
     the batch each was approved in), the earlier approvals and rejections of its template, and
     the business notes that match its question. ``enabled`` is false when memory is off."""
     record = service.approvals.get_batch(batch_id)
-    pipeline = service.runs.pipeline
-    memory = pipeline.memory
+    memory = service.memory
     if memory is None:
         return {"enabled": False, "items": {}}
-    scope = scope_of(pipeline, policy_of(record.batch.context, pipeline.db.policy))
+    database = service.database
+    scope = scope_for(database, policy_of(record.batch.context, database.policy))
     items: dict[str, Any] = {}
     for item in record.batch.items:
         panel = memory_panel(memory, scope, item.question, item.sql)

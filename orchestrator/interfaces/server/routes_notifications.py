@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
+from orchestrator.features.notify.outbox import NotificationStore
 from orchestrator.interfaces.server.dependencies import Caller, ServiceDep
 from orchestrator.interfaces.server.models import ERRORS
 from orchestrator.interfaces.server.security import GuardedRoute, needs
@@ -26,7 +27,7 @@ def list_notifications(
 ) -> dict[str, Any]:
     """Deliveries, newest first (event, channel label, status, attempts, last error; never the
     payload's secret or the webhook's path), and how many failed in all."""
-    store = service.state_db.notifications
+    store = service.state_db.store(NotificationStore)
     deliveries = store.list(
         status=None if status == "all" else status, run_id=run_id, limit=limit, offset=offset
     )

@@ -62,6 +62,8 @@ def shared_pipeline(
         http_client=http_client,
         json_mode_memory=JsonModeMemory.in_state_dir(),
     )
+    from orchestrator.wiring import run_hooks
+
     return Pipeline(
         database,
         client,
@@ -69,7 +71,7 @@ def shared_pipeline(
         config=config,
         approval_store=approval_store,
         run_store=run_store,
-        memory=memory,
+        hooks=run_hooks(memory),
         asker=asker,
     )
 

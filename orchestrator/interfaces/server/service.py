@@ -13,6 +13,8 @@ from orchestrator.core.runs import RunStore
 from orchestrator.core.server_state import ServerState
 from orchestrator.features.memory import memory_for
 from orchestrator.features.notify.notifier import Notifier
+from orchestrator.features.notify.outbox import NotificationStore
+from orchestrator.features.risk import assessor_for
 from orchestrator.interfaces.server.config import ServerConfig
 from orchestrator.interfaces.server.events import EventHub, EventSource, ServerEvent
 from orchestrator.interfaces.server.identity import Authenticator
@@ -27,14 +29,14 @@ class Service:
 
     def __init__(self, config: ServerConfig) -> None:
         from orchestrator.core.database import TargetDatabase
-        from orchestrator.core.state_db import StateDatabase
+        from orchestrator.wiring import state_database
 
         telemetry.enabled()  # traces asked for but not installed: refused at start, not per run
         self.config = config
         self.tokens = Authenticator(config.tokens, config.identity)
         if config.identity is not None:
             config.identity.check_policy_sections(config.policy.roles)
-        self.state_db = StateDatabase(config.state_url)
+        self.state_db = state_database(config.state_url)
         self.state_db.setup()
         self.web_sessions = WebSessions(self.state_db.engine)
         self.approvals: SqlApprovalStore = self.state_db.approvals
@@ -57,6 +59,7 @@ class Service:
             sweeper=ExpirySweeper(self.approvals),
             sweep_interval=config.sweep_interval,
         )
+        self.memory = memory_for(self.state_db, self.database)  # None: SQLGATE_MEMORY=off
         pipeline = shared_pipeline(
             self.database,
             config.llm,
@@ -65,7 +68,7 @@ class Service:
             self.run_store,
             config=config.pipeline,
             http_client=config.http_client,
-            memory=memory_for(self.state_db, self.database),
+            memory=self.memory,
             asker=self.state.owner_of,  # who asked a run authored its SQL
         )
         self.runs = RunService(
@@ -82,7 +85,7 @@ class Service:
         # A decision made anywhere (this process; any process on PostgreSQL) is read at once.
         self._stop_waking = self.approvals.on_decisions(lambda _reason: self.hub.poke())
         self.notifier = Notifier(
-            self.state_db.notifications,
+            self.state_db.store(NotificationStore),
             config.notifications.channels(),
             base_url=config.notifications.base_url,
             retry=config.notifications.retry,
@@ -143,6 +146,6 @@ class Service:
             run_id=record.batch.run_id,
             actor=actor,
             # an edit is assessed like the statement it replaces, and may need more reviewers
-            assess=self.database.risk_assessor(policy),
+            assess=assessor_for(self.database, policy),
             risk_approval=risk_approval(policy),
         )
