@@ -51,7 +51,9 @@ class Counter:
     def __init__(self, name: str, help_text: str, labelnames: Sequence[str] = ()) -> None:
         self.name, self.help, self.labelnames = name, help_text, tuple(labelnames)
         self._lock = threading.Lock()
-        self._values: dict[tuple[str, ...], float] = {}
+        # a series without labels exists from the start, at 0, as Prometheus clients expose it:
+        # a scrape shows the counter before its first event, and rate() sees the first one
+        self._values: dict[tuple[str, ...], float] = {} if self.labelnames else {(): 0.0}
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
         if amount < 0:
