@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from orchestrator.core.state_folder import state_dir
+
 FILE_NAME = "json_mode_endpoints.json"
 #: A week: a server that gained json_schema support is asked with it again after this.
 MAX_AGE_S = 7 * 24 * 3600.0
@@ -49,8 +51,6 @@ class JsonModeMemory:
     @classmethod
     def in_state_dir(cls) -> JsonModeMemory:
         """The memory every command shares: a file in sqlgate's state folder."""
-        from orchestrator.core.limits import state_dir
-
         return cls(state_dir() / FILE_NAME)
 
     def refuses_json_schema(self, base_url: str, model: str) -> bool:

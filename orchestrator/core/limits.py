@@ -8,13 +8,13 @@ PostgreSQL or Redis (several machines sharing one provider account) or keeps it 
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.core.config import Settings
 from orchestrator.core.errors import ConfigurationError
 from orchestrator.core.extras import needing
+from orchestrator.core.state_folder import state_dir
 from ratelimit import (
     Limit,
     Limits,
@@ -24,15 +24,6 @@ from ratelimit import (
     SQLiteBackend,
     TokenLimit,
 )
-
-
-def state_dir() -> Path:
-    """``SQLGATE_STATE_DIR``, else ``$XDG_STATE_HOME/sqlgate``, else ``~/.local/state/sqlgate``."""
-    explicit = os.environ.get("SQLGATE_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "sqlgate"
 
 
 def backend_for(spec: str | None) -> Any:

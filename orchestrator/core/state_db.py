@@ -41,6 +41,7 @@ from orchestrator.core.errors import StateDatabaseError
 from orchestrator.core.extras import needing
 from orchestrator.core.result_rows import ResultRowStore
 from orchestrator.core.runs import RunStore
+from orchestrator.core.state_folder import state_dir
 from orchestrator.core.state_patience import StatePatience, patience_from_env
 
 _Store = TypeVar("_Store")
@@ -99,8 +100,6 @@ _DEPRECATED_URL_ENV = "SQLGATE_APPROVALS_URL"
 def default_state_url(environ: Mapping[str, str] | None = None) -> str:
     """``$SQLGATE_STATE_URL``, else (deprecated) ``$SQLGATE_APPROVALS_URL``, else the state folder's
     SQLite file."""
-    from orchestrator.core.limits import state_dir
-
     env = os.environ if environ is None else environ
     explicit = env.get(STATE_URL_ENV)
     if explicit:
