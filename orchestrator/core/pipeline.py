@@ -60,6 +60,7 @@ from orchestrator.core.run_context import ResultSink, RunContext, no_progress
 from orchestrator.core.run_identity import check_run_database, check_run_login
 from orchestrator.core.runs import RunStore, StoredRun
 from orchestrator.core.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
+from orchestrator.core.state_patience import guard_beside
 from orchestrator.features.memory import ReviewMemory, gate_policy
 from orchestrator.features.risk import risk_approval
 from ratelimit import RateLimitError
@@ -129,8 +130,11 @@ class Pipeline:
         # its SQL, which its batches record (never evidence for trust; no decider under four_eyes)
         self.asker = asker
         # Full results (the result object holds a preview): beside the runs when they are stored.
+        # On the run store's patience: a worker loses no run to a state database that blinks.
         self.result_rows = result_rows or (
-            ResultRowStore(run_store.engine) if run_store is not None else None
+            guard_beside(ResultRowStore(run_store.engine), run_store)
+            if run_store is not None
+            else None
         )
 
     def _authors(self, run_id: str) -> list[str]:

@@ -225,3 +225,28 @@ def test_every_store_of_the_state_database_is_patient(tmp_path: Path) -> None:
     for store in (state.runs, state.approvals, state.batches, state.server, state.memory):
         assert getattr(store.setup, "__wrapped__", None) is not None, type(store).__name__
     state.close()
+
+
+def test_the_result_rows_a_pipeline_keeps_beside_its_runs_are_patient_too(
+    flaky_engine: tuple[sa.Engine, list[bool]],
+) -> None:
+    """A worker's pipeline keeps full results on its run store's engine: a lost connection while
+    it saves them (a state database restart just after a statement ran) is tried again, not a
+    failed task whose run is then taken over with its statements already run."""
+    from orchestrator.core.pipeline import Pipeline
+
+    engine, armed = flaky_engine
+    clock = FakeClock()
+    patience = _patience(clock)
+    runs, approvals = RunStore(engine), SqlApprovalStore(engine, notify=False)
+    patience.guard(runs, "the state database")
+    patience.guard(approvals, "the state database")
+    pipeline = Pipeline(None, None, None, approval_store=approvals, run_store=runs)  # type: ignore[arg-type]
+    assert pipeline.result_rows is not None
+    pipeline.result_rows.setup()
+
+    armed.append(True)
+    pipeline.result_rows.save("r1", "q1", ["n"], [[1], [2]], truncated=False, row_cap=10)
+
+    assert len(clock.waits) == 1  # tried again once
+    assert list(pipeline.result_rows.rows("r1", "q1")) == [[1], [2]]
