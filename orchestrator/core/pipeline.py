@@ -347,7 +347,8 @@ class Pipeline:
         Before the gate the run starts again from its questions (its LLM calls are made, and
         charged, again: each question says so in its warnings); a batch the stopped process had
         opened is closed as superseded. After a decision the statements the stopped process had
-        claimed are marked in doubt and never run again; the rest goes on. Raises
+        sent to the database are marked in doubt and never run again; those it had only
+        claimed are released and run, with the rest. Raises
         ``RunConflict`` when the run is not stopped (someone holds a live lease, or it is
         paused or finished), ``WrongDatabase`` when it belongs to another database.
         """

@@ -197,25 +197,56 @@ def test_a_ledger_claim_whose_answer_was_lost_is_still_this_claim(
         batch_id="b1",
         run_id="r1",
         sql_hash="h",
-        state="started",
+        state="claimed",
         actor="sqlgate-executor",
         started_at=datetime(2026, 11, 28, 12, 0, 0, 123456, tzinfo=UTC),
+        claim="token-1",
     )
     armed.append(True)
     assert store.claim_execution(claim) is True
     # The same claim again, not after a lost connection, is refused: only a retry may
     # recognise its own row.
     assert store.claim_execution(claim) is False
-    # A second claim of the same call (another process, a moment later) is refused.
-    later = claim.model_copy(update={"started_at": datetime(2026, 11, 28, 12, 0, 1, tzinfo=UTC)})
-    assert store.claim_execution(later) is False
-    done = claim.model_copy(update={"state": "done", "finished_at": later.started_at})
+    # Another claim of the same call (another process, its own token) is refused, and so is
+    # its settlement: the row carries another token.
+    other = claim.model_copy(update={"claim": "token-2"})
+    assert store.claim_execution(other) is False
+    # Sent and settled, each answer lost once: each update is recognised as its own.
+    sent = claim.model_copy(update={"state": "sent", "sent_at": claim.started_at})
     armed.append(True)
-    assert store.settle_execution(done) is True
+    assert store.settle_execution(sent, from_state="claimed") is True
+    done = sent.model_copy(update={"state": "done", "finished_at": claim.started_at})
+    assert store.settle_execution(other.model_copy(update={"state": "done"})) is False
+    armed.append(True)
+    assert store.settle_execution(done, from_state="sent") is True
     assert store.execution("c1") == done
     # Recovery after it settled changes nothing.
     assert ExecutionLedger(store).recover(run_id="r1") == []
     assert len(store.executions(run_id="r1")) == 1
+
+
+def test_a_release_whose_answer_was_lost_is_still_done(
+    flaky_engine: tuple[sa.Engine, list[bool]],
+) -> None:
+    engine, armed = flaky_engine
+    clock = FakeClock()
+    store = SqlApprovalStore(engine, notify=False)
+    _patience(clock).guard(store, "the state database")
+    store.setup()
+    claim = ExecutionRecord(
+        call_id="c1",
+        batch_id="b1",
+        run_id="r1",
+        sql_hash="h",
+        state="claimed",
+        actor="sqlgate-executor",
+        started_at=datetime(2026, 11, 28, 12, 0, 0, tzinfo=UTC),
+        claim="token-1",
+    )
+    assert store.claim_execution(claim) is True
+    armed.append(True)
+    assert store.release_execution(claim) is True
+    assert store.execution("c1") is None and len(clock.waits) == 1
 
 
 def test_every_store_of_the_state_database_is_patient(tmp_path: Path) -> None:
