@@ -272,6 +272,7 @@ def test_the_result_rows_a_pipeline_keeps_beside_its_runs_are_patient_too(
     runs, approvals = RunStore(engine), SqlApprovalStore(engine, notify=False)
     patience.guard(runs, "the state database")
     patience.guard(approvals, "the state database")
+    # No database and no model: only the stores are used here.
     pipeline = Pipeline(None, None, None, approval_store=approvals, run_store=runs)  # type: ignore[arg-type]
     assert pipeline.result_rows is not None
     pipeline.result_rows.setup()
@@ -281,3 +282,40 @@ def test_the_result_rows_a_pipeline_keeps_beside_its_runs_are_patient_too(
 
     assert len(clock.waits) == 1  # tried again once
     assert list(pipeline.result_rows.rows("r1", "q1")) == [[1], [2]]
+
+
+def test_a_worker_task_that_meets_a_lost_connection_is_tried_again_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lost connection outside every store's patience (the stores give up with one sentence;
+    this is what a store without patience raises) sends the task back to the broker rather than
+    failing it; any other error still fails it."""
+    from types import SimpleNamespace
+
+    from orchestrator.interfaces import tasks
+
+    class Retry(Exception):
+        pass
+
+    retried: list[tuple[float, object]] = []
+
+    def retry(*, countdown: float, max_retries: object) -> Retry:
+        retried.append((countdown, max_retries))
+        return Retry()
+
+    def worker_raising(error: BaseException) -> SimpleNamespace:
+        def load(run_id: str) -> None:
+            raise error
+
+        return SimpleNamespace(state=SimpleNamespace(runs=SimpleNamespace(load=load)))
+
+    lost = sa.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+    monkeypatch.setattr(tasks, "_worker", worker_raising(lost))
+    with pytest.raises(Retry):
+        tasks.advance_run(SimpleNamespace(retry=retry), "run_1")
+    assert retried == [(tasks.STATE_RETRY_S, None)]
+
+    monkeypatch.setattr(tasks, "_worker", worker_raising(ValueError("a bug")))
+    with pytest.raises(ValueError, match="a bug"):
+        tasks.advance_run(SimpleNamespace(retry=retry), "run_1")
+    assert len(retried) == 1
