@@ -8,8 +8,10 @@ One cycle, as the pipeline drives it::
     gate = ApprovalGate(reviewer, validate=validator.validate, store=SqlApprovalStore(url), run_id=run_id)
     outcome = gate.review(items)              # categorise; ask the reviewer ONCE; check; store
     for call_id in gate.ledger.remaining(outcome):
-        with gate.ledger.executing(outcome, call_id) as sql:   # claimed once, hash checked
-            executor.run(validator.validate(sql).statement)  # the text as approved, checked again
+        with gate.ledger.executing(outcome, call_id) as claim:  # claimed once, hash checked
+            statement = validator.validate(claim.sql).statement  # the text as approved, again
+            claim.sent()                                # recorded before the database sees it
+            executor.run(statement)
 
 - Items (``ApprovalItem``) each get their own ``call_id``; the gate validates each again and
   sorts it: denied (shown, not approvable), auto-approved (only by an explicit policy such as

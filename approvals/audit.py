@@ -7,8 +7,9 @@ events are what a notification stream (SSE) would publish.
 
 Events: ``batch_opened``, ``vote_cast``, ``batch_reopened`` (an edit needs more reviewers),
 ``item_resolved``, ``batch_resolved``,
-``batch_expired``, ``execution_started``, ``execution_done``, ``execution_failed``,
-``execution_in_doubt``.
+``batch_expired``, ``execution_claimed``, ``execution_sent``, ``execution_done``,
+``execution_failed``, ``execution_in_doubt``, ``execution_released`` (a claim never sent, let go
+by recovery), and ``execution_started`` in logs written before claims recorded sending.
 """
 
 from __future__ import annotations
@@ -140,6 +141,8 @@ class ReplayedBatch:
 
 
 _EXECUTION_STATES = {
+    "execution_claimed": "claimed",
+    "execution_sent": "sent",
     "execution_started": "started",
     "execution_done": "done",
     "execution_failed": "failed",
@@ -169,4 +172,6 @@ def replay_audit(events: Iterable[AuditEvent]) -> dict[str, ReplayedBatch]:
             batch.decided_by = e.actor
         elif e.event in _EXECUTION_STATES and e.call_id:
             batch.executions[e.call_id] = _EXECUTION_STATES[e.event]
+        elif e.event == "execution_released" and e.call_id:
+            batch.executions.pop(e.call_id, None)
     return state

@@ -415,13 +415,18 @@ def highest_risk(items: Iterable[ApprovalItem]) -> str | None:
     return max(levels, key=RISK_LEVELS.index) if levels else None
 
 
-ExecutionState = Literal["started", "done", "failed", "in_doubt"]
+#: ``claimed`` -> ``sent`` -> ``done`` | ``failed``; ``in_doubt`` when its process stopped after
+#: ``sent``. ``started`` is a claim recorded before the ledger recorded sending: it may have been
+#: sent, so it is treated as ``sent``.
+ExecutionState = Literal["claimed", "sent", "started", "done", "failed", "in_doubt"]
 
 
 class ExecutionRecord(_Frozen):
-    """The ledger entry of one approved statement: claimed once, settled once.
+    """The ledger entry of one approved statement: claimed once, sent at most once, settled once.
 
-    ``started`` with no settlement after a crash becomes ``in_doubt``: never re-run silently.
+    A claim whose process stopped before ``sent`` provably never reached the database: recovery
+    releases it, so the statement runs (once) later. One that stopped after ``sent`` becomes
+    ``in_doubt``: never re-run silently.
     """
 
     call_id: str
@@ -433,6 +438,14 @@ class ExecutionRecord(_Frozen):
     started_at: datetime
     finished_at: datetime | None = None
     detail: str | None = None
+    claim: str = Field(
+        default="",
+        description="This claim's own token: a write tried again after a lost connection that "
+        "finds it knows the row is its own (empty on entries written before tokens)",
+    )
+    sent_at: datetime | None = Field(
+        default=None, description="When the statement was handed to the database"
+    )
 
 
 class AuditEvent(_Frozen):

@@ -11,7 +11,7 @@ Example:
     >>> store = SqlApprovalStore("sqlite://")
     >>> store.setup(); store.setup()
     >>> store.schema_version()
-    4
+    5
 """
 
 from __future__ import annotations
@@ -135,7 +135,9 @@ def _audit_table(meta: sa.MetaData, *, time: sa.types.TypeEngine = _TEXT_TIME) -
     )
 
 
-def _executions_table(meta: sa.MetaData, *, time: sa.types.TypeEngine = _TEXT_TIME) -> sa.Table:
+def _executions_table(
+    meta: sa.MetaData, *, time: sa.types.TypeEngine = _TEXT_TIME, with_claims: bool = False
+) -> sa.Table:
     return sa.Table(
         "sqlgate_approval_executions",
         meta,
@@ -149,13 +151,21 @@ def _executions_table(meta: sa.MetaData, *, time: sa.types.TypeEngine = _TEXT_TI
         sa.Column("started_at", time, nullable=False),
         sa.Column("finished_at", time, nullable=True),
         sa.Column("detail", sa.Text, nullable=True),
+        *(
+            [
+                sa.Column("claim", sa.String(64), nullable=False, server_default=""),
+                sa.Column("sent_at", time, nullable=True),
+            ]
+            if with_claims
+            else []
+        ),
     )
 
 
 batches = _batches_table(metadata, with_votes=True, with_counts=True, time=_TIMESTAMP)
 calls = _calls_table(metadata)
 audit = _audit_table(metadata, time=_TIMESTAMP)
-executions = _executions_table(metadata, time=_TIMESTAMP)
+executions = _executions_table(metadata, time=_TIMESTAMP, with_claims=True)
 
 
 def _v1(conn: Connection) -> None:
@@ -210,8 +220,17 @@ def _v4(conn: Connection) -> None:
     )
 
 
+def _v5(conn: Connection) -> None:
+    """Ledger claims carry their own token, and the moment their statement was sent."""
+    sent_at = "TIMESTAMPTZ" if conn.dialect.name == "postgresql" else "DATETIME"
+    conn.exec_driver_sql(
+        "ALTER TABLE sqlgate_approval_executions ADD COLUMN claim VARCHAR(64) NOT NULL DEFAULT ''"
+    )
+    conn.exec_driver_sql(f"ALTER TABLE sqlgate_approval_executions ADD COLUMN sent_at {sent_at}")
+
+
 # Append only; never edit a migration that has shipped.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 
 
 def _adopt_legacy_version(conn: Connection) -> int:
@@ -351,6 +370,8 @@ class SqlApprovalStore(ApprovalStore):
             started_at=_time(row.started_at),
             finished_at=_time(row.finished_at),
             detail=row.detail,
+            claim=row.claim,
+            sent_at=_time(row.sent_at),
         )
 
     @staticmethod
@@ -583,6 +604,8 @@ class SqlApprovalStore(ApprovalStore):
             "started_at": _utc(record.started_at),
             "finished_at": _utc(record.finished_at) if record.finished_at else None,
             "detail": record.detail,
+            "claim": record.claim,
+            "sent_at": _utc(record.sent_at) if record.sent_at else None,
         }
 
     def _claim_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent]) -> bool:
@@ -592,9 +615,7 @@ class SqlApprovalStore(ApprovalStore):
                 if events:
                     self._append(conn, events)
         except sa.exc.IntegrityError:
-            # Tried again after a lost connection whose commit went through: the claim is
-            # this one's only when the ledger holds exactly it (same start, same statement).
-            return tried_again() and self.execution(record.call_id) == record
+            return False  # claimed before (by another claim, or by this one's lost answer)
         return True
 
     def _settle_execution(
@@ -605,12 +626,30 @@ class SqlApprovalStore(ApprovalStore):
             del values["call_id"]
             updated = conn.execute(
                 sa.update(executions)
-                .where(executions.c.call_id == record.call_id, executions.c.state == from_state)
+                .where(
+                    executions.c.call_id == record.call_id,
+                    executions.c.state == from_state,
+                    executions.c.claim == record.claim,
+                )
                 .values(**values)
             )
             if updated.rowcount != 1:
-                # applied by an earlier try whose answer was lost
-                return tried_again() and self._load_execution(conn, record.call_id) == record
+                return False
+            if events:
+                self._append(conn, events)
+            return True
+
+    def _release_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent]) -> bool:
+        with self._write() as conn:
+            deleted = conn.execute(
+                sa.delete(executions).where(
+                    executions.c.call_id == record.call_id,
+                    executions.c.state == "claimed",
+                    executions.c.claim == record.claim,
+                )
+            )
+            if deleted.rowcount != 1:
+                return False
             if events:
                 self._append(conn, events)
             return True

@@ -93,7 +93,13 @@ class ApprovalStore(ABC):
     def _settle_execution(
         self, record: ExecutionRecord, from_state: str, events: Sequence[AuditEvent]
     ) -> bool:
-        """Replace the ledger entry iff it is in ``from_state``; append the events with it."""
+        """Replace the ledger entry iff it is in ``from_state`` and carries ``record.claim``;
+        append the events with it."""
+
+    @abstractmethod
+    def _release_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent]) -> bool:
+        """Delete the ledger entry iff it is ``claimed`` and carries ``record.claim``; append
+        the events with it."""
 
     @abstractmethod
     def execution(self, call_id: str) -> ExecutionRecord | None:
@@ -283,18 +289,38 @@ class ApprovalStore(ABC):
 
     # -- the execution ledger ------------------------------------------------------------
     def claim_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent] = ()) -> bool:
-        """Record that ``record.call_id`` starts now; False when the ledger already has it."""
-        return self._claim_execution(record, events)
+        """Record that ``record.call_id`` is claimed now; False when the ledger already has it.
+
+        Tried again after a lost connection (``tried_again``), a claim that finds an entry with
+        its own token (``record.claim``) knows its earlier try committed: True."""
+        if self._claim_execution(record, events):
+            return True
+        if not (tried_again() and record.claim):
+            return False
+        existing = self.execution(record.call_id)
+        return existing is not None and existing.claim == record.claim
 
     def settle_execution(
         self,
         record: ExecutionRecord,
         *,
-        from_state: str = "started",
+        from_state: str = "claimed",
         events: Sequence[AuditEvent] = (),
     ) -> bool:
-        """Move a ledger entry from ``from_state`` to ``record.state``; False when it was not there."""
-        return self._settle_execution(record, from_state, events)
+        """Move the ledger entry of ``record.claim`` from ``from_state`` to ``record``; False
+        when it is not there (another state, or another claim's). Idempotent: tried again after
+        a lost connection, finding exactly ``record`` (its own earlier try) is True."""
+        if self._settle_execution(record, from_state, events):
+            return True
+        return tried_again() and self.execution(record.call_id) == record
+
+    def release_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent] = ()) -> bool:
+        """Remove the claim ``record.claim`` of a statement that was never sent, so it can be
+        claimed again; False when the entry is not that claim or has moved on (``sent``).
+        Tried again after a lost connection, finding no entry means its earlier try did it."""
+        if self._release_execution(record, events):
+            return True
+        return tried_again() and self.execution(record.call_id) is None
 
 
 class MemoryApprovalStore(ApprovalStore):
@@ -372,9 +398,18 @@ class MemoryApprovalStore(ApprovalStore):
     ) -> bool:
         with self._lock:
             current = self._executions.get(record.call_id)
-            if current is None or current.state != from_state:
+            if current is None or (current.state, current.claim) != (from_state, record.claim):
                 return False
             self._executions[record.call_id] = record
+            self._append_locked(events)
+            return True
+
+    def _release_execution(self, record: ExecutionRecord, events: Sequence[AuditEvent]) -> bool:
+        with self._lock:
+            current = self._executions.get(record.call_id)
+            if current is None or (current.state, current.claim) != ("claimed", record.claim):
+                return False
+            del self._executions[record.call_id]
             self._append_locked(events)
             return True
 

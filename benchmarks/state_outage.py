@@ -13,10 +13,13 @@ port). Once 12 results are written, the cluster is stopped with a fast shutdown 
 connection ended, as a restart or failover does), stays down ``--down`` seconds and starts
 again. The target has one table per question, so PostgreSQL's own scan counter tells how many
 times each statement ran. ``SQLGATE_STATE_PATIENCE`` is the row's: the default (60 s) and 0 (no
-patience: the behaviour before retrying).
+patience: the behaviour before retrying). With ``--restarts-at 10,40,70`` the cluster is
+restarted instead each time the execution ledger holds that many claims: the restarts land while
+the workers claim, send and settle statements and save their results.
 
-Printed per row: questions answered once (answered in the file and counted once by PostgreSQL),
-statements executed twice, the client's exit status, workers still running, seconds.
+Printed per row: restarts, questions answered once (answered in the file and counted once by
+PostgreSQL), questions ended ``execution_in_doubt``, statements executed twice, the client's exit
+status, workers still running, seconds.
 """
 
 from __future__ import annotations
@@ -74,11 +77,17 @@ def one_row(args: argparse.Namespace, patience: str) -> dict[str, object]:
                     client = subprocess.Popen(
                         command, cwd=ROOT, env=cluster.env, stdout=log, stderr=log
                     )
-                    while not (out.exists() and len(out.read_text().splitlines()) >= 12):
-                        if client.poll() is not None or time.monotonic() - started > 300:
-                            raise RuntimeError(f"nothing written; see {folder}/client.log")
-                        time.sleep(0.1)
-                    down_s = cluster_pg.restart(down_s=args.down)
+                    down_s = 0.0
+                    for claims in args.restarts_at or [0]:
+                        while not (
+                            len(cluster.state.approvals.executions()) >= claims
+                            if claims
+                            else out.exists() and len(out.read_text().splitlines()) >= 12
+                        ):
+                            if client.poll() is not None or time.monotonic() - started > 300:
+                                raise RuntimeError(f"no progress; see {folder}/client.log")
+                            time.sleep(0.05)
+                        down_s = max(down_s, cluster_pg.restart(down_s=args.down))
                     try:
                         client.wait(timeout=600)
                     except subprocess.TimeoutExpired:
@@ -98,8 +107,10 @@ def one_row(args: argparse.Namespace, patience: str) -> dict[str, object]:
         )
         return {
             "patience": patience,
+            "restarts": len(args.restarts_at or [0]),
             "down_s": round(down_s, 1),
             "answered_once": once,
+            "in_doubt": sum(1 for s in status.values() if s == "execution_in_doubt"),
             "twice": sum(1 for n in counts.values() if n > 1),
             "exit": client.returncode,
             "workers_alive": f"{alive}/2",
@@ -116,8 +127,24 @@ def main() -> None:
     parser.add_argument("--redis", required=True, help="the broker")
     parser.add_argument("--down", type=float, default=2.0, help="seconds the cluster stays down")
     parser.add_argument("--patience", default="60,0", help="SQLGATE_STATE_PATIENCE per row")
+    parser.add_argument(
+        "--restarts-at",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=None,
+        help="restart each time the ledger holds this many claims (e.g. 10,40,70)",
+    )
     args = parser.parse_args()
-    columns = ("patience", "down_s", "answered_once", "twice", "exit", "workers_alive", "seconds")
+    columns = (
+        "patience",
+        "restarts",
+        "down_s",
+        "answered_once",
+        "in_doubt",
+        "twice",
+        "exit",
+        "workers_alive",
+        "seconds",
+    )
     print(" ".join(f"{c:>13}" for c in columns))
     for patience in args.patience.split(","):
         row = one_row(args, patience)

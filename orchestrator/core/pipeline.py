@@ -55,6 +55,7 @@ from orchestrator.core.run_record import RunRecord
 from orchestrator.core.run_start import RunStart
 from orchestrator.core.runs import RunStore
 from orchestrator.core.stages.approval import CORRECTABLE_REFUSALS, resume_cycle
+from orchestrator.core.state_patience import guard_beside
 from safety import Policy, SqlValidator
 
 
@@ -119,8 +120,11 @@ class Pipeline:
         # its SQL, which its batches record (never evidence for trust; no decider under four_eyes)
         self.asker = asker
         # Full results (the result object holds a preview): beside the runs when they are stored.
+        # On the run store's patience: a worker loses no run to a state database that blinks.
         self.result_rows = result_rows or (
-            ResultRowStore(run_store.engine) if run_store is not None else None
+            guard_beside(ResultRowStore(run_store.engine), run_store)
+            if run_store is not None
+            else None
         )
 
     def _authors(self, run_id: str) -> list[str]:
@@ -351,7 +355,8 @@ class Pipeline:
         Before the gate the run starts again from its questions (its LLM calls are made, and
         charged, again: each question says so in its warnings); a batch the stopped process had
         opened is closed as superseded. After a decision the statements the stopped process had
-        claimed are marked in doubt and never run again; the rest goes on. Raises
+        sent to the database are marked in doubt and never run again; those it had only
+        claimed are released and run, with the rest. Raises
         ``RunConflict`` when the run is not stopped (someone holds a live lease, or it is
         paused or finished), ``WrongDatabase`` when it belongs to another database.
         """

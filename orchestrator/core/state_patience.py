@@ -51,6 +51,7 @@ __all__ = [
     "PATIENCE_ENV",
     "StatePatience",
     "connection_lost",
+    "guard_beside",
     "patience_from_env",
 ]
 
@@ -64,6 +65,10 @@ LONGEST_WAIT_S = 5.0
 
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")
+
+#: Where ``StatePatience.guard`` leaves (patience, what) on a store it guarded.
+_GUARDED = "_sqlgate_state_patience"
 
 #: Driver messages that say the connection (not the statement) failed.
 _LOST = (
@@ -232,6 +237,18 @@ class StatePatience:
             if name.startswith("_") or name == "close":
                 continue
             setattr(store, name, self.wrap(getattr(store, name), what))
+        setattr(store, _GUARDED, (self, what))
+
+
+def guard_beside(store: S, beside: object) -> S:
+    """``store``, guarded by the patience that guards ``beside`` (a store on the same state
+    database), so a store made from another one's engine is not the one that gives up at the
+    first lost connection; unchanged when ``beside`` is not guarded."""
+    found = getattr(beside, _GUARDED, None)
+    if found is not None:
+        patience, what = found
+        patience.guard(store, what)
+    return store
 
 
 def _first_line(exc: BaseException) -> str:

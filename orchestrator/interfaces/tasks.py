@@ -245,10 +245,19 @@ def advance_run(task: Task, run_id: str) -> str:
     The state database out of reach for longer than ``$SQLGATE_STATE_PATIENCE`` (each operation
     waits that long first): the task is tried again ``STATE_RETRY_S`` later rather than failed,
     and the run's lease decides then what is left to do."""
+    from orchestrator.core.state_patience import connection_lost
+
     try:
         return _advance(task, run_id)
     except StateDatabaseError as exc:
         log.warning("run %s: %s; trying again in %.0f s", run_id, exc.message, STATE_RETRY_S)
+        raise task.retry(countdown=STATE_RETRY_S, max_retries=None) from None
+    except Exception as exc:
+        if not connection_lost(exc):
+            raise
+        # An operation outside the stores' patience lost its connection: the task is not
+        # failed for it; tried again, the run's lease decides what is left to do.
+        log.warning("run %s: state database connection lost (%s); trying again", run_id, exc)
         raise task.retry(countdown=STATE_RETRY_S, max_retries=None) from None
 
 

@@ -48,8 +48,9 @@ def test_each_approved_statement_runs_once(store):
     gate, (a, b, r), outcome = decided(store, Approve(), Edit(sql="SELECT 42"), Reject(reason="no"))
     ran = []
     for call_id in gate.ledger.remaining(outcome):
-        with gate.ledger.executing(outcome, call_id) as sql:
-            ran.append(sql)
+        with gate.ledger.executing(outcome, call_id) as claim:
+            claim.sent()
+            ran.append(claim.sql)
     assert ran == ["SELECT 0 LIMIT 1", "SELECT 42 LIMIT 100"]
     assert gate.ledger.remaining(outcome) == []
     with pytest.raises(AlreadyExecuted) as err:
@@ -78,10 +79,10 @@ def test_a_failed_statement_is_settled_and_not_retried_silently(store):
             pass  # pragma: no cover
 
 
-def test_unsettled_claims_become_in_doubt_on_recover(store):
+def test_a_claim_sent_and_never_settled_is_in_doubt_on_recover(store):
     gate, (a, b), outcome = decided(store, Approve(), Approve())
     claimed = gate.ledger.executing(outcome, a.call_id)
-    claimed.__enter__()  # the worker "dies" here: the block never exits
+    claimed.__enter__().sent()  # the worker "dies" here, the statement sent: the block never exits
     ledger = ExecutionLedger(store, ManualClock())
     (doubt,) = ledger.recover(run_id=outcome.run_id)
     assert (doubt.call_id, doubt.state) == (a.call_id, "in_doubt")
@@ -93,6 +94,41 @@ def test_unsettled_claims_become_in_doubt_on_recover(store):
     assert ledger.remaining(outcome) == [b.call_id]
 
 
+def test_a_claim_never_sent_is_released_on_recover_and_runs_once(store):
+    gate, (a,), outcome = decided(store, Approve())
+    stale = gate.ledger.executing(outcome, a.call_id).__enter__()  # dies before sending
+    assert store.execution(a.call_id).state == "claimed"
+    ledger = ExecutionLedger(store, ManualClock())
+    assert ledger.recover(run_id=outcome.run_id) == []  # nothing in doubt: released
+    assert store.execution(a.call_id) is None and ledger.remaining(outcome) == [a.call_id]
+    with ledger.executing(outcome, a.call_id) as claim:
+        claim.sent()
+    # The first process, still alive after all, cannot send what was released and run again.
+    with pytest.raises(AlreadyExecuted, match="released"):
+        stale.sent()
+    entry = store.execution(a.call_id)
+    assert entry.state == "done" and entry.claim == claim.record.claim != stale.record.claim
+    events = [e.event for e in store.audit_log(batch_id=outcome.batch_id) if e.call_id == a.call_id]
+    assert events[-5:] == [
+        "execution_claimed",
+        "execution_released",
+        "execution_claimed",
+        "execution_sent",
+        "execution_done",
+    ]
+    assert replay_audit(store.audit_log())[outcome.batch_id].executions == {a.call_id: "done"}
+
+
+def test_a_claim_is_not_released_once_sent(store):
+    gate, (a,), outcome = decided(store, Approve())
+    claim = gate.ledger.executing(outcome, a.call_id).__enter__()
+    claimed = store.execution(a.call_id)
+    claim.sent()
+    # A recovery that read the claim before it was sent cannot release it now.
+    assert store.release_execution(claimed) is False
+    assert store.execution(a.call_id).state == "sent"
+
+
 def test_concurrent_executors_run_a_statement_once(backend):
     gate, (a,), outcome = decided(backend.open(), Approve())
     barrier, ran, refused = threading.Barrier(5), [], []
@@ -101,8 +137,8 @@ def test_concurrent_executors_run_a_statement_once(backend):
         ledger = ExecutionLedger(backend.open() if backend.kind != "memory" else gate.store)
         barrier.wait()
         try:
-            with ledger.executing(outcome, a.call_id) as sql:
-                ran.append(sql)
+            with ledger.executing(outcome, a.call_id) as claim:
+                ran.append(claim.sql)
         except AlreadyExecuted:
             refused.append(1)
 
@@ -173,9 +209,12 @@ def _crashing_worker(backend: Backend, run_id: str, crash_at: str, side_effects:
     if crash_at == "after_decision":
         os._exit(0)
     for call_id in gate.ledger.remaining(outcome):
-        with gate.ledger.executing(outcome, call_id) as sql:
+        with gate.ledger.executing(outcome, call_id) as claim:
+            if crash_at == "claimed_not_sent" and call_id == outcome.runnable_ids[1]:
+                os._exit(0)  # claimed, killed before the statement went anywhere
+            claim.sent()
             with open(side_effects, "a") as log:
-                log.write(f"{call_id}\t{sql}\n")
+                log.write(f"{call_id}\t{claim.sql}\n")
             if crash_at == "between_statements" and call_id == outcome.runnable_ids[1]:
                 os._exit(0)  # ran, but the settlement never reached the store
     os._exit(0)
@@ -198,14 +237,17 @@ def _finish(backend: Backend, run_id: str, side_effects: str):
     outcome = gate.outcome(record.batch_id)
     doubts = [d.call_id for d in gate.ledger.recover(run_id=run_id)]
     for call_id in gate.ledger.remaining(outcome):
-        with gate.ledger.executing(outcome, call_id) as sql:
+        with gate.ledger.executing(outcome, call_id) as claim:
+            claim.sent()
             with open(side_effects, "a") as log:
-                log.write(f"{call_id}\t{sql}\n")
+                log.write(f"{call_id}\t{claim.sql}\n")
     store.close()
     return outcome.runnable_ids, doubts
 
 
-@pytest.mark.parametrize("crash_at", ["after_pause", "after_decision", "between_statements"])
+@pytest.mark.parametrize(
+    "crash_at", ["after_pause", "after_decision", "claimed_not_sent", "between_statements"]
+)
 def test_a_killed_worker_is_finished_by_a_fresh_process(backend, crash_at, tmp_path):
     if backend.kind == "memory":
         pytest.skip("a memory store does not outlive its process")
@@ -235,6 +277,9 @@ def test_a_killed_worker_is_finished_by_a_fresh_process(backend, crash_at, tmp_p
     if crash_at == "between_statements":
         assert doubts == [runnable[1]]
         assert executed == runnable  # the in-doubt one ran once, before the crash, and never again
+    elif crash_at == "claimed_not_sent":
+        assert doubts == []  # never sent: released, and run once by the fresh process
+        assert executed == runnable
     else:
         assert doubts == []
         assert executed == runnable

@@ -170,8 +170,8 @@ def test_two_waiters_and_three_racing_reviewers_one_decision_one_execution(backe
     claimed, refused = [], []
     for gate, outcome in zip(waiters, outcomes, strict=True):
         try:
-            with gate.ledger.executing(outcome, a.call_id) as sql:
-                claimed.append(sql)
+            with gate.ledger.executing(outcome, a.call_id) as claim:
+                claimed.append(claim.sql)
         except (AlreadyExecuted, NotRunnable) as exc:
             refused.append(type(exc).__name__)
     if won[0].decided_by == "eve":  # her rejection won: nothing may run

@@ -319,7 +319,9 @@ def _race_in_process(
     outcome = gate.outcome(batch_id)
     for call_id in outcome.runnable_ids:
         try:
-            with gate.ledger.executing(outcome, call_id) as sql, store.engine.begin() as conn:
+            with gate.ledger.executing(outcome, call_id) as claim, store.engine.begin() as conn:
+                sql = claim.sql
+                claim.sent()
                 conn.execute(
                     sa.text(
                         f"INSERT INTO {SIDE_EFFECTS} (call_id, sql_text, worker) VALUES (:c, :s, :w)"

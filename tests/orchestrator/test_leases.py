@@ -169,7 +169,7 @@ def test_killed_while_executing_the_statement_is_in_doubt_never_run_twice(runs: 
     runs.approve_all("run_x")
 
     runs.killed("resume", "run_x", signal_at="running SQL", after_s=0.5)
-    assert runs.executions("run_x") == ["started"]
+    assert runs.executions("run_x") == ["sent"]
     assert runs.state.runs.load("run_x").status == "resuming"
 
     runs.wait_for_expiry()
@@ -281,7 +281,7 @@ def test_killed_while_executing_on_postgresql_the_database_saw_the_statement_onc
     at_the_gate = _settled_seq_scans(target, database, "order_items")
 
     runs.killed("resume", "run_pg", signal_at="running SQL", after_s=0.5)
-    assert runs.executions("run_pg") == ["started"]
+    assert runs.executions("run_pg") == ["sent"]
     runs.wait_for_expiry()
     [doubt] = runs.run("recover", "run_pg")
     assert doubt["status"] == "execution_in_doubt"

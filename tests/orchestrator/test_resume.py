@@ -146,6 +146,44 @@ def test_a_statement_whose_execution_was_cut_short_is_in_doubt_not_rerun(
     assert requests_so_far(vcr) == 2  # no answer was written from a result nobody has
 
 
+@pytest.mark.vcr("test_a_paused_run_is_decided_elsewhere_and_resumed_by_a_fresh_pipeline.yaml")
+def test_a_statement_claimed_but_never_sent_runs_once_on_resume(
+    harness: Harness, demo_url: str, tmp_path: Path, vcr
+) -> None:
+    paused = _paused(harness, demo_url, tmp_path, sc.PRODUCT_COUNT)
+    _decide(tmp_path, Approve())
+    approvals, _ = _stores(tmp_path)
+    [record] = approvals.list_batches(run_id=paused.run_id)
+    [call_id] = record.outcome.runnable_ids
+    # A worker claimed the statement and died before it was sent to the database.
+    approvals.claim_execution(
+        ExecutionRecord(
+            call_id=call_id,
+            batch_id=record.batch_id,
+            run_id=paused.run_id,
+            sql_hash=record.outcome.resolutions[call_id].sql_hash,
+            state="claimed",
+            actor="worker-1",
+            started_at=datetime.now(UTC),
+            claim="token-of-worker-1",
+        )
+    )
+
+    [done] = harness.pipeline(demo_url, None, stores=_stores(tmp_path)).resume(paused.run_id)
+
+    assert done.status == RunStatus.ANSWERED and done.row_count == 8, done.error
+    [entry] = approvals.executions(run_id=paused.run_id)
+    assert entry.state == "done" and entry.claim != "token-of-worker-1"
+    events = [e.event for e in approvals.audit_log(run_id=paused.run_id) if e.call_id == call_id]
+    assert events[-4:] == [
+        "execution_released",
+        "execution_claimed",
+        "execution_sent",
+        "execution_done",
+    ]
+    assert requests_so_far(vcr) == 3
+
+
 def test_a_pipeline_without_a_reviewer_needs_somewhere_to_wait() -> None:
     with pytest.raises(ValueError, match="pauses at the gate"):
         from orchestrator.core.pipeline import Pipeline

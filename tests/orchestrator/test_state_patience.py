@@ -197,25 +197,56 @@ def test_a_ledger_claim_whose_answer_was_lost_is_still_this_claim(
         batch_id="b1",
         run_id="r1",
         sql_hash="h",
-        state="started",
+        state="claimed",
         actor="sqlgate-executor",
         started_at=datetime(2026, 11, 28, 12, 0, 0, 123456, tzinfo=UTC),
+        claim="token-1",
     )
     armed.append(True)
     assert store.claim_execution(claim) is True
     # The same claim again, not after a lost connection, is refused: only a retry may
     # recognise its own row.
     assert store.claim_execution(claim) is False
-    # A second claim of the same call (another process, a moment later) is refused.
-    later = claim.model_copy(update={"started_at": datetime(2026, 11, 28, 12, 0, 1, tzinfo=UTC)})
-    assert store.claim_execution(later) is False
-    done = claim.model_copy(update={"state": "done", "finished_at": later.started_at})
+    # Another claim of the same call (another process, its own token) is refused, and so is
+    # its settlement: the row carries another token.
+    other = claim.model_copy(update={"claim": "token-2"})
+    assert store.claim_execution(other) is False
+    # Sent and settled, each answer lost once: each update is recognised as its own.
+    sent = claim.model_copy(update={"state": "sent", "sent_at": claim.started_at})
     armed.append(True)
-    assert store.settle_execution(done) is True
+    assert store.settle_execution(sent, from_state="claimed") is True
+    done = sent.model_copy(update={"state": "done", "finished_at": claim.started_at})
+    assert store.settle_execution(other.model_copy(update={"state": "done"})) is False
+    armed.append(True)
+    assert store.settle_execution(done, from_state="sent") is True
     assert store.execution("c1") == done
     # Recovery after it settled changes nothing.
     assert ExecutionLedger(store).recover(run_id="r1") == []
     assert len(store.executions(run_id="r1")) == 1
+
+
+def test_a_release_whose_answer_was_lost_is_still_done(
+    flaky_engine: tuple[sa.Engine, list[bool]],
+) -> None:
+    engine, armed = flaky_engine
+    clock = FakeClock()
+    store = SqlApprovalStore(engine, notify=False)
+    _patience(clock).guard(store, "the state database")
+    store.setup()
+    claim = ExecutionRecord(
+        call_id="c1",
+        batch_id="b1",
+        run_id="r1",
+        sql_hash="h",
+        state="claimed",
+        actor="sqlgate-executor",
+        started_at=datetime(2026, 11, 28, 12, 0, 0, tzinfo=UTC),
+        claim="token-1",
+    )
+    assert store.claim_execution(claim) is True
+    armed.append(True)
+    assert store.release_execution(claim) is True
+    assert store.execution("c1") is None and len(clock.waits) == 1
 
 
 def test_every_store_of_the_state_database_is_patient(tmp_path: Path) -> None:
@@ -225,3 +256,66 @@ def test_every_store_of_the_state_database_is_patient(tmp_path: Path) -> None:
     for store in (state.runs, state.approvals, state.batches, state.server, state.memory):
         assert getattr(store.setup, "__wrapped__", None) is not None, type(store).__name__
     state.close()
+
+
+def test_the_result_rows_a_pipeline_keeps_beside_its_runs_are_patient_too(
+    flaky_engine: tuple[sa.Engine, list[bool]],
+) -> None:
+    """A worker's pipeline keeps full results on its run store's engine: a lost connection while
+    it saves them (a state database restart just after a statement ran) is tried again, not a
+    failed task whose run is then taken over with its statements already run."""
+    from orchestrator.core.pipeline import Pipeline
+
+    engine, armed = flaky_engine
+    clock = FakeClock()
+    patience = _patience(clock)
+    runs, approvals = RunStore(engine), SqlApprovalStore(engine, notify=False)
+    patience.guard(runs, "the state database")
+    patience.guard(approvals, "the state database")
+    # No database and no model: only the stores are used here.
+    pipeline = Pipeline(None, None, None, approval_store=approvals, run_store=runs)  # type: ignore[arg-type]
+    assert pipeline.result_rows is not None
+    pipeline.result_rows.setup()
+
+    armed.append(True)
+    pipeline.result_rows.save("r1", "q1", ["n"], [[1], [2]], truncated=False, row_cap=10)
+
+    assert len(clock.waits) == 1  # tried again once
+    assert list(pipeline.result_rows.rows("r1", "q1")) == [[1], [2]]
+
+
+def test_a_worker_task_that_meets_a_lost_connection_is_tried_again_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lost connection outside every store's patience (the stores give up with one sentence;
+    this is what a store without patience raises) sends the task back to the broker rather than
+    failing it; any other error still fails it."""
+    from types import SimpleNamespace
+
+    from orchestrator.interfaces import tasks
+
+    class Retry(Exception):
+        pass
+
+    retried: list[tuple[float, object]] = []
+
+    def retry(*, countdown: float, max_retries: object) -> Retry:
+        retried.append((countdown, max_retries))
+        return Retry()
+
+    def worker_raising(error: BaseException) -> SimpleNamespace:
+        def load(run_id: str) -> None:
+            raise error
+
+        return SimpleNamespace(state=SimpleNamespace(runs=SimpleNamespace(load=load)))
+
+    lost = sa.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+    monkeypatch.setattr(tasks, "_worker", worker_raising(lost))
+    with pytest.raises(Retry):
+        tasks.advance_run(SimpleNamespace(retry=retry), "run_1")
+    assert retried == [(tasks.STATE_RETRY_S, None)]
+
+    monkeypatch.setattr(tasks, "_worker", worker_raising(ValueError("a bug")))
+    with pytest.raises(ValueError, match="a bug"):
+        tasks.advance_run(SimpleNamespace(retry=retry), "run_1")
+    assert len(retried) == 1

@@ -63,7 +63,8 @@ def approve_and_execute(
         if telemetry.enabled() and outcome.decided_at is not None:
             opened = gate.store.get_batch(outcome.batch_id).batch.created_at
             telemetry.waited_at_gate(outcome.batch_id, opened, outcome.decided_at, outcome.status)
-        gate.ledger.recover(run_id=ctx.run_id)  # claims of a worker that died mid-run: in doubt
+        # A stopped process's claims: those it sent are in doubt, the others are released.
+        gate.ledger.recover(run_id=ctx.run_id)
         _after_review(
             p,
             ctx,

@@ -78,11 +78,12 @@ def execute(
     def _run_one(q: QuestionState, outcome: ApprovalOutcome, call_id: str) -> _Ran:
         started = p.clock()
         try:
-            with gate.ledger.executing(outcome, call_id) as sql:
-                q.sql = sql  # byte-for-byte what was approved (or edited)
+            with gate.ledger.executing(outcome, call_id) as claim:
+                sql = q.sql = claim.sql  # byte-for-byte what was approved (or edited)
                 statement = (checked or {}).get(call_id)
                 if statement is None or statement.sql != sql:
                     statement = validated(validator, sql)
+                claim.sent()  # durably, before the database sees it: a crash now is in doubt
                 return _Ran(q, executor.run(statement), None, started)
         except ExecutionError as exc:
             return _Ran(q, None, exc, started)

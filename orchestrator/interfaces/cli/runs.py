@@ -10,7 +10,8 @@
 A process advancing a run holds its lease and renews it; when it stops (kill -9, power loss),
 the lease expires and ``runs recover`` (or a running ``sqlgate serve``, on its own) takes the run
 over: before the approval gate it starts again, after a decision the statements the stopped process
-may have run are reported ``execution_in_doubt`` and never run again.
+had sent to the database are reported ``execution_in_doubt`` and never run again, and those it
+had claimed but never sent are run, once.
 """
 
 from __future__ import annotations
@@ -154,11 +155,11 @@ def recover(
 
     Safe to run from cron on any number of hosts at once: each run is claimed by exactly one.
     A run stopped before the gate starts again (its LLM calls are made, and charged, again); a
-    run stopped while executing approved SQL ends ``execution_in_doubt`` for the statements that
-    may have run, which are never run again. A queued run goes to the workers when
-    SQLGATE_BROKER_URL is set (a duplicate message is harmless), else it runs here. A run that
-    cannot be recovered (a corrupt checkpoint, ...) is reported and the others go on; the exit
-    status is then 1.
+    run stopped while executing approved SQL ends ``execution_in_doubt`` for the statements it
+    had sent to the database, which are never run again (one claimed but never sent runs now). A
+    queued run goes to the workers when SQLGATE_BROKER_URL is set (a duplicate message is
+    harmless), else it runs here. A run that cannot be recovered (a corrupt checkpoint, ...) is
+    reported and the others go on; the exit status is then 1.
     """
     from orchestrator.core.database import redact_url
     from orchestrator.core.errors import RunConflict, WrongDatabase
