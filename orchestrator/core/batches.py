@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +37,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from approvals.migrations import migrate, write_transaction
-from orchestrator.core.checkpoint import StartedCheckpoint
+from orchestrator.core.checkpoint import StartedCheckpoint, recorded_hints
 from orchestrator.core.identity import Identity
 from orchestrator.core.run_identity import DatabaseLogin, database_identity
 from orchestrator.core.runs import new_run_row
@@ -128,11 +129,13 @@ class BatchStore:
         options: dict[str, Any],
         login: DatabaseLogin,
         identity: Identity | None = None,
+        hints: Mapping[str, str] | None = None,
     ) -> RecordedBatch:
         """The batch ``batch_id``: recorded now with one queued run per chunk, in one
         transaction, or as an earlier command recorded it (its chunks then win). Its runs
         execute as ``login`` (a worker logging in otherwise leaves them alone) and are asked
-        with the asker's attributes ``identity`` (what the row filters are bound to)."""
+        with the asker's attributes ``identity`` (what the row filters are bound to) and each
+        question's hint from ``hints`` (question -> hint), which their workers plan with."""
         self.setup()
         found = self.load(batch_id)
         if found is not None:
@@ -178,6 +181,10 @@ class BatchStore:
                                 run_id=run.run_id,
                                 questions=run.questions,
                                 identity=dict(identity) if identity else None,
+                                hints=recorded_hints(
+                                    [(hints or {}).get(q, "") for q in run.questions],
+                                    len(run.questions),
+                                ),
                             ),
                             now=now,
                             target=target,

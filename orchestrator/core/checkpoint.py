@@ -12,7 +12,9 @@ version's JSON to the next, listed in ``_UPGRADES`` and never edited once shippe
     version 1  an untyped dict; pending statements as positional lists [qid, ok, code, message];
                no ``version`` key
     version 2  this module's models: ``kind`` tells started, paused and finished apart, pending
-               statements are objects, the safety policy the run was validated under is kept
+               statements are objects, the safety policy the run was validated under is kept;
+               later fields with defaults (a started run's ``hints``, a question's ``hint``) read
+               as absent from checkpoints written before them
 
 Example:
     >>> paused = load_checkpoint({"run_id": "r", "dialect": "sqlite", "calls_made": 2,
@@ -24,7 +26,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,6 +53,7 @@ __all__ = [
     "QuestionCheckpoint",
     "StartedCheckpoint",
     "load_checkpoint",
+    "recorded_hints",
 ]
 
 #: The version this code writes.
@@ -64,6 +67,7 @@ class QuestionCheckpoint(BaseModel):
 
     qid: str = Field(description="The question's id within its run (q1, q2, ...).")
     text: str = Field(description="The question as asked.")
+    hint: str = Field(default="", description="What the asker added to it (``--hint``): none.")
     status: RunStatus | None = Field(default=None, description="Set once the question ended.")
     after_synthesis: RunStatus | None = Field(
         default=None, description="The status the question takes once its answer is written."
@@ -137,6 +141,11 @@ class StartedCheckpoint(BaseModel):
         default=None,
         description="The caller's own SQL, one per question (then each question is its purpose).",
     )
+    hints: list[str] | None = Field(
+        default=None,
+        description="What the asker added to each question (``--hint``, MCP ``evidence``), one "
+        "per question (empty: none); missing in a checkpoint written before hints were kept.",
+    )
     policy: dict[str, Any] | None = Field(
         default=None, description="The policy the run is judged under (a role's, if it has one)."
     )
@@ -165,6 +174,19 @@ class FinishedCheckpoint(BaseModel):
     kind: Literal["finished"] = "finished"
     version: int = CHECKPOINT_VERSION
     results: list[RunResult]
+
+
+def recorded_hints(hints: Sequence[str] | None, questions: int) -> list[str] | None:
+    """``hints`` as a started run records them: one per question (stripped, "" for none), or
+    None when no question has one.
+
+    Example:
+        >>> recorded_hints([" F is female "], 2), recorded_hints(["", " "], 2)
+        (['F is female', ''], None)
+    """
+    kept = [(h or "").strip() for h in list(hints or ())[:questions]]
+    kept += [""] * (questions - len(kept))
+    return kept if any(kept) else None
 
 
 Checkpoint = StartedCheckpoint | PausedCheckpoint | ExecutedCheckpoint | FinishedCheckpoint

@@ -205,8 +205,7 @@ class Pipeline:
         hint: str | None = None,
     ) -> RunResult:
         """Answer one question (a batch of one)."""
-        hints = [hint] if hint else None
-        return self.run_batch([question], role=role, identity=identity, hints=hints)[0]
+        return self.run_batch([question], role=role, identity=identity, hints=[hint or ""])[0]
 
     def run_batch(
         self,
@@ -245,14 +244,12 @@ class Pipeline:
 
         ``hints``: what the asker added to each question, in order (a benchmark-style hint,
         "female refers to gender = 'F'"): the catalogue ranks its words and the values it names
-        with the question's, and the plan sees it beside the question. Not recorded with the
-        run: a run taken over after a stop is planned again without them.
+        with the question's, and the plan sees it beside the question. Recorded with the run: a
+        run queued with hints (``queue``) keeps those, and a taken-over run plans with them.
         """
         run_id = run_id or "run_" + uuid.uuid4().hex[:16]
         start = self._start
-        ctx = start.new(run_id, list(questions), progress, on_result)
-        for q, hint in zip(ctx.questions, hints or (), strict=False):
-            q.hint = (hint or "").strip()
+        ctx = start.new(run_id, list(questions), progress, on_result, hints)
         start.submitted(ctx, statements)
         ctx.policy = self.db.policy_for(role).model_dump(mode="json")
         ctx.identity = start.needed(identity, ctx.policy)
@@ -260,11 +257,12 @@ class Pipeline:
         ctx.database = self.db.safe_url
         if self._durable:
             ctx.stored, queued = self._record.begin(
-                run_id, list(questions), ctx.policy, follow_up_of, ctx.identity
+                run_id, list(questions), ctx.policy, follow_up_of, ctx.identity, hints
             )
             if queued is not None:  # queued: what it was recorded with
                 ctx.policy = queued.policy or ctx.policy
                 ctx.identity = start.needed(queued.identity, ctx.policy)
+                start.hinted(ctx, queued.hints)
         for q in ctx.questions:
             stages.check_input(self, q)
         stages.admit(self, ctx)
@@ -281,11 +279,12 @@ class Pipeline:
         follow_up_of: str | None = None,
         statements: Sequence[str] | None = None,
         identity: Identity | None = None,
+        hints: Sequence[str] | None = None,
     ) -> None:
         """Record a run nobody advances yet (a service accepted it); ``run_batch`` claims it, and
         ``recover`` starts it if the service stops first. The run keeps the policy of ``role``
-        (checked now: an unknown role is refused before anything is recorded) and the asker's
-        attributes ``identity``."""
+        (checked now: an unknown role is refused before anything is recorded), the asker's
+        attributes ``identity`` and ``hints`` (one per question: ``run_batch``)."""
         chosen = self.db.policy_for(role)
         self._record.queue(
             run_id,
@@ -294,6 +293,7 @@ class Pipeline:
             follow_up_of=follow_up_of,
             statements=statements,
             identity=self._start.needed(identity, chosen.model_dump(mode="json")),
+            hints=hints,
         )
 
     def resume(self, run_id: str, *, progress: Progress | None = None) -> list[RunResult]:
@@ -378,7 +378,7 @@ class Pipeline:
         previous = stored.owner or "nobody"
         checkpoint = stored.checkpoint
         if isinstance(checkpoint, StartedCheckpoint):
-            ctx = start.new(run_id, checkpoint.questions, progress, None)
+            ctx = start.new(run_id, checkpoint.questions, progress, None, checkpoint.hints)
             start.submitted(ctx, checkpoint.statements)
             ctx.policy = checkpoint.policy
             ctx.identity = start.needed(checkpoint.identity, ctx.policy)

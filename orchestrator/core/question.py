@@ -97,6 +97,7 @@ class QuestionState:
         return QuestionCheckpoint(
             qid=self.qid,
             text=self.text,
+            hint=self.hint,
             status=self.status,
             after_synthesis=self.after_synthesis,
             error=self.error,
@@ -127,6 +128,7 @@ class QuestionState:
         cls, run_id: str, saved: QuestionCheckpoint, clock: Callable[[], float]
     ) -> QuestionState:
         q = cls(run_id, saved.qid, saved.text, clock)
+        q.hint = saved.hint
         q.status, q.after_synthesis, q.error = saved.status, saved.after_synthesis, saved.error
         q.reasoning, q.schema, q.data_context = saved.reasoning, saved.db_schema, saved.data_context
         q.pending_sql, q.sql, q.failure = saved.pending_sql, saved.sql, saved.failure

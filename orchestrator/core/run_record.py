@@ -20,6 +20,7 @@ from orchestrator.core.checkpoint import (
     FinishedCheckpoint,
     PausedCheckpoint,
     StartedCheckpoint,
+    recorded_hints,
 )
 from orchestrator.core.database import TargetDatabase
 from orchestrator.core.errors import (
@@ -61,10 +62,11 @@ class RunRecord:
         policy: dict[str, object] | None,
         follow_up_of: str | None = None,
         identity: Identity | None = None,
+        hints: Sequence[str] | None = None,
     ) -> tuple[tuple[str, int], StartedCheckpoint | None]:
         """Record the run as running under this process's lease (claiming it if queued); the
-        checkpoint a queued run was recorded with (its policy and attributes) comes back with
-        its (status, version)."""
+        checkpoint a queued run was recorded with (its policy, attributes and hints) comes back
+        with its (status, version)."""
         try:
             stored = self.store.load(run_id)
         except RunNotFound:
@@ -76,6 +78,7 @@ class RunRecord:
                     questions=questions,
                     policy=policy,
                     identity=dict(identity) if identity else None,
+                    hints=recorded_hints(hints, len(questions)),
                 ),
                 status="running",
                 owner=self.owner,
@@ -107,8 +110,10 @@ class RunRecord:
         follow_up_of: str | None,
         statements: Sequence[str] | None,
         identity: dict[str, IdentityValue] | None,
+        hints: Sequence[str] | None = None,
     ) -> None:
-        """Record a run nobody advances yet, under ``policy`` and the asker's ``identity``."""
+        """Record a run nobody advances yet, under ``policy`` and the asker's ``identity``, with
+        the asker's ``hints`` (one per question)."""
         self.store.create(
             run_id,
             self.db.safe_url,
@@ -118,6 +123,7 @@ class RunRecord:
                 statements=list(statements) if statements is not None else None,
                 policy=policy.model_dump(mode="json"),
                 identity=identity,
+                hints=recorded_hints(hints, len(questions)),
             ),
             status="queued",
             follow_up_of=follow_up_of,

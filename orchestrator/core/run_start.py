@@ -3,7 +3,8 @@
 ``RunStart`` holds what every run of a pipeline starts from (the database, the clock, the
 default progress, preview size), and makes each run's own context: fresh (``new``), from a
 paused or executed checkpoint (``restored``), with the caller's own SQL waiting for review
-(``submitted``), or with the questions that waited at the gate let go on (``reopen``).
+(``submitted``), with the asker's hints (``hinted``), or with the questions that waited at the
+gate let go on (``reopen``).
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ class RunStart:
         questions: list[str],
         progress: Progress | None,
         on_result: ResultSink | None,
+        hints: Sequence[str] | None = None,
     ) -> RunContext:
-        return RunContext(
+        """A fresh run of ``questions``, each with its hint from ``hints`` (in order) if any."""
+        ctx = RunContext(
             run_id=run_id,
             questions=[
                 QuestionState(run_id, f"q{i + 1}", text, self.clock)
@@ -54,6 +57,8 @@ class RunStart:
             on_result=on_result,
             release_streamed=on_result is not None and self.streams_release,
         )
+        self.hinted(ctx, hints)
+        return ctx
 
     def restored(
         self, checkpoint: PausedCheckpoint | ExecutedCheckpoint, progress: Progress | None
@@ -79,6 +84,12 @@ class RunStart:
         records, its batches show and its validators are bound to."""
         chosen = Policy.from_data(policy) if policy is not None else self.db.policy
         return needed_identity(identity, attributes_named(chosen.safety_policy().row_filters))
+
+    @staticmethod
+    def hinted(ctx: RunContext, hints: Sequence[str] | None) -> None:
+        """Each question's hint, in order (what the run records and plans with)."""
+        for q, hint in zip(ctx.questions, hints or (), strict=False):
+            q.hint = (hint or "").strip()
 
     @staticmethod
     def submitted(ctx: RunContext, statements: Sequence[str] | None) -> None:

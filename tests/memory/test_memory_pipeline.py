@@ -233,3 +233,17 @@ def test_a_reviewed_template_is_auto_approved_until_revoked_or_rejected(
     )
     assert pipeline.ask(SHIPPED_AGAIN).status == "rejected"  # never auto after a rejection
     assert person.asked == 3
+
+
+@pytest.mark.vcr
+def test_a_reviewed_questions_hint_is_kept_with_its_pair(
+    harness: Harness, demo_url: str, state: StateDatabase, vcr: Any
+) -> None:
+    pipeline = _pipeline(harness, demo_url, state, _approve_all)
+    hint = "shipped means status = 'shipped'"
+
+    done = pipeline.ask(SHIPPED, hint=f" {hint} ")
+
+    assert done.status == "answered"
+    [example] = state.memory.examples()
+    assert (example.question, example.hint) == (SHIPPED, hint)  # its words teach the vocabulary

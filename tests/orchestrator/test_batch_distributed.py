@@ -122,6 +122,42 @@ def test_distributed_batch_writes_the_same_records_as_the_in_process_one(
 
 
 @pytest.mark.slow
+def test_the_workers_plan_with_the_files_hints(
+    tmp_path: Path, postgres_database: str, redis_url: str, demo_db: Path
+) -> None:
+    hint = "products are the rows of the products table"
+    questions = tmp_path / "questions.csv"
+    questions.write_text(
+        f'question,hint\n"{sc.PRODUCT_COUNT}","{hint}"\n"{sc.COUNT_QUESTIONS[0]}",\n'
+    )
+    database = f"sqlite:///{demo_db}"
+    with ScriptedLLMServer(TimedScript(latency_s=0.0)) as model:
+        cluster = Cluster(
+            broker_url=redis_url,
+            state_url=postgres_database,
+            database_url=database,
+            model_url=model.base_url,
+        )
+        out = tmp_path / "distributed.jsonl"
+        try:
+            cluster.start_workers(1)
+            done = _batch(
+                cluster.env, str(questions), "--db", database, "--out", str(out), "--yes",
+                "--distributed",
+            )  # fmt: skip
+        finally:
+            cluster.stop_workers()
+        prompts = [" ".join(m["content"] for m in r["messages"]) for r in model.requests]
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "not used" not in done.stderr
+    planned = [p for p in prompts if "Hint from the asker:" in p]
+    assert len(planned) == 1 and f"Hint from the asker: {hint}" in planned[0]
+    assert planned[0].count("Hint from the asker:") == 1  # the other question has none
+    cluster.state.close()
+
+
+@pytest.mark.slow
 def test_a_worker_killed_mid_batch_its_runs_are_taken_over_and_every_question_written_once(
     tmp_path: Path, postgres_database: str, redis_url: str, demo_db: Path
 ) -> None:

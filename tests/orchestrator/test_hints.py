@@ -1,16 +1,25 @@
-"""What the asker adds to a question (``ask --hint``, a batch file's hint/evidence) reaches Batch 1."""
+"""What the asker adds to a question (``ask --hint``, a batch file's hint/evidence) reaches Batch 1,
+and is recorded with the run: a queued, taken-over or worker-run run plans with it too."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from approvals import SqlApprovalStore
 from orchestrator.core.batch_io import read_hints, read_questions
+from orchestrator.core.checkpoint import PausedCheckpoint, StartedCheckpoint, load_checkpoint
+from orchestrator.core.question import QuestionState
+from orchestrator.core.result import RunStatus
+from orchestrator.core.runs import RunStore
 from orchestrator.interfaces.cli.main import app
+from orchestrator.wiring import state_database
+from tests.orchestrator.conftest import Harness
 from tests.scripted_llm import scenarios as sc
 
 runner = CliRunner()
@@ -79,3 +88,86 @@ def test_batch_file_hints_reach_their_questions_only(
     first = _bodies(vcr)[0]
     assert first.count("Hint from the asker:") == 1
     assert f"Hint from the asker: {HINT}" in first
+
+
+def _stores(tmp_path: Path) -> tuple[SqlApprovalStore, RunStore]:
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    return SqlApprovalStore(url), RunStore(url)
+
+
+def test_a_checkpoint_written_before_hints_were_kept_loads_with_none() -> None:
+    started = load_checkpoint({"kind": "started", "version": 2, "run_id": "r", "questions": ["q"]})
+    assert isinstance(started, StartedCheckpoint) and started.hints is None
+    paused = load_checkpoint(
+        {"run_id": "r", "dialect": "sqlite", "calls_made": 1, "cycle": 1, "batch_id": "b",
+         "pending": {}, "questions": [{"qid": "q1", "text": "How many?"}]}
+    )  # fmt: skip
+    assert isinstance(paused, PausedCheckpoint) and paused.questions[0].hint == ""
+
+
+@pytest.mark.vcr
+def test_a_queued_run_plans_with_the_hints_it_was_queued_with(
+    harness: Harness, demo_url: str, tmp_path: Path, vcr: Any
+) -> None:
+    harness.pipeline(demo_url, None, stores=_stores(tmp_path)).queue(
+        "run_hinted", [sc.PRODUCT_COUNT], hints=[f"  {HINT} "]
+    )
+    # The service (or a worker) starts it from its record: the caller's hint is not given again.
+    fresh = harness.pipeline(demo_url, None, stores=_stores(tmp_path))
+    [paused] = fresh.run_batch([sc.PRODUCT_COUNT], run_id="run_hinted")
+
+    assert paused.status == RunStatus.AWAITING_APPROVAL
+    assert f"Hint from the asker: {HINT}" in _bodies(vcr)[0]
+    _, runs = _stores(tmp_path)
+    checkpoint = runs.load("run_hinted").checkpoint
+    assert isinstance(checkpoint, PausedCheckpoint) and checkpoint.questions[0].hint == HINT
+
+
+@pytest.mark.vcr
+def test_a_run_taken_over_before_the_gate_plans_with_its_hints(
+    harness: Harness, demo_url: str, tmp_path: Path, vcr: Any
+) -> None:
+    harness.pipeline(demo_url, None, stores=_stores(tmp_path)).queue(
+        "run_stopped", [sc.PRODUCT_COUNT, sc.COUNT_QUESTIONS[0]], hints=[HINT]
+    )
+    _, runs = _stores(tmp_path)
+    recorded = runs.load("run_stopped").checkpoint
+    assert isinstance(recorded, StartedCheckpoint) and recorded.hints == [HINT, ""]
+
+    harness.pipeline(demo_url, None, stores=_stores(tmp_path)).recover("run_stopped")
+
+    first = _bodies(vcr)[0]
+    assert first.count("Hint from the asker:") == 1 and f"Hint from the asker: {HINT}" in first
+
+
+@pytest.mark.vcr
+def test_a_deferred_run_keeps_its_hint_across_the_pause(
+    harness: Harness, demo_url: str, tmp_path: Path, vcr: Any
+) -> None:
+    paused = harness.pipeline(demo_url, None, stores=_stores(tmp_path)).ask(
+        sc.PRODUCT_COUNT, hint=HINT
+    )
+    _, runs = _stores(tmp_path)
+    checkpoint = runs.load(paused.run_id).checkpoint
+    assert isinstance(checkpoint, PausedCheckpoint) and checkpoint.questions[0].hint == HINT
+    restored = QuestionState.from_checkpoint(paused.run_id, checkpoint.questions[0], time.time)
+    assert restored.hint == HINT  # what a resume or a takeover carries on with
+
+
+def test_a_distributed_batch_records_each_questions_hint_with_its_run(tmp_path: Path) -> None:
+    from orchestrator.core.run_identity import DatabaseLogin
+
+    state = state_database(f"sqlite:///{tmp_path / 'state.sqlite'}")
+    state.setup()
+    recorded = state.batches.record(
+        "batch_hinted",
+        "sqlite:///shop.db",
+        [["How many products?", "Top customers"], ["Orders?"]],
+        options={},
+        login=DatabaseLogin(""),
+        hints={"How many products?": HINT},
+    )
+    first, second = (state.runs.load(run.run_id).checkpoint for run in recorded.runs)
+    assert isinstance(first, StartedCheckpoint) and first.hints == [HINT, ""]
+    assert isinstance(second, StartedCheckpoint) and second.hints is None
+    state.close()

@@ -15,7 +15,7 @@ from orchestrator.core.run_identity import DatabaseLogin
 from orchestrator.core.state_db import StateDatabase, default_state_url
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-LATEST = {"approvals": 5, "memory": 2, "notifications": 2, "results": 1, "runs": 6, "server": 3}
+LATEST = {"approvals": 5, "memory": 3, "notifications": 2, "results": 1, "runs": 6, "server": 3}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -136,8 +136,9 @@ USAGE_EXAMPLES = 500
 
 
 def vocabulary(p: MemoryUser) -> Usage | None:
-    """What notes and reviewed questions said about this database's tables: the ranker learns
-    the analysts' words for them ("borrowers" for ``client``). Only when memory feeds prompts."""
+    """What notes and reviewed questions (with the hints their askers added) said about this
+    database's tables: the ranker learns the analysts' words for them ("borrowers" for
+    ``client``), so a later question without a hint benefits. Only when memory feeds prompts."""
     memory = _memory(p)
     if memory is None:
         return None
@@ -153,7 +154,7 @@ def vocabulary(p: MemoryUser) -> Usage | None:
             usage.add(table, [note.text])
     for example in memory.store.examples(database=database, kind="positive", limit=USAGE_EXAMPLES):
         for table in example.tables:
-            usage.add(table, [example.question])
+            usage.add(table, [example.question, example.hint])
     return usage or None
 
 
@@ -301,6 +302,7 @@ def remember_executed(
                 call_id=call_id,
                 batch_id=outcome.batch_id,
                 clarifications=q.assumptions,
+                hint=q.hint,
             )
     except SQLAlchemyError as exc:
         log.warning("could not record reviewed statements in memory: %s", exc)

@@ -46,6 +46,10 @@ class MemoryExample(BaseModel):
         description="The approval batch it was decided in: one review event, however many "
         "statements or votes it had",
     )
+    hint: str = Field(
+        default="",
+        description="What the asker added to the question (--hint, MCP evidence); empty: none",
+    )
     created_at: datetime = Field(description="When it was recorded (UTC)")
 
 

@@ -169,9 +169,11 @@ class ReviewMemory:
         call_id: str | None = None,
         clarifications: Sequence[str] = (),
         batch_id: str | None = None,
+        hint: str = "",
     ) -> MemoryExample:
         """Store one reviewed statement; ``status="rejected"`` stores a negative; ``batch_id``
-        is the review event it was decided in."""
+        is the review event it was decided in; ``hint`` what the asker added to the question
+        (its words teach the vocabulary with the question's)."""
         return self.store.add_example(
             database=scope.database,
             dialect=scope.dialect,
@@ -186,6 +188,7 @@ class ReviewMemory:
             call_id=call_id,
             clarifications=clarifications,
             batch_id=batch_id,
+            hint=hint,
         )
 
     # -- retrieval -------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ examples = sa.Table(
     sa.Column("call_id", sa.String(64), nullable=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("batch_id", sa.String(64), nullable=True),
+    sa.Column("hint", sa.Text, nullable=True),
 )
 notes = sa.Table(
     "sqlgate_memory_notes",
@@ -163,7 +164,13 @@ def _v2(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE sqlgate_memory_examples ADD COLUMN batch_id VARCHAR(64)")
 
 
-MIGRATIONS = (_v1, _v2)
+def _v3(conn: Connection) -> None:
+    """What the asker added to each question (``--hint``, MCP ``evidence``): its words feed the
+    tables' vocabulary with the question's (examples recorded before have none)."""
+    conn.exec_driver_sql("ALTER TABLE sqlgate_memory_examples ADD COLUMN hint TEXT")
+
+
+MIGRATIONS = (_v1, _v2, _v3)
 
 #: Words too common to say anything about which example fits (English function words only).
 _STOPWORDS = frozenset(
@@ -225,8 +232,10 @@ class MemoryStore:
         call_id: str | None = None,
         clarifications: Sequence[str] = (),
         batch_id: str | None = None,
+        hint: str = "",
     ) -> MemoryExample:
-        """Record one reviewed pair; ``status="rejected"`` makes it a negative."""
+        """Record one reviewed pair; ``status="rejected"`` makes it a negative; ``hint`` is what
+        the asker added to the question."""
         self.setup()
         values: dict[str, Any] = {
             "database": database,
@@ -246,6 +255,7 @@ class MemoryStore:
             "reason": reason,
             "call_id": call_id,
             "batch_id": batch_id,
+            "hint": " ".join(hint.split()) or None,
             "created_at": self.clock(),
         }
         with write_transaction(self.engine) as conn:
@@ -534,6 +544,7 @@ def _example(row: Any) -> MemoryExample:
         reason=row["reason"],
         call_id=row["call_id"],
         batch_id=row.get("batch_id"),
+        hint=row.get("hint") or "",
         created_at=_moment(row["created_at"]),
     )
 

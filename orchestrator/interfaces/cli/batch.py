@@ -125,11 +125,6 @@ def batch(
         fail(exc.message, error_code=exc.code)
         return
     if distributed:
-        if hints:
-            err.print(
-                f"{len(hints)} hint(s) in {questions_file} are not used with --distributed: "
-                "the workers plan from the recorded questions only."
-            )
         _distributed(
             questions_file,
             questions,
@@ -140,6 +135,7 @@ def batch(
             yes=yes,
             run_size=run_size or k,
             timeout=timeout,
+            hints=hints,
         )
         return
     todo = list(pending_questions(questions, done))
@@ -279,6 +275,7 @@ def _distributed(
     yes: bool,
     run_size: int,
     timeout: float | None,
+    hints: dict[str, str] | None = None,
 ) -> None:
     """``--distributed``: the batch is recorded in the state database and its runs go to the
     workers; this process decides and writes each run's results from its record."""
@@ -308,6 +305,7 @@ def _distributed(
             kept=kept,
             written=written_pairs,
             write=written,
+            hints=hints,
         )
     if outcome.results:
         # The run records are the truth: the file ends holding each of their results once.

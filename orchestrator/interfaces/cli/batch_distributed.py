@@ -64,12 +64,14 @@ def run_distributed(
     kept: dict[str, dict[str, Any]],
     written: set[tuple[str, str]],
     write: Callable[[RunResult], None],
+    hints: dict[str, str] | None = None,
 ) -> DistributedOutcome:
     """Record the batch (or find it), queue its runs and follow them until every one ended.
 
     ``kept`` holds the final results already in the results file by question (a batch recorded
     now leaves their questions out); ``written`` the (run id, question) pairs already written,
-    so a result is written once whatever the file held.
+    so a result is written once whatever the file held. ``hints`` (question -> hint, from the
+    file) are recorded with the runs, and the workers plan with them.
     """
     from orchestrator.core.batches import batch_id_for
     from orchestrator.core.config import Settings
@@ -118,7 +120,13 @@ def run_distributed(
                 err.print(f"every question already has a final result in {out}; nothing to ask.")
                 return DistributedOutcome(batch_id, 0)
             recorded = state.batches.record(
-                batch_id, database_url, chunks, options=options, login=login, identity=identity
+                batch_id,
+                database_url,
+                chunks,
+                options=options,
+                login=login,
+                identity=identity,
+                hints=hints,
             )
     except SqlgateError as exc:
         fail_with(exc)

@@ -105,9 +105,12 @@ def _tools(tools: SqlgateTools, max_question_chars: int) -> list[Tool]:
 
 
 def _limit_question_length(ask: Tool, limit: int) -> None:
-    """``ask``'s schema says the pipeline's own question limit (the tool checks it before a
-    run is created)."""
+    """``ask``'s schema says the pipeline's own question limit, for the questions and the
+    evidence (the tool checks it before a run is created)."""
     properties = ask.parameters["properties"]
+    for option in properties["evidence"].get("anyOf", [properties["evidence"]]):
+        if option.get("type") == "string":
+            option["maxLength"] = limit
     for option in properties["question"].get("anyOf", [properties["question"]]):
         if option.get("type") == "string":
             option["maxLength"] = limit

@@ -336,9 +336,11 @@ class McpService:
         follow_up_of: str | None = None,
         statements: list[str] | None = None,
         identity: Identity | None = None,
+        hints: list[str] | None = None,
     ) -> tuple[str, Cursor]:
         """Start a run; the cursor is the event position before it, for ``watch``. ``identity``:
-        the caller's proven attributes, which the run's row filters are bound to.
+        the caller's proven attributes, which the run's row filters are bound to; ``hints`` one
+        per question (``ask``'s evidence), recorded with the run.
 
         ``statements``: the caller's own SQL, one per question (its purpose); the audit log
         records who submitted it (``sql_submitted``) before anything is reviewed."""
@@ -353,6 +355,7 @@ class McpService:
                 follow_up_of=follow_up_of,
                 statements=statements,
                 identity=identity,
+                hints=hints,
             )
             if statements is not None:
                 self.approvals.append_audit([submitted_event(run_id, owner, questions, statements)])

@@ -178,6 +178,15 @@ class SqlgateTools:
                 description="Several questions, answered together with ONE review",
             ),
         ] = None,
+        evidence: Annotated[
+            str | None,
+            Field(
+                description="Optional: what the question does not say but the data needs, e.g. "
+                "\"female refers to gender = 'F'\" or the table that holds it (applies to every "
+                "question of the call); sqlgate plans with it and learns its words once the run "
+                "is reviewed"
+            ),
+        ] = None,
     ) -> RunReport:
         """Ask the database a question (or several) in plain language.
 
@@ -186,7 +195,9 @@ class SqlgateTools:
         run's status: awaiting_approval (the SQL waiting and where a reviewer decides), or
         queued/running when it has not reached the gate yet. You cannot approve it yourself.
         Tell the user what is waiting, then call wait_for_run (again while it says
-        awaiting_approval or still_running). Give either `question` or `questions`.
+        awaiting_approval or still_running). Give either `question` or `questions`; add
+        `evidence` when you know what the question leaves unsaid (a definition, a table, a
+        value's spelling).
         """
         principal = principal_of(ctx, self.service)
         _require(principal, "ask")
@@ -202,8 +213,17 @@ class SqlgateTools:
                 "invalid_input",
                 f"a question has {longest} characters; the limit is {limit}",
             )
+        if evidence is not None and len(evidence) > limit:
+            raise ToolRefusal(
+                "invalid_input",
+                f"evidence has {len(evidence)} characters; the limit is {limit} (as a question's)",
+            )
         run_id, cursor = await self.service.submit(
-            asked, principal.actor, principal.policy_section, identity=principal.identity
+            asked,
+            principal.actor,
+            principal.policy_section,
+            identity=principal.identity,
+            hints=[evidence] * len(asked) if evidence and evidence.strip() else None,
         )
         return await self._first_answer(ctx, principal, run_id, cursor)
 

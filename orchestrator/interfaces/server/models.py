@@ -32,6 +32,17 @@ class AskRequest(BaseModel):
         max_length=MAX_QUESTIONS,
         description="Several questions, answered as one batch",
     )
+    hint: str | None = Field(
+        default=None,
+        max_length=MAX_QUESTION_CHARS,
+        description='With question: what the question does not say ("female refers to gender '
+        "= 'F'\"); the catalogue ranks its words and the plan sees it. Kept with the run.",
+    )
+    hints: list[Annotated[str, Field(max_length=MAX_QUESTION_CHARS)]] | None = Field(
+        default=None,
+        max_length=MAX_QUESTIONS,
+        description='With questions: one hint per question, in order ("" for none)',
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> AskRequest:
@@ -39,10 +50,20 @@ class AskRequest(BaseModel):
             raise ValueError("give either question or questions")
         if not [q for q in self.all() if q.strip()] or any(not q.strip() for q in self.all()):
             raise ValueError("questions must not be empty")
+        if self.hint is not None and self.question is None:
+            raise ValueError("hint goes with question; with questions give hints, one each")
+        if self.hints is not None and (
+            self.questions is None or len(self.hints) != len(self.questions)
+        ):
+            raise ValueError("hints goes with questions: one hint per question, in order")
         return self
 
     def all(self) -> list[str]:
         return [self.question] if self.question is not None else list(self.questions or [])
+
+    def all_hints(self) -> list[str] | None:
+        """One hint per question of ``all()``, or None when none was given."""
+        return [self.hint] if self.hint is not None else self.hints
 
 
 class RunAccepted(BaseModel):

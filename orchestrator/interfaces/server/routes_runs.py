@@ -45,7 +45,11 @@ def submit_run(body: AskRequest, principal: Caller, service: ServiceDep) -> RunA
     questions = body.all()
     _within_limit(service, questions)
     run_id = service.runs.submit(
-        questions, principal.actor, principal.policy_section, identity=principal.identity
+        questions,
+        principal.actor,
+        principal.policy_section,
+        identity=principal.identity,
+        hints=body.all_hints(),
     )
     return RunAccepted(run_id=run_id, status="queued", questions=questions)
 

@@ -260,12 +260,14 @@ class RunService:
         follow_up_of: str | None = None,
         statements: list[str] | None = None,
         identity: Identity | None = None,
+        hints: list[str] | None = None,
     ) -> str:
         """Record and start a run; ``role`` (the caller's token role) picks the policy's section
         of that name, when it has one, for every statement of the run; ``follow_up_of`` links a
         follow-up to the run it clarifies; ``statements`` is the caller's own SQL, one per
         question (each question is then its purpose: ``Pipeline.run_batch``); ``identity`` the
-        caller's proven attributes, which the run records and its row filters are bound to."""
+        caller's proven attributes, which the run records and its row filters are bound to;
+        ``hints`` one per question (recorded with the run, which plans with them)."""
         run_id = new_run_id()
         section = self.pipeline.db.section_for(role)
         self.state.create_run(run_id, owner, questions, follow_up_of=follow_up_of)
@@ -276,6 +278,7 @@ class RunService:
             follow_up_of=follow_up_of,
             statements=statements,
             identity=identity,
+            hints=hints,
         )
         self.notify()
         if self.dispatch is not None:
