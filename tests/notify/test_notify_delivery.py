@@ -353,3 +353,43 @@ def test_every_event_becomes_its_notification(store, receiver) -> None:
     }
     assert len(receiver.received) == 3
     assert {b["asked_by"] for b in bodies} == {asker}
+
+
+class _SlowFirstChannel:
+    """A channel whose first delivery takes a while (a receiver slow to answer), recording the
+    order in which deliveries reach it."""
+
+    label = "slow-first"
+
+    def __init__(self, first_takes_s: float) -> None:
+        self.first_takes_s = first_takes_s
+        self.started = 0
+        self.heard: list[tuple[str, str]] = []
+
+    def send(self, event: str, delivery_id: str, payload: dict[str, Any]) -> None:
+        self.started += 1
+        if self.started == 1:
+            time.sleep(self.first_takes_s)
+        self.heard.append((payload["run_id"], event))
+
+
+def test_one_runs_events_reach_the_receiver_in_the_order_they_happened(store) -> None:
+    """Two delivery workers: a slow first delivery must not let the run's later events overtake
+    it (a receiver hears created, decided, finished, in that order)."""
+    channel = _SlowFirstChannel(first_takes_s=0.5)
+    notifier = Notifier(store, [channel], base_url="http://x", workers=2, sweep_s=None)
+    kinds = ("approval_requested", "approval_decided", "run_finished")
+    try:
+        for seq, kind in enumerate(kinds, start=1):
+            notifier.on_event(Event(kind, "run_a", "batch_a", seq, {"items": []}))
+        deadline = time.monotonic() + 10
+        while len(channel.heard) < 3:
+            assert time.monotonic() < deadline, channel.heard
+            time.sleep(0.01)
+    finally:
+        notifier.close()
+    assert [event for _run, event in channel.heard] == [
+        "batch_created",
+        "batch_decided",
+        "run_finished",
+    ]

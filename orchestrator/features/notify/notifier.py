@@ -28,6 +28,7 @@ import random
 import socket
 import threading
 import uuid
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -254,12 +255,17 @@ class Notifier:
         self.claim_s = claim_s
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._by_label = {channel.label: channel for channel in self.channels}
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        # One queue per worker, a run's events always on the same one: a receiver hears one
+        # run's events in the order they happened (created, decided, finished), while
+        # different runs are delivered side by side.
+        self._queues: list[queue.Queue[Any]] = [
+            queue.Queue(maxsize=queue_size) for _ in range(max(1, workers))
+        ]
         self._closing = threading.Event()
         self.dropped = 0
         self._threads = [
-            threading.Thread(target=self._work, name=f"sqlgate-notify-{n}", daemon=True)
-            for n in range(workers if self.channels else 0)
+            threading.Thread(target=self._work, args=(q,), name=f"sqlgate-notify-{n}", daemon=True)
+            for n, q in enumerate(self._queues if self.channels else ())
         ]
         if self.channels and sweep_s is not None:
             self._threads.append(
@@ -275,16 +281,17 @@ class Notifier:
         """Queue a server event (``EventHub`` listener); drops it, counted, when the queue is full."""
         if not self.channels or event.type not in _EVENTS:
             return
+        key = str(event.run_id or event.batch_id or "").encode()
         try:
-            self._queue.put_nowait(event)
+            self._queues[zlib.crc32(key) % len(self._queues)].put_nowait(event)
         except queue.Full:
             self.dropped += 1
             log.warning("notification queue full: %s not notified", event.origin)
 
     def close(self, timeout: float = 2.0) -> None:
         self._closing.set()
-        for _ in self._threads:
-            self._queue.put(None)
+        for waiting in self._queues if self.channels else ():
+            waiting.put(None)
         for thread in self._threads:
             thread.join(timeout)
         for channel in self.channels:
@@ -293,9 +300,9 @@ class Notifier:
                 closer()
 
     # -- the workers -----------------------------------------------------------------------
-    def _work(self) -> None:
+    def _work(self, waiting: queue.Queue[Any]) -> None:
         while not self._closing.is_set():
-            event = self._queue.get()
+            event = waiting.get()
             if event is None:
                 return
             try:
