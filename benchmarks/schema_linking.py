@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/schema_linking.py [--spider-split dev|train] [--no-values]
          [--only spider,text2sql,merged,erp,scale] [--misses N] [--sample N]
-         [--part tune|held-out|all] [--questions N]
+         [--part tune|held-out|all] [--questions N] [--reviewed N]
 
 Corpora (``benchmarks/_linking_corpora.py``): every Spider schema merged into one catalogue of
 about 875 tables, asked the Spider *dev* questions (the report; ``--spider-split train`` gives
@@ -46,7 +46,7 @@ import sqlalchemy as sa  # noqa: E402
 from _linking_corpora import Case, Corpus, merged, part, spider, text2sql  # noqa: E402
 
 from agents.catalogue import DEFAULT_MAX_TABLES, build_catalogue  # noqa: E402
-from agents.linking import SchemaIndex, words  # noqa: E402
+from agents.linking import SchemaIndex, Usage, words  # noqa: E402
 from agents.linking.claims import check_closing, word_postings  # noqa: E402
 from agents.llm_batch import QuestionInput  # noqa: E402
 from agents.reasoning import ReasoningAgent  # noqa: E402
@@ -154,10 +154,36 @@ class Outcome:
         )
 
 
-def evaluate(corpus: Corpus, *, values: bool, misses: int, sample: int, baseline: bool) -> None:
+def reviewed_split(corpus: Corpus, count: int) -> tuple[Corpus, Usage | None]:
+    """``count`` seeded questions of ``corpus`` taken as already reviewed: what memory's
+    vocabulary hook would hand the ranker (each reviewed question said about the tables its SQL
+    read, as ``orchestrator.features.memory.hooks.vocabulary`` builds it), and the corpus of the
+    other questions, without any whose text is one of the reviewed (memory would answer those
+    from the reviewed SQL itself)."""
+    if count <= 0:
+        return corpus, None
+    reviewed = random.Random(1).sample(corpus.cases, min(count, len(corpus.cases)))
+    usage = Usage()
+    for case in reviewed:
+        for table in case.gold:
+            usage.add(table, [case.question])
+    seen = {case.question for case in reviewed}
+    rest = [case for case in corpus.cases if case.question not in seen]
+    return Corpus(corpus.name, corpus.tables, rest, corpus.values, corpus.note), usage
+
+
+def evaluate(
+    corpus: Corpus,
+    *,
+    values: bool,
+    misses: int,
+    sample: int,
+    baseline: bool,
+    usage: Usage | None = None,
+) -> None:
     tables = corpus.tables
     started = time.perf_counter()
-    index = SchemaIndex(tables)
+    index = SchemaIndex(tables, usage=usage)
     index_ms = (time.perf_counter() - started) * 1000
     postings = word_postings(tables)  # what the closing line's claims are checked against
     started = time.perf_counter()
@@ -174,6 +200,7 @@ def evaluate(corpus: Corpus, *, values: bool, misses: int, sample: int, baseline
         f"columns, {sum(len(t.foreign_keys) for t in tables.values())} foreign keys; whole "
         f"catalogue {len(whole):,} characters; {len(corpus.cases)} questions ({value_only} "
         f"value-only); schema index {index_ms:.0f} ms"
+        + (f"; learned from {len(usage)} reviewed questions" if usage else "")
         + (
             f"; value index {len(value_index):,} values in {value_index.columns} columns, "
             f"{values_ms:.0f} ms ({corpus.note})"
@@ -298,29 +325,35 @@ def main() -> None:
     parser.add_argument(
         "--questions", type=int, default=0, help="a seeded random subset of this many questions"
     )
+    parser.add_argument(
+        "--reviewed",
+        type=int,
+        default=0,
+        help="take this many seeded questions of each corpus as reviewed before the others are "
+        "asked (memory's vocabulary reads the newest 500 of a database: "
+        "orchestrator.features.memory.hooks.USAGE_EXAMPLES); they and any question with the same "
+        "text are not counted",
+    )
     args = parser.parse_args()
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     only = set(args.only.split(","))
 
-    def chosen(corpus: Corpus) -> Corpus:
+    def run(corpus: Corpus, *, baseline: bool) -> None:
         corpus = part(corpus, args.part)
+        corpus, usage = reviewed_split(corpus, args.reviewed)
         if 0 < args.questions < len(corpus.cases):
             cases = random.Random(0).sample(corpus.cases, args.questions)
             corpus = Corpus(corpus.name, corpus.tables, cases, corpus.values, corpus.note)
-        return corpus
+        evaluate(corpus, values=not args.no_values, misses=args.misses, sample=args.sample,
+                 baseline=baseline, usage=usage)  # fmt: skip
+        print()
 
     if "spider" in only:
-        evaluate(chosen(spider(args.spider_split)), values=not args.no_values, misses=args.misses,
-                 sample=args.sample, baseline=True)  # fmt: skip
-        print()
+        run(spider(args.spider_split), baseline=True)
     if "text2sql" in only:
-        evaluate(chosen(text2sql()), values=not args.no_values, misses=args.misses, sample=args.sample,
-                 baseline=False)  # fmt: skip
-        print()
+        run(text2sql(), baseline=False)
     if "merged" in only:
-        evaluate(chosen(merged(args.spider_split)), values=not args.no_values, misses=args.misses,
-                 sample=args.sample, baseline=False)  # fmt: skip
-        print()
+        run(merged(args.spider_split), baseline=False)
     if "erp" in only:
         erp()
         print()

@@ -53,10 +53,47 @@ _SUFFIXES: tuple[tuple[str, str, int], ...] = (
 )
 
 
+#: English nouns no suffix rule leads back to their verb or adjective (as Snowball stems):
+#: "fly" reaches ``flight``, "how long" ``length``, "sell" ``sale``, "die" ``death``.
+_IRREGULAR_BASES: dict[str, str] = {
+    "flight": "fli",  # fly
+    "sale": "sell",
+    "death": "die",
+    "birth": "born",
+    "loss": "lose",
+    "choic": "choos",  # choice -> choose
+    "height": "high",
+    "length": "long",
+    "width": "wide",
+    "depth": "deep",
+    "strength": "strong",
+    "weight": "weigh",
+    "growth": "grow",
+    "speech": "speak",
+    "proof": "prove",
+    "belief": "believ",
+    "heat": "hot",
+    "youth": "young",
+    "truth": "true",
+    "success": "succeed",
+    "servic": "serv",  # service -> serve
+    "entranc": "enter",  # entrance -> enter
+    "receipt": "receiv",  # receipt -> receive
+    "descript": "describ",  # description -> describe
+    "subscript": "subscrib",  # subscription -> subscribe
+    "respons": "respond",  # response -> respond
+    "analysi": "analyz",  # analysis -> analyze
+}
+
+
 @lru_cache(maxsize=65536)
 def derived_keys(stem: str) -> tuple[str, ...]:
-    """The stem and the bases it reaches by dropping one derivational suffix."""
+    """The stem and the bases it reaches by dropping one derivational suffix (or, for the
+    irregular nouns English has, by its irregular base: ``flight`` -> ``fli``)."""
     keys = [stem]
+    irregular = _IRREGULAR_BASES.get(stem)
+    if irregular and irregular != stem:
+        keys.append(irregular)
     for ending, replacement, shortest in _SUFFIXES:
         if stem.endswith(ending):
             base = stem[: len(stem) - len(ending)] + replacement

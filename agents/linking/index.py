@@ -44,7 +44,9 @@ from agents.linking.terms import (
     compound_parts,
     identifier_terms,
     question_words,
+    route_words,
     stem,
+    time_words,
     words,
 )
 from agents.linking.values import ValueMatch
@@ -280,6 +282,16 @@ class SchemaIndex:
                     candidates[other] = w.fuzzy
             if candidates:
                 units.append((word, sorted(candidates.items())))
+        implied = [
+            (stem(word), w.synonym)
+            for word in time_words(question)
+            if stem(word) in self.vocabulary
+        ]
+        if implied:  # "on 6 5", "tomorrow": the date tables' words, below a word said
+            units.append(("(a time)", implied))
+        ends = {stem(word) for word in route_words(question)} & self.vocabulary
+        if ends:  # "from denver to boston": the tables storing where something goes
+            units.append(("(a route)", [(end, w.synonym) for end in sorted(ends)]))
         stems = [stem(x) for x in raw]
         for (a, b), (ra, rb) in zip(
             zip(stems, stems[1:], strict=False), zip(raw, raw[1:], strict=False), strict=False

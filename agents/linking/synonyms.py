@@ -7,7 +7,8 @@ It is applied to the schema side: a table whose name says ``hive`` also answers 
 business notes plug in the same way.
 
 The built-in groups (``DEFAULT_SYNONYMS``) are only the short forms schema designers write
-everywhere (``qty`` for quantity); no domain's vocabulary belongs here.
+everywhere (``qty`` for quantity) and the adjectives English asks a measure with ("how old" for
+``age``, "cheapest" for ``price``); no domain's vocabulary belongs here.
 
 A file holds one table of groups, each key a word and its value the words it stands for::
 
@@ -99,7 +100,9 @@ class Synonyms:
         return cls(table)
 
 
-#: Short forms that schemas everywhere use for common words.
+_CHEAP = ["cheap", "cheaper", "cheapest", "expensive"]
+
+#: Short forms that schemas everywhere use for common words, and the adjectives of measures.
 DEFAULT_SYNONYMS = Synonyms(
     {
         "addr": ["address"],
@@ -113,5 +116,14 @@ DEFAULT_SYNONYMS = Synonyms(
         "num": ["number"],
         "pct": ["percent"],
         "qty": ["quantity"],
+        # the adjective a question asks a measure with, and its comparative and superlative
+        "age": ["old", "older", "oldest", "young", "younger", "youngest"],
+        "height": ["tall", "taller", "tallest"],
+        "weight": ["heavy", "heavier", "heaviest"],
+        "distance": ["far", "farther", "farthest", "further", "furthest"],
+        "price": _CHEAP,
+        "cost": _CHEAP,
+        "size": ["big", "bigger", "biggest", "large", "larger", "largest"],
+        "duration": ["long", "longer", "longest"],
     }
 )

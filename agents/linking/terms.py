@@ -28,6 +28,8 @@ __all__ = [
     "identifier_terms",
     "question_words",
     "stem",
+    "route_words",
+    "time_words",
     "words",
 ]
 
@@ -82,11 +84,53 @@ IRREGULAR_PLURALS = {
 }
 
 
+#: English verb forms no suffix rule reaches, to their base (the stemmer leaves them alone):
+#: "who flew" and "units sold" meet ``fly`` and ``sell`` on both sides.
+IRREGULAR_VERBS = {
+    "flew": "fly",
+    "flown": "fly",
+    "bought": "buy",
+    "sold": "sell",
+    "won": "win",
+    "lost": "lose",
+    "taught": "teach",
+    "wrote": "write",
+    "written": "write",
+    "spoke": "speak",
+    "spoken": "speak",
+    "drove": "drive",
+    "driven": "drive",
+    "chose": "choose",
+    "chosen": "choose",
+    "grew": "grow",
+    "grown": "grow",
+    "built": "build",
+    "held": "hold",
+    "sent": "send",
+    "spent": "spend",
+    "sang": "sing",
+    "sung": "sing",
+    "drew": "draw",
+    "drawn": "draw",
+    "stole": "steal",
+    "stolen": "steal",
+    "rode": "ride",
+    "ridden": "ride",
+    "ate": "eat",
+    "eaten": "eat",
+    "fought": "fight",
+    "caught": "catch",
+    "brought": "bring",
+    "thought": "think",
+}
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """The Snowball English stem of a lower-case ``word``: ``names`` and ``name`` give ``name``,
-    ``people`` and ``person`` give ``person``."""
-    return _english_stemmer()(IRREGULAR_PLURALS.get(word, word))
+    ``people`` and ``person`` give ``person``, ``flew`` and ``fly`` give ``fli``."""
+    word = IRREGULAR_PLURALS.get(word, word)
+    return _english_stemmer()(IRREGULAR_VERBS.get(word, word))
 
 
 def words(text: str) -> list[str]:
@@ -141,3 +185,72 @@ def identifier_terms(identifier: str) -> list[str]:
 def question_words(question: str) -> list[str]:
     """The stemmed content words of a question, in order, stopwords and numbers left out."""
     return [stem(w) for w in words(question) if not w.isdigit() and w not in STOPWORDS]
+
+
+_WEEKDAYS = frozenset(
+    f"{d}{s}"
+    for d in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+    for s in ("", "s")
+)
+#: Month names that are never another English word ("may" and "march" count only beside a
+#: number: "on may 5", "march 2010").
+_MONTHS = frozenset(
+    "january february april june july august september october november december".split()
+)
+_AMBIGUOUS_MONTHS = frozenset({"may", "march"})
+_RELATIVE_DAYS = frozenset({"today", "tomorrow", "yesterday", "tonight", "weekday", "weekend"})
+_PERIODS = frozenset({"morning", "afternoon", "evening", "night", "noon", "midnight"})
+
+
+def time_words(question: str) -> list[str]:
+    """The date and time words a question implies without saying them: a weekday or
+    "tomorrow" implies a ``day`` (and a ``date``), a month name a ``month``, a year (1900 to
+    2099) a ``year``, two or three small numbers in a row ("on 6 5", "7 25 1991") a month and a
+    day, "in the morning" a ``time``. Empty when the question names no time.
+
+    Example:
+        >>> time_words("flights from denver on 6 5")
+        ['date', 'day', 'month']
+        >>> time_words("who won in 2010")
+        ['date', 'year']
+    """
+    found: set[str] = set()
+    tokens = words(question)
+    for i, token in enumerate(tokens):
+        near_number = any(0 <= j < len(tokens) and tokens[j].isdigit() for j in (i - 1, i + 1))
+        if token in _WEEKDAYS or token in _RELATIVE_DAYS:
+            found.update(("date", "day"))
+        elif token in _MONTHS or (token in _AMBIGUOUS_MONTHS and near_number):
+            found.update(("date", "month"))
+        elif token in _PERIODS:
+            found.update(("time",))
+        elif token.isdigit():
+            number = int(token)
+            if len(token) == 4 and 1900 <= number <= 2099:
+                found.update(("date", "year"))
+            elif (
+                i + 1 < len(tokens)
+                and tokens[i + 1].isdigit()
+                and 1 <= number <= 12
+                and 1 <= int(tokens[i + 1]) <= 31
+            ):
+                found.update(("date", "day", "month"))
+    return sorted(found)
+
+
+#: The identifier words a route's two ends are stored under ("from_airport", "dest_city").
+ROUTE_WORDS = ("from", "to", "source", "src", "origin", "destination", "dest", "dst")
+_ROUTE = re.compile(r"\bfrom\s+(?!\d)\S.*?\bto\s+(?!\d)\S|\bbetween\s+(?!\d)\S.*?\band\s+(?!\d)\S")
+
+
+def route_words(question: str) -> list[str]:
+    """The identifier words a question asking about a route implies ("from denver to boston",
+    "between boston and atlanta": where something goes from and to), or none.
+
+    Example:
+        >>> route_words("flights from denver to boston")[:3]
+        ['from', 'to', 'source']
+        >>> route_words("students from 10 to 20"), route_words("list the names from each city")
+        ([], [])
+    """
+    return list(ROUTE_WORDS) if _ROUTE.search(question.lower()) else []

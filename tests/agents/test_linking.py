@@ -154,7 +154,7 @@ def test_a_bad_synonyms_file_is_refused(tmp_path: Path) -> None:
         Synonyms.load(path)
 
 
-def test_the_default_synonyms_are_short_forms_only() -> None:
+def test_the_default_synonyms_reach_short_forms() -> None:
     index = SchemaIndex(schema(table("stock", "item_id", "qty"), table("other", "x_id")))
     assert index.rank("quantity in stock") == ["stock"]
     assert index.rank("quantity") == ["stock"]
