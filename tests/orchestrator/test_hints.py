@@ -74,6 +74,24 @@ def test_ask_hint_is_in_the_plans_prompt(demo_db: Path, model_env: None, vcr: An
 
 
 @pytest.mark.vcr
+def test_a_clarification_follow_up_plans_with_the_askers_hint(
+    demo_db: Path, model_env: None, vcr: Any
+) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "ask", sc.AMBIGUOUS, "--db", f"sqlite:///{demo_db}", "--yes", "--json",
+            "--hint", HINT, "--answer", "metric=revenue", "--answer", "entity=products",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["follow_up_of"]
+    asked, follow_up = _bodies(vcr)[:2]
+    assert f"Hint from the asker: {HINT}" in asked
+    assert "The analyst's answers" in follow_up and f"Hint from the asker: {HINT}" in follow_up
+
+
+@pytest.mark.vcr
 def test_batch_file_hints_reach_their_questions_only(
     tmp_path: Path, demo_db: Path, model_env: None, vcr: Any
 ) -> None:
@@ -171,3 +189,31 @@ def test_a_distributed_batch_records_each_questions_hint_with_its_run(tmp_path: 
     assert isinstance(first, StartedCheckpoint) and first.hints == [HINT, ""]
     assert isinstance(second, StartedCheckpoint) and second.hints is None
     state.close()
+
+
+def test_runs_show_says_what_the_asker_added(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.core.run_identity import DatabaseLogin
+
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    state = state_database(url)
+    state.setup()
+    recorded = state.batches.record(
+        "batch_hinted",
+        "sqlite:///shop.db",
+        [["How many products?", "Top customers"], ["Orders?"]],
+        options={},
+        login=DatabaseLogin(""),
+        hints={"How many products?": HINT},
+    )
+    hinted, plain = (run.run_id for run in recorded.runs)
+    state.close()
+    monkeypatch.setenv("SQLGATE_STATE_URL", url)
+    shown = runner.invoke(app, ["runs", "show", hinted, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["hints"] == [HINT, ""]
+    unhinted = runner.invoke(app, ["runs", "show", plain, "--json"])
+    assert "hints" not in json.loads(unhinted.output)
+    screen = runner.invoke(app, ["runs", "show", hinted])
+    assert "hints" in screen.output and "products table" in screen.output

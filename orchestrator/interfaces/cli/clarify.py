@@ -84,11 +84,13 @@ def clarify(
     interactive: bool | None = None,
     role: str | None = None,
     identity: Identity | None = None,
+    hint: str | None = None,
 ) -> RunResult:
     """Carry ``result`` through the clarification loop; return the last run's result.
 
     ``show`` prints a result that is not the last one (the last is for the caller to show);
-    follow-ups are judged under the same ``role`` as the first question.
+    follow-ups are judged under the same ``role`` as the first question, and planned with the
+    same ``hint`` (``ask --hint``): the answers add to what the asker said, they do not replace it.
 
     Raises:
         ClarificationError: ``answers`` do not fit the clarifying questions asked.
@@ -114,7 +116,11 @@ def clarify(
         with Spinner(enabled=True) as spinner:
             pipeline.progress = spinner
             result = pipeline.run_batch(
-                [text], follow_up_of=result.run_id, role=role, identity=identity
+                [text],
+                follow_up_of=result.run_id,
+                role=role,
+                identity=identity,
+                hints=[hint or ""],
             )[0]
         answers = {}
     return result

@@ -291,6 +291,7 @@ def ask(
                 show=lambda r: show_result(r, as_json=False, trace=trace),
                 role=role,
                 identity=identity,
+                hint=hint_text,
             )
         except ClarificationError as exc:
             fail(exc.message, as_json=as_json, error_code=exc.code)

@@ -130,12 +130,27 @@ def show(
         summary.update(batch_id=checkpoint.batch_id, cycle=checkpoint.cycle)
     if checkpoint.kind == "finished":
         summary["statuses"] = [r.status.value for r in checkpoint.results]
+    hints = _hints(checkpoint)
+    if hints:
+        summary["hints"] = hints
     if as_json:
         emit_json(summary)
         return
     console = terminal_console()
     for key, value in summary.items():
         console.print(Text.assemble((key, "bold"), f": {value}"))
+
+
+def _hints(checkpoint: Any) -> list[str]:
+    """What the asker added to each question (``--hint``), one per question, as the run's
+    checkpoint recorded them; empty when none was given (or a finished run no longer holds them)."""
+    if checkpoint.kind == "started":
+        hints = list(checkpoint.hints or ())
+    elif checkpoint.kind in ("paused", "executed"):
+        hints = [question.hint for question in checkpoint.questions]
+    else:
+        hints = []
+    return hints if any(hints) else []
 
 
 @runs_app.command()
