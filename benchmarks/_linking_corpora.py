@@ -347,25 +347,73 @@ def _filled(text: str, variables: dict[str, str]) -> str:
 # -- both, as one schema ----------------------------------------------------------------------
 
 
-def merged(split: str) -> Corpus:
-    """Spider's and text2sql-data's merged schemas as one catalogue (about 967 tables), asked
-    both corpora's questions (Spider's ``split``). A text2sql-data table whose name a Spider
-    table has is prefixed with its set's name (``geography_city``)."""
+#: text2sql-data sets whose database Spider has too (its own copy, under this database id).
+SPIDER_TWINS = {
+    "academic": "academic",
+    "geography": "geo",
+    "imdb": "imdb",
+    "restaurants": "restaurants",
+    "scholar": "scholar",
+    "yelp": "yelp",
+}
+#: A table Spider's copy spells otherwise: (set, table) -> Spider's name.
+TWIN_SPELLINGS = {("yelp", "neighborhood"): "neighbourhood"}
+
+
+def _twins(first: Corpus, second: Corpus, owner: dict[str, str]) -> dict[str, str]:
+    """text2sql-data table -> the same table of Spider's copy of its database, in ``first``."""
+    by_db = {
+        db["db_id"]: {n.lower(): n for n in db["table_names_original"]}
+        for db in json.loads(SPIDER_TABLES.read_text())
+    }
+    lower = {name.lower(): name for name in first.tables}
+    twin: dict[str, str] = {}
+    for name in second.tables:
+        owning = owner.get(name, "")
+        db = SPIDER_TWINS.get(owning)
+        if db is None:
+            continue
+        prefix = f"{owning}_"
+        original = name[len(prefix) :] if name.lower().startswith(prefix) else name
+        original = TWIN_SPELLINGS.get((owning, original.lower()), original)
+        spider_original = by_db[db].get(original.lower())
+        if spider_original is None:
+            continue
+        found = lower.get(f"{db}_{spider_original}".lower()) or lower.get(spider_original.lower())
+        if found:
+            twin[name] = found
+    return twin
+
+
+def merged(split: str, *, twins: bool = False) -> Corpus:
+    """Spider's and text2sql-data's merged schemas as one catalogue, asked both corpora's
+    questions (Spider's ``split``). Six text2sql-data sets (GeoQuery, Restaurants, Scholar,
+    Yelp, IMDB, Academic) are databases Spider has a copy of: their questions are asked of
+    Spider's copy (a table neither copy has, or with its columns, is kept), so one database is
+    in the catalogue once, about 921 tables. ``twins`` keeps both copies, as earlier versions
+    of this benchmark did (about 967 tables, where a question's gold names one copy and the
+    other, the same table, counts as a miss). A text2sql-data table whose name a Spider table
+    has is prefixed with its set's name (``geography_city``)."""
     first, second = spider(split), text2sql()
     taken = {name.lower() for name in first.tables}
     owner: dict[str, str] = {}
     for case in second.cases:
         for table in case.gold:
             owner.setdefault(table, case.database)
+    twin = {} if twins else _twins(first, second, owner)
     rename = {
         name: (f"{owner.get(name, 'text2sql')}_{name}" if name.lower() in taken else name)
         for name in second.tables
+        if name not in twin
     }
     clash = taken & {name.lower() for name in rename.values()}
     if clash:  # a prefixed name Spider has too would merge two tables
         raise ValueError(f"tables in both corpora after renaming: {sorted(clash)}")
+    rename.update(twin)
     tables = dict(first.tables)
     for name, info in second.tables.items():
+        if name in twin:
+            continue
         copy = info.model_copy(update={"name": rename[name]})
         copy.foreign_keys = [
             fk.model_copy(
@@ -375,7 +423,11 @@ def merged(split: str) -> Corpus:
         ]
         tables[copy.name] = copy
     values = dict(first.values)
-    values.update({(rename[t], c): found for (t, c), found in second.values.items()})
+    for (table, column), found in second.values.items():
+        target = rename[table]
+        spelled = {c.name.lower(): c.name for c in tables[target].columns}.get(column.lower())
+        if spelled is not None:
+            values.setdefault((target, spelled), []).extend(found)
     cases = list(first.cases) + [
         Case(
             case.question,
@@ -387,7 +439,7 @@ def merged(split: str) -> Corpus:
     ]
     _mark_value_only(cases, tables)
     return Corpus(
-        f"Spider {split} + text2sql-data",
+        f"Spider {split} + text2sql-data" + (" (both copies of six databases)" if twins else ""),
         tables,
         cases,
         values,
