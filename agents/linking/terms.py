@@ -235,6 +235,10 @@ def time_words(question: str) -> list[str]:
                 and 1 <= int(tokens[i + 1]) <= 31
             ):
                 found.update(("date", "day", "month"))
+            elif 1 <= number <= 31 and (
+                tokens[i - 1 : i] == ["on"] or tokens[max(i - 2, 0) : i] == ["on", "the"]
+            ):  # "on the 28", "on 27": a day of the month
+                found.update(("date", "day"))
     return sorted(found)
 
 

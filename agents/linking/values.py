@@ -366,6 +366,9 @@ class ValueIndex:
             return []
         taken = [False] * len(tokens)
         best: dict[tuple[int, str], ValueMatch] = {}
+        # a two-letter word counts as a value only where the question writes it as a code
+        # ("flights on UA"), never as the word it also is ("flights to us")
+        codes = {w.lower() for w in re.findall(r"\b[A-Z][A-Z0-9]\b", question)}
 
         def keep(column_id: int, match: ValueMatch) -> None:
             key = (column_id, match.phrase)
@@ -387,7 +390,7 @@ class ValueIndex:
                 hits = tuple(h for h in hits if self._allowed(h >> 20, readable))
                 if not hits:
                     continue
-                if n == 1 and len(words[0]) < 3:
+                if n == 1 and len(words[0]) < 3 and words[0] not in codes:
                     continue
                 tables = {self._columns[h >> 20].table for h in hits}
                 rarity = 1.0 / math.log2(1.0 + len(tables))

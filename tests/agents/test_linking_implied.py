@@ -39,6 +39,8 @@ TRAVEL = schema(
         ("hires in September", ["date", "month"]),
         ("hires in may 2001", ["date", "month", "year"]),
         ("early in the morning", ["time"]),
+        ("flights on the 28", ["date", "day"]),
+        ("leaving on 27", ["date", "day"]),
     ],
 )
 def test_a_time_the_question_names_implies_the_date_words(
@@ -55,6 +57,8 @@ def test_a_time_the_question_names_implies_the_date_words(
         "how many students are older than 20",  # one number is no date
         "rooms 5 to 40",  # 40 is no day of a month
         "the 12500 largest orders",  # no year
+        "the 3 largest orders",  # a number of things, not a day
+        "on 45 tables",
         "list everything",
     ],
 )
@@ -119,3 +123,13 @@ def test_the_adjective_a_measure_is_asked_with_reaches_it() -> None:
     assert index.rank("who is the oldest")[0] == "people"
     assert index.rank("the tallest one")[0] == "buildings"
     assert index.rank("the cheapest one")[0] == "products"
+
+
+def test_a_two_letter_value_counts_only_where_written_as_a_code() -> None:
+    from agents.linking import ValueIndex
+
+    values = ValueIndex.from_values({("airline", "airline_code"): ["UA", "DL", "HP"]})
+    assert [m.value for m in values.matches("what does UA stand for")] == ["UA"]
+    assert [m.value for m in values.matches("flights on HP")] == ["HP"]
+    assert values.matches("engines over 300 hp") == []
+    assert values.matches("ua flights") == []
