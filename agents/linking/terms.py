@@ -218,6 +218,7 @@ _MONTHS = frozenset(
 )
 _AMBIGUOUS_MONTHS = frozenset({"may", "march"})
 _RELATIVE_DAYS = frozenset({"today", "tomorrow", "yesterday", "tonight", "weekday", "weekend"})
+_ORDINAL_ENDINGS = frozenset({"st", "nd", "rd", "th"})
 _PERIODS = frozenset({"morning", "afternoon", "evening", "night", "noon", "midnight"})
 
 
@@ -234,7 +235,10 @@ def time_words(question: str) -> list[str]:
         ['date', 'year']
     """
     found: set[str] = set()
-    tokens = words(question)
+    tokens: list[str] = []
+    for token in words(question):  # "28th" is read as 28
+        if not (token in _ORDINAL_ENDINGS and tokens and tokens[-1].isdigit()):
+            tokens.append(token)
     for i, token in enumerate(tokens):
         near_number = any(0 <= j < len(tokens) and tokens[j].isdigit() for j in (i - 1, i + 1))
         if token in _WEEKDAYS or token in _RELATIVE_DAYS:

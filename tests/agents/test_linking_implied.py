@@ -41,6 +41,8 @@ TRAVEL = schema(
         ("early in the morning", ["time"]),
         ("flights on the 28", ["date", "day"]),
         ("leaving on 27", ["date", "day"]),
+        ("flights on the 28th", ["date", "day"]),
+        ("on 3rd may", ["date", "day", "month"]),
     ],
 )
 def test_a_time_the_question_names_implies_the_date_words(
