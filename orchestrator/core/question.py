@@ -277,6 +277,7 @@ class QuestionState:
             dialect=dialect,
             duration_ms=round((self.clock() - self.started) * 1000.0, 3),
             trace=self.trace,
+            hint=self.hint or None,
         )
 
 

@@ -115,6 +115,11 @@ class RunResult(BaseModel):
         default=None,
         description="The run whose clarifying questions this run's question answers, if any",
     )
+    hint: str | None = Field(
+        default=None,
+        description="What the asker added to the question (--hint, MCP evidence), if anything; "
+        "a follow-up of this question is planned with it too",
+    )
 
     @property
     def exit_code(self) -> int:

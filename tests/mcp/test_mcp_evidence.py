@@ -99,3 +99,28 @@ def test_evidence_is_recorded_with_the_run_and_seen_by_the_plan(
     first = json.loads(body)
     prompt = " ".join(m["content"] for m in first["messages"])
     assert f"Hint from the asker: {EVIDENCE}" in prompt
+
+
+def test_a_clarifications_follow_up_keeps_the_askers_evidence(
+    demo_db: Path, state_url: str, model: CassetteModelServer, allow_local_model: None
+) -> None:
+    from tests.scripted_llm.scenarios import AMBIGUOUS, AMBIGUOUS_ANSWERS
+
+    server = _server(demo_db, state_url, model=SCRIPTED_MODEL, base_url=model.base_url)
+    evidence = "best means the most revenue"
+
+    async def call() -> tuple[Any, Any]:
+        async with Client(server) as client:
+            asked = await client.call_tool("ask", {"question": AMBIGUOUS, "evidence": evidence})
+            run_id = asked.structured_content["error"]["run"]["run_id"]
+            follow = await client.call_tool(
+                "answer_clarification", {"run_id": run_id, "answers": AMBIGUOUS_ANSWERS}
+            )
+            return asked, follow
+
+    asked, follow = anyio.run(call)
+
+    assert asked.structured_content["error"]["code"] == "needs_clarification"
+    assert not follow.is_error, follow.structured_content
+    checkpoint = RunStore(state_url).load(follow.structured_content["run_id"]).checkpoint
+    assert isinstance(checkpoint, PausedCheckpoint) and checkpoint.questions[0].hint == evidence

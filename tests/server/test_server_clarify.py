@@ -105,3 +105,23 @@ def test_a_time_series_gets_a_line(live: Running) -> None:
         "x": 0,
         "y": 1,
     }
+
+
+def test_a_follow_up_plans_with_the_hint_its_question_was_asked_with(live: Running) -> None:
+    from orchestrator.core.checkpoint import PausedCheckpoint
+    from orchestrator.core.runs import RunStore
+
+    hint = "best means the most revenue"
+    alice = live.client("alice")
+    asked = alice.post("/runs", json={"question": AMBIGUOUS, "hint": hint}).json()["run_id"]
+    result = wait_for_run(alice, asked, DONE)["results"][0]
+    assert result["status"] == "needs_clarification" and result["hint"] == hint
+
+    accepted = alice.post(f"/runs/{asked}/clarify", json={"answers": sc.AMBIGUOUS_ANSWERS})
+    assert accepted.status_code == 202, accepted.text
+    follow = accepted.json()["run_id"]
+    pending_batch(live.client("rita"), follow)  # planned: waiting at the gate
+    runs = RunStore(live.state_url)
+    checkpoint = runs.load(follow).checkpoint
+    assert isinstance(checkpoint, PausedCheckpoint)
+    assert checkpoint.questions[0].hint == hint

@@ -402,6 +402,7 @@ class SqlgateTools:
             principal.policy_section,
             follow_up_of=run_id,
             identity=principal.identity,
+            hints=[result.get("hint") or ""],
         )
         return await self._first_answer(ctx, principal, new_id, cursor)
 

@@ -143,6 +143,7 @@ def clarify_run(
         principal.policy_section,
         follow_up_of=run_id,
         identity=principal.identity,
+        hints=[result.get("hint") or ""],
     )
     return RunAccepted(run_id=new_id, status="queued", questions=[question], follow_up_of=run_id)
 
