@@ -143,22 +143,36 @@ class DecisionWatch:
     async def wait(
         self, poll: float, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
     ) -> WakeReason:
-        """Until a notification arrives or ``sleep(poll)`` returns; why it woke."""
+        """Until a notification arrives or ``sleep(poll)`` returns; why it woke.
+
+        The event can be set with no notification left behind it: a notification that arrives
+        while the previous wait is taking the one before has its ``set`` run after that take.
+        Such a set is not a wake: the wait goes on for the rest of its nap."""
         with self._lock:
             if self._event is None:
                 self._loop, self._event = asyncio.get_running_loop(), asyncio.Event()
             event = self._event
-            if self._reason is not None:
-                event.set()
         timer = asyncio.ensure_future(sleep(poll))
-        notified = asyncio.ensure_future(event.wait())
         try:
-            await asyncio.wait({timer, notified}, return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                with self._lock:
+                    if self._reason is not None:
+                        event.set()
+                notified = asyncio.ensure_future(event.wait())
+                try:
+                    await asyncio.wait({timer, notified}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    notified.cancel()
+                    await asyncio.gather(notified, return_exceptions=True)
+                if timer.done():
+                    break
+                reason = self.take()
+                if reason is not None:
+                    return reason
         finally:
-            for task in (timer, notified):
-                task.cancel()
-            await asyncio.gather(timer, notified, return_exceptions=True)
-        failure = timer.exception() if timer.done() and not timer.cancelled() else None
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
+        failure = timer.exception() if not timer.cancelled() else None
         if failure is not None:  # the sleep's own failure, not a wake
             raise failure
         return self.take() or "poll"

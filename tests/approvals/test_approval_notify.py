@@ -27,7 +27,7 @@ from approvals import (
     Reject,
     SqlApprovalStore,
 )
-from approvals.notify import listener_for, release_listener
+from approvals.notify import DecisionWatch, listener_for, release_listener
 
 
 def gate_on(store: ApprovalStore, **kw) -> ApprovalGate:
@@ -300,3 +300,26 @@ def test_signals_wake_the_batch_and_every_batch_waiters_only():
         ("b", "postgres"),
         ("*", "postgres"),
     ]
+
+
+def test_a_set_left_by_a_wake_already_taken_is_not_a_wake() -> None:
+    """A notification can arrive while the previous wait is taking the one before it: its
+    ``set`` then runs after that take, with no reason left behind it. The next wait must not
+    end there (it used to, as a "poll"), but at the next real notification."""
+
+    async def never(seconds: float) -> None:
+        await asyncio.Event().wait()
+
+    async def main() -> list[str]:
+        woke: list[str] = []
+        with DecisionWatch(DecisionSignals(), "batch_1") as watch:
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.01, watch._wake, "postgres")
+            woke.append(await watch.wait(60.0, never))
+            assert watch._event is not None
+            watch._event.set()  # the late set of a notification whose reason was taken
+            loop.call_later(0.05, watch._wake, "process")
+            woke.append(await asyncio.wait_for(watch.wait(60.0, never), 5))
+        return woke
+
+    assert asyncio.run(main()) == ["postgres", "process"]
