@@ -285,9 +285,14 @@
 
   function show(run, atBottom) {
     const el = card(run.run_id, run.questions, atBottom);
+    const ended = run.status === "finished" || run.status === "failed";
+    // Responses can arrive out of order (an event's refresh overtakes an earlier one): a run
+    // shown as ended never goes back to an earlier state.
+    if (!ended && el.dataset.ended === "true") return;
     el.querySelector(".meta").textContent = `${run.run_id} · ${when(run.created_at)}`;
     if (run.follow_up_of) linkParent(el, run.follow_up_of);
-    if (run.status === "finished" || run.status === "failed") {
+    if (ended) {
+      el.dataset.ended = "true";
       setStatus(el, outcomeOf(run));
       progress(el, run.status, run.questions.length, run.questions.length);
       renderResults(el, run);
