@@ -172,31 +172,11 @@ def test_a_deferred_run_keeps_its_hint_across_the_pause(
     assert restored.hint == HINT  # what a resume or a takeover carries on with
 
 
-def test_a_distributed_batch_records_each_questions_hint_with_its_run(tmp_path: Path) -> None:
+def _hinted_batch(url: str) -> tuple[str, str]:
+    """A distributed batch of two runs recorded in the state at ``url``: the first with a hint
+    on its first question, the second with none. Their run ids."""
     from orchestrator.core.run_identity import DatabaseLogin
 
-    state = state_database(f"sqlite:///{tmp_path / 'state.sqlite'}")
-    state.setup()
-    recorded = state.batches.record(
-        "batch_hinted",
-        "sqlite:///shop.db",
-        [["How many products?", "Top customers"], ["Orders?"]],
-        options={},
-        login=DatabaseLogin(""),
-        hints={"How many products?": HINT},
-    )
-    first, second = (state.runs.load(run.run_id).checkpoint for run in recorded.runs)
-    assert isinstance(first, StartedCheckpoint) and first.hints == [HINT, ""]
-    assert isinstance(second, StartedCheckpoint) and second.hints is None
-    state.close()
-
-
-def test_runs_show_says_what_the_asker_added(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from orchestrator.core.run_identity import DatabaseLogin
-
-    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
     state = state_database(url)
     state.setup()
     recorded = state.batches.record(
@@ -207,8 +187,25 @@ def test_runs_show_says_what_the_asker_added(
         login=DatabaseLogin(""),
         hints={"How many products?": HINT},
     )
-    hinted, plain = (run.run_id for run in recorded.runs)
     state.close()
+    hinted, plain = (run.run_id for run in recorded.runs)
+    return hinted, plain
+
+
+def test_a_distributed_batch_records_each_questions_hint_with_its_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    hinted, plain = _hinted_batch(url)
+    runs = RunStore(url)
+    first, second = runs.load(hinted).checkpoint, runs.load(plain).checkpoint
+    assert isinstance(first, StartedCheckpoint) and first.hints == [HINT, ""]
+    assert isinstance(second, StartedCheckpoint) and second.hints is None
+
+
+def test_runs_show_says_what_the_asker_added(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    hinted, plain = _hinted_batch(url)
     monkeypatch.setenv("SQLGATE_STATE_URL", url)
     shown = runner.invoke(app, ["runs", "show", hinted, "--json"])
     assert shown.exit_code == 0, shown.output
